@@ -1,0 +1,29 @@
+"""One error hierarchy: the CLI maps it to exit 1 and one line, the hook path logs it."""
+
+
+class MemselfError(Exception):
+    """An expected failure with a message fit to show the user (Chinese)."""
+
+
+class InvalidInput(MemselfError):
+    """The caller gave something we refuse: a bad text length, an unknown id, a bad value."""
+
+
+class NotFound(MemselfError):
+    """An id that is not in the store (or the trash)."""
+
+
+class LockTimeout(MemselfError):
+    """The cross-process write lock could not be taken in time."""
+
+
+class CorruptFile(MemselfError):
+    """A data file could not be fully read; strict operations refuse to rewrite it."""
+
+
+class ConfigError(MemselfError):
+    """A config value that does not validate."""
+
+
+class EngineUnavailable(MemselfError):
+    """The warm recall engine is not reachable or not ready."""

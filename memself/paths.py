@@ -1,0 +1,91 @@
+"""Where memself keeps its files. One data directory, shared by every host and the original plugin."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+HOME_ENV = "MEMSELF_HOME"
+DEFAULT_DIR_NAME = ".memory-self-evolution"
+GROUPS = ("rule", "project")
+
+
+def data_root() -> Path:
+    """The data directory: ``$MEMSELF_HOME`` or ``~/.memory-self-evolution``."""
+    override = os.environ.get(HOME_ENV, "").strip()
+    if override:
+        return Path(override).expanduser()
+    return Path.home() / DEFAULT_DIR_NAME
+
+
+@dataclass(frozen=True)
+class DataPaths:
+    """Every file of the data directory, compatible with the original plugin's names."""
+
+    root: Path
+
+    @classmethod
+    def default(cls) -> DataPaths:
+        return cls(data_root())
+
+    def group_file(self, group: str) -> Path:
+        return self.root / f"{group}.jsonl"
+
+    @property
+    def trash(self) -> Path:
+        return self.root / "trash.jsonl"
+
+    @property
+    def config(self) -> Path:
+        return self.root / "config.json"
+
+    @property
+    def decay_state(self) -> Path:
+        return self.root / "decay-state.json"
+
+    @property
+    def html(self) -> Path:
+        return self.root / "memories.html"
+
+    @property
+    def legacy_markdown(self) -> Path:
+        return self.root / "memories.md"
+
+    @property
+    def lock_dir(self) -> Path:
+        # Same name as the original's lock, so both plugins exclude each other while a user switches.
+        return self.root / ".memory-write.lock"
+
+    @property
+    def side_dir(self) -> Path:
+        return self.root / "side"
+
+    @property
+    def session_secret(self) -> Path:
+        return self.root / "session-secret"
+
+    @property
+    def side_secret(self) -> Path:
+        return self.root / "side-secret.json"
+
+    @property
+    def index_dir(self) -> Path:
+        return self.root / "index"
+
+    @property
+    def legacy_embeddings(self) -> Path:
+        return self.root / "embeddings.jsonl"
+
+    @property
+    def log_file(self) -> Path:
+        return self.root / "memself.log"
+
+    @property
+    def verify_cases(self) -> Path:
+        return self.root / "verify-cases.json"
+
+    def ensure(self) -> Path:
+        """Create the data directory (mode 0700) if missing and return it."""
+        self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        return self.root
