@@ -27,3 +27,7 @@ class ConfigError(MemselfError):
 
 class EngineUnavailable(MemselfError):
     """The warm recall engine is not reachable or not ready."""
+
+
+class WriteFailed(MemselfError):
+    """A write could not complete (read-only folder, full disk); the old file is intact."""

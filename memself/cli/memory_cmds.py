@@ -1,0 +1,172 @@
+"""Commands that read and change the memory store: list, read, add, delete, trash, restore, config, open."""
+
+from __future__ import annotations
+
+import webbrowser
+
+import click
+
+from memself.cli.app import echo_json, main, now_utc
+from memself.config import KEYS, load_config, set_config_value
+from memself.paths import DataPaths
+from memself.records import GROUPS, fmt_confidence
+from memself.store import MemoryStore
+
+GROUP_TITLES = {"rule": "规则与偏好", "project": "项目事实"}
+
+
+def _store() -> MemoryStore:
+    return MemoryStore(DataPaths.default())
+
+
+@main.command("list")
+@click.option("--json", "as_json", is_flag=True, help="输出 JSON")
+def list_cmd(as_json: bool) -> None:
+    """两组记忆各有多少条。"""
+    store = _store()
+    loaded = {g: store.load_group(g) for g in GROUPS}
+    problems = [{"file": f"{g}.jsonl", "line": b.line_no, "reason": b.reason}
+                for g, gf in loaded.items() for b in gf.bad_lines]
+    counts = {g: len(gf.memories) for g, gf in loaded.items()}
+    if as_json:
+        echo_json({**counts, "total": sum(counts.values()), "problems": problems})
+        return
+    click.echo(f"rule    {counts['rule']} 条（会话开始全量注入，无条件生效）")
+    click.echo(f"project {counts['project']} 条（按相关性自动召回）")
+    click.echo(f"共 {sum(counts.values())} 条")
+    for problem in problems:
+        click.echo(f"注意：{problem['file']} 第 {problem['line']} 行无法读取（{problem['reason']}），"
+                   "已跳过，文件未改动", err=True)
+
+
+@main.command("read")
+@click.argument("group", type=click.Choice(GROUPS))
+@click.option("--json", "as_json", is_flag=True, help="输出 JSON（全部字段）")
+def read_cmd(group: str, as_json: bool) -> None:
+    """看某一组的全部记忆（按置信度）。"""
+    memories = _store().read_group(group)
+    if as_json:
+        echo_json([m.to_json() for m in memories])
+        return
+    if not memories:
+        click.echo(f"「{group}」下没有记忆")
+        return
+    click.echo(f"{group}（共 {len(memories)} 条）")
+    for number, memory in enumerate(memories, start=1):
+        mark = "[已废弃] " if not memory.active else ""
+        click.echo(f"{number}. {mark}{memory.text}（置信度 {fmt_confidence(memory.confidence)}，"
+                   f"id {memory.id}）")
+
+
+def _add(group: str, text: str) -> None:
+    memory = _store().create(text, group, now_utc(), evidence="用户通过 CLI 直接添加")
+    title = "规则" if group == "rule" else "项目事实"
+    click.echo(f"已新增{title}：{memory.text}")
+    click.echo(f"置信度 {fmt_confidence(memory.confidence)}，id {memory.id}")
+    click.echo("下个会话开始起无条件生效。" if group == "rule" else "之后每轮输入按相关性召回。")
+
+
+@main.group("rule")
+def rule_group() -> None:
+    """规则与偏好。"""
+
+
+@rule_group.command("add")
+@click.argument("text")
+def rule_add(text: str) -> None:
+    """直接新增一条规则（置信度 0.5）。"""
+    _add("rule", text)
+
+
+@main.group("project")
+def project_group() -> None:
+    """项目事实。"""
+
+
+@project_group.command("add")
+@click.argument("text")
+def project_add(text: str) -> None:
+    """直接新增一条项目事实（置信度 0.5）。"""
+    _add("project", text)
+
+
+@main.command("delete")
+@click.argument("ids", nargs=-1, required=True)
+def delete_cmd(ids: tuple[str, ...]) -> None:
+    """把记忆移入回收站（保留 30 天）。"""
+    removed = _store().delete(ids, now_utc())
+    click.echo(f"已删除 {len(removed)} 条，移入回收站（保留 30 天，可用 memself restore <id> 恢复）：")
+    for memory in removed:
+        click.echo(f"- {memory.text}（id {memory.id}）")
+    missing = sorted(set(ids) - {m.id for m in removed})
+    if missing:
+        click.echo(f"未找到，已跳过：{'、'.join(missing)}")
+
+
+@main.command("trash")
+@click.option("--json", "as_json", is_flag=True, help="输出 JSON（全部字段）")
+def trash_cmd(as_json: bool) -> None:
+    """列出回收站。"""
+    entries = _store().trash_entries()
+    if as_json:
+        echo_json([e.to_json() for e in entries])
+        return
+    if not entries:
+        click.echo("回收站是空的")
+        return
+    click.echo(f"回收站（共 {len(entries)} 条，保留 30 天）")
+    for entry in entries:
+        click.echo(f"- [{entry.memory.category}] {entry.memory.text}（id {entry.memory.id}，"
+                   f"删除于 {entry.deleted_at}）")
+
+
+@main.command("restore")
+@click.argument("mem_id")
+def restore_cmd(mem_id: str) -> None:
+    """从回收站恢复一条记忆。"""
+    memory = _store().restore(mem_id, now_utc())
+    click.echo(f"已恢复到 {memory.category}：{memory.text}（置信度 "
+               f"{fmt_confidence(memory.confidence)}，id {memory.id}）")
+
+
+@main.command("config")
+@click.argument("key", required=False)
+@click.argument("value", required=False)
+@click.option("--json", "as_json", is_flag=True, help="输出 JSON")
+def config_cmd(key: str | None, value: str | None, as_json: bool) -> None:
+    """查看配置，或修改一项：memself config recallTopK 5。"""
+    paths = DataPaths.default()
+    if key is not None and value is not None:
+        stored = set_config_value(paths, key, value)
+        click.echo(f"{key} 已设为 {_show(stored)}")
+        return
+    config = load_config(paths)
+    names = [key] if key else list(KEYS)
+    if key is not None and key not in KEYS:
+        set_config_value(paths, key, "")  # raises the "unknown key" message
+    if as_json:
+        echo_json({n: config.values[n] for n in names})
+        return
+    for name in names:
+        mark = "" if config.is_set(name) else "  (默认)"
+        click.echo(f"{name.ljust(21)} = {_show(config.values[name])}{mark}")
+
+
+def _show(value: object) -> str:
+    if value is None:
+        return "（按模型默认）"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+@main.command("open")
+@click.option("--no-browser", is_flag=True, help="只生成，不打开浏览器")
+def open_cmd(no_browser: bool) -> None:
+    """生成 memories.html 并用默认浏览器打开。"""
+    store = _store()
+    store.refresh_snapshot(now_utc())
+    path = store.paths.html
+    click.echo(f"已生成 {path}")
+    if not no_browser and not webbrowser.open(path.as_uri()):
+        click.echo("没有找到可用的浏览器，请手动打开上面的文件")

@@ -1,0 +1,172 @@
+"""``config.json``: the original's keys and defaults plus memself's own, type-checked on load.
+
+A bad value is ignored with a log line; a corrupt file falls back to defaults and is never
+overwritten; setting one key writes only that key (unlike the original, which pinned every key).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from memself.atomic import write_atomic
+from memself.errors import ConfigError
+from memself.logs import log
+from memself.paths import DataPaths
+
+DEFAULT_MODEL = "BAAI/bge-base-zh-v1.5"
+
+
+@dataclass(frozen=True)
+class Key:
+    kind: type  # bool, int, float or str
+    default: Any
+    help: str
+    minimum: float | None = None
+
+
+# None as a default means "not set": thresholds then come from the model table (memself.models).
+KEYS: dict[str, Key] = {
+    "enabled": Key(bool, True, "关掉后 hook 不注入任何记忆，旁路判别也不启动"),
+    "recallTopK": Key(int, 3, "rule 和 project 每轮各自最多召回几条", minimum=1),
+    "recallMinScore": Key(float, None, "rule 的召回下限，-1 关闭；不设时用当前模型的默认值"),
+    "recallMinScoreProject": Key(float, None, "project 的召回下限，-1 关闭；不设时用当前模型的默认值"),
+    "recallMinMargin": Key(float, -1.0, "对第二名的领先幅度下限，-1 关闭"),
+    "showRecall": Key(bool, False, "把召回的条目也展示给用户（Claude Code）"),
+    "confirm": Key(bool, True, "写盘前是否弹确认"),
+    "sideWaitMs": Key(int, 12000, "回答结束后 stop 等待旁路结果的毫秒数", minimum=0),
+    "decayDays": Key(int, 30, "闲置满多少天扣一次置信度", minimum=1),
+    "sideApiBase": Key(str, "", "旁路判别接口根地址（OpenAI 兼容）"),
+    "sideApiModel": Key(str, "", "旁路判别模型名"),
+    "model": Key(str, DEFAULT_MODEL, "向量模型：hub id、本地目录或 multilingual-e5-small"),
+    "engineIdleMinutes": Key(int, 30, "常驻召回进程闲置多少分钟后退出", minimum=1),
+}
+LEGACY_KEYS = ("sideJudge",)
+_TRUE = {"true", "on", "1", "yes"}
+_FALSE = {"false", "off", "0", "no"}
+_TYPE_NAMES = {bool: "布尔值", int: "整数", float: "数字", str: "字符串"}
+
+
+@dataclass(frozen=True)
+class Config:
+    values: dict[str, Any]
+    explicit: frozenset[str] = field(default_factory=frozenset)
+    side_judge: bool | None = None  # legacy blocking mode marker; False means "deposition disabled"
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self.__dict__["values"][name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def is_set(self, key: str) -> bool:
+        return key in self.explicit
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.values)
+
+
+def _accepts(key: Key, value: object) -> bool:
+    if key.kind is bool:
+        return isinstance(value, bool)
+    if key.kind is str:
+        return isinstance(value, str)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    if key.kind is int:
+        return isinstance(value, int) or (isinstance(value, float) and value.is_integer())
+    if key.kind is float:
+        return math.isfinite(value)
+    return False
+
+
+def _in_range(key: Key, value: object) -> bool:
+    return key.minimum is None or (isinstance(value, (int, float)) and value >= key.minimum)
+
+
+def _read_file(paths: DataPaths) -> dict[str, Any] | None:
+    """The file's object, {} when missing, None when it cannot be used."""
+    try:
+        raw = json.loads(paths.config.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as exc:
+        log(paths, "config-unreadable", error=str(exc))
+        return None
+    if not isinstance(raw, dict):
+        log(paths, "config-unreadable", error="not a JSON object")
+        return None
+    return raw
+
+
+def load_config(paths: DataPaths | None = None) -> Config:
+    """Read config.json afresh (hooks and MCP re-read on every call)."""
+    paths = paths or DataPaths.default()
+    raw = _read_file(paths) or {}
+    values = {name: key.default for name, key in KEYS.items()}
+    explicit = set()
+    for name, value in raw.items():
+        key = KEYS.get(name)
+        if key is None:
+            continue
+        if not _accepts(key, value) or not _in_range(key, value):
+            log(paths, f"配置项 {name} 类型应为 {_TYPE_NAMES[key.kind]}，已忽略", value=repr(value))
+            continue
+        values[name] = int(value) if key.kind is int else value
+        explicit.add(name)
+    side_judge = raw.get("sideJudge")
+    return Config(values, frozenset(explicit), side_judge if isinstance(side_judge, bool) else None)
+
+
+def parse_value(name: str, raw: str) -> Any:
+    """Turn a CLI/MCP string into the key's type, or raise ConfigError with a Chinese message."""
+    key = KEYS.get(name)
+    if key is None:
+        if name in LEGACY_KEYS:
+            raise ConfigError(f"{name} 是旧版本的配置项，请运行 memself setup sidepath")
+        raise ConfigError(f"未知配置项「{name}」，可用：{'、'.join(KEYS)}")
+    text = raw.strip()
+    if key.kind is bool:
+        if text.lower() in _TRUE:
+            return True
+        if text.lower() in _FALSE:
+            return False
+        raise ConfigError(f"{name} 需要 true 或 false，收到「{raw}」")
+    if key.kind is str:
+        return text
+    try:
+        number = float(text)
+    except ValueError:
+        number = math.nan
+    if not math.isfinite(number):
+        raise ConfigError(f"{name} 需要数字，收到「{raw}」")
+    if key.kind is int:
+        if not number.is_integer() or not _in_range(key, number):
+            kind = "正整数" if key.minimum == 1 else "非负整数"
+            raise ConfigError(f"{name} 需要{kind}，收到「{raw}」")
+        return int(number)
+    return number
+
+
+def set_config_value(paths: DataPaths, name: str, raw: str) -> Any:
+    """Validate and write one key; every other key in the file stays as it is."""
+    value = parse_value(name, raw)
+    current = _read_file(paths)
+    if current is None:
+        raise ConfigError(f"{paths.config} 不是合法的 JSON，为免覆盖你的内容未做修改；请先修好或删除它")
+    current[name] = value
+    paths.ensure()
+    write_atomic(paths.config, json.dumps(current, ensure_ascii=False, indent=2) + "\n")
+    return value
+
+
+def unset_config_value(paths: DataPaths, name: str) -> None:
+    """Remove a key so its default applies again."""
+    current = _read_file(paths)
+    if current is None:
+        raise ConfigError(f"{paths.config} 不是合法的 JSON，未做修改")
+    if name in current:
+        del current[name]
+        write_atomic(paths.config, json.dumps(current, ensure_ascii=False, indent=2) + "\n")

@@ -1,0 +1,125 @@
+"""The daily maintenance, run by the first session start of the local day (shared across processes).
+
+It decays idle memories once, clamps legacy confidences, purges old trash and finishes zombie
+judge jobs. It refuses to rewrite a group file it could not fully read, and marks the day done
+only after everything is written, so a failed run is retried by the next session without
+deducting twice (a deducted memory already carries a fresh ``lastSeen``).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from memself import confidence
+from memself.atomic import write_atomic
+from memself.errors import CorruptFile
+from memself.lock import write_lock
+from memself.logs import log
+from memself.paths import DataPaths
+from memself.records import GROUPS, sort_memories
+from memself.store import TRASH_KEEP_DAYS, MemoryStore, TrashEntry, render_lines
+from memself.timeutil import iso, local_day, parse_iso
+
+
+@dataclass(frozen=True)
+class MaintenanceResult:
+    decayed: int
+    newly_deprecated: int
+    clamped: int
+    trash_purged: int
+
+
+def ran_today(paths: DataPaths, now: datetime) -> bool:
+    """Only the small state file is read when the day is already done."""
+    try:
+        state = json.loads(paths.decay_state.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return False
+    except (OSError, ValueError) as exc:
+        log(paths, "读取每日衰减状态失败", error=str(exc))
+        return False
+    return isinstance(state, dict) and state.get("lastRunDate") == local_day(now)
+
+
+def run_daily_maintenance(
+    paths: DataPaths, decay_days: int, now: datetime
+) -> MaintenanceResult | None:
+    """Run today's maintenance once; None when it already ran today."""
+    if ran_today(paths, now):
+        return None
+    store = MemoryStore(paths)
+    with write_lock(paths):
+        if ran_today(paths, now):
+            return None
+        result = _maintain(store, decay_days, now)
+        write_atomic(paths.decay_state, json.dumps(
+            {"lastRunDate": local_day(now), "lastRunAt": iso(now)}, ensure_ascii=False) + "\n")
+    log(paths, "每日衰减完成", decayed=result.decayed, deprecated=result.newly_deprecated,
+        clamped=result.clamped, trash_purged=result.trash_purged)
+    _cleanup_side_jobs(paths, now)
+    return result
+
+
+def _maintain(store: MemoryStore, decay_days: int, now: datetime) -> MaintenanceResult:
+    paths = store.paths
+    decayed = deprecated = clamped = 0
+    changed_groups = []
+    loaded = {}
+    for group in GROUPS:
+        group_file = store.load_group(group)
+        if group_file.bad_lines:
+            first = group_file.bad_lines[0]
+            raise CorruptFile(f"{group}.jsonl 第 {first.line_no} 行无法读取（{first.reason}），"
+                              "每日维护未改动任何文件")
+        loaded[group] = group_file
+    for group, group_file in loaded.items():
+        dirty = False
+        for memory in group_file.memories:
+            was_deprecated = memory.deprecated
+            if confidence.clamp_legacy(memory):
+                clamped += 1
+                dirty = True
+            if memory.deprecated:
+                deprecated += int(not was_deprecated)
+                continue
+            due = confidence.is_due(memory, now, decay_days)
+            if due is None:
+                log(paths, "decay-skip-invalid-time", id=memory.id)
+                continue
+            if due:
+                confidence.decay(memory, now)
+                decayed += 1
+                deprecated += int(memory.deprecated)
+                dirty = True
+        if dirty:
+            changed_groups.append(group)
+    trash = store.trash_entries()
+    purged = _purge_trash(store, trash, now)
+    for group in changed_groups:
+        records = [m.to_json() for m in sort_memories(loaded[group].memories)]
+        write_atomic(paths.group_file(group), render_lines(records))
+    if changed_groups or purged:
+        store._refresh_snapshot({g: gf.memories for g, gf in loaded.items()}, now)
+    return MaintenanceResult(decayed, deprecated, clamped, purged)
+
+
+def _purge_trash(store: MemoryStore, trash: list[TrashEntry], now: datetime) -> int:
+    limit = now - timedelta(days=TRASH_KEEP_DAYS)
+    keep = [e for e in trash if (parse_iso(e.deleted_at) or now) >= limit]
+    if len(keep) != len(trash):
+        write_atomic(store.paths.trash, render_lines(e.to_json() for e in keep))
+    return len(trash) - len(keep)
+
+
+def _cleanup_side_jobs(paths: DataPaths, now: datetime) -> None:
+    # Zombie judge jobs are side state, not memories: their cleanup never fails the maintenance.
+    try:
+        from memself.side.jobs import cleanup_zombies
+    except ImportError:
+        return
+    try:
+        cleanup_zombies(paths, now)
+    except Exception as exc:
+        log(paths, "zombie-cleanup-failed", error=str(exc))

@@ -1,0 +1,154 @@
+"""The memory record, in the original plugin's JSON shape, plus the two fields memself adds.
+
+Field order on disk: ``id, text, confidence, category, evidence, firstSeen, lastSeen, deprecated,
+createdAt``, then memself's daily-cap fields ``gainDay`` and ``gainToday``, then any unknown keys
+as found (so a newer original's extra fields survive a rewrite). Legacy ``observations`` is
+dropped on read and therefore on the next rewrite.
+"""
+
+from __future__ import annotations
+
+import random
+import string
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from memself.errors import InvalidInput
+from memself.timeutil import iso, local_day
+
+GROUPS = ("rule", "project")
+DEPRECATION_LINE = 0.4
+MIN_TEXT, MAX_TEXT = 6, 400
+_KNOWN = ("id", "text", "confidence", "category", "evidence", "firstSeen", "lastSeen",
+          "deprecated", "createdAt", "gainDay", "gainToday")
+_DROPPED = ("observations",)
+_BASE36 = string.digits + string.ascii_lowercase
+
+
+def round_conf(value: float) -> float:
+    """Round like the original (``round(x * 1e10) / 1e10``) so 0.45 - 0.05 is exactly 0.4."""
+    return round(value * 1e10) / 1e10
+
+
+def _base36(number: int) -> str:
+    digits = []
+    while True:
+        number, rem = divmod(number, 36)
+        digits.append(_BASE36[rem])
+        if number == 0:
+            return "".join(reversed(digits))
+
+
+def new_id(now: datetime) -> str:
+    """``mem-<base36 epoch ms>-<6 random base36 chars>``, as the original."""
+    millis = int(now.timestamp() * 1000)
+    suffix = "".join(random.choices(_BASE36, k=6))
+    return f"mem-{_base36(millis)}-{suffix}"
+
+
+def check_text(text: object) -> str:
+    """Trim and enforce 6..400 characters; the message is for the user."""
+    if not isinstance(text, str):
+        raise InvalidInput("记忆正文必须是文字")
+    cleaned = text.strip()
+    if not MIN_TEXT <= len(cleaned) <= MAX_TEXT:
+        raise InvalidInput(f"记忆正文需要 {MIN_TEXT} 到 {MAX_TEXT} 个字，收到 {len(cleaned)} 个字")
+    return cleaned
+
+
+def check_group(group: object) -> str:
+    if group not in GROUPS:
+        raise InvalidInput(f"category 必须是 rule 或 project，收到「{group}」")
+    return str(group)
+
+
+@dataclass
+class Memory:
+    id: str
+    text: str
+    confidence: float
+    category: str
+    evidence: str = ""
+    firstSeen: str = ""
+    lastSeen: str = ""
+    deprecated: bool = False
+    createdAt: str = ""
+    gainDay: str = ""
+    gainToday: float = 0.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def active(self) -> bool:
+        """Deprecated memories are never injected, recalled, decayed or deduplicated against."""
+        return not self.deprecated and self.confidence > DEPRECATION_LINE
+
+    @property
+    def last_active(self) -> str:
+        return self.lastSeen or self.createdAt
+
+    @classmethod
+    def create(cls, text: str, group: str, now: datetime, evidence: str = "") -> Memory:
+        stamp = iso(now)
+        return cls(id=new_id(now), text=check_text(text), confidence=0.5,
+                   category=check_group(group), evidence=evidence, firstSeen=stamp,
+                   lastSeen=stamp, deprecated=False, createdAt=stamp,
+                   # The creation day counts as a day whose gain is already full.
+                   gainDay=local_day(now), gainToday=0.1)
+
+    @classmethod
+    def from_json(cls, raw: object, file_group: str) -> Memory | None:
+        """A record from a group file, or None when the line is not a usable memory."""
+        if not isinstance(raw, dict):
+            return None
+        text = raw.get("text")
+        mem_id = raw.get("id")
+        if not isinstance(text, str) or not text.strip() or not isinstance(mem_id, str):
+            return None
+        category = raw.get("category")
+        if category not in GROUPS:
+            category = file_group if file_group in GROUPS else "rule"
+        conf = raw.get("confidence")
+        confidence = float(conf) if isinstance(conf, (int, float)) and not isinstance(
+            conf, bool) and conf == conf else 0.5
+        gain = raw.get("gainToday")
+        extra = {k: v for k, v in raw.items() if k not in _KNOWN and k not in _DROPPED}
+        return cls(
+            id=mem_id, text=text, confidence=confidence, category=category,
+            evidence=raw.get("evidence") if isinstance(raw.get("evidence"), str) else "",
+            firstSeen=_str(raw.get("firstSeen")), lastSeen=_str(raw.get("lastSeen")),
+            deprecated=raw.get("deprecated") is True, createdAt=_str(raw.get("createdAt")),
+            gainDay=_str(raw.get("gainDay")),
+            gainToday=float(gain) if isinstance(gain, (int, float)) and not isinstance(
+                gain, bool) else 0.0,
+            extra=extra,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "id": self.id, "text": self.text, "confidence": round_conf(self.confidence),
+            "category": self.category, "evidence": self.evidence, "firstSeen": self.firstSeen,
+            "lastSeen": self.lastSeen, "deprecated": self.deprecated, "createdAt": self.createdAt,
+        }
+        if self.gainDay:
+            out["gainDay"] = self.gainDay
+            out["gainToday"] = round_conf(self.gainToday)
+        for key, value in self.extra.items():
+            out.setdefault(key, value)
+        return out
+
+
+def _str(value: object) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def sort_memories(memories: list[Memory]) -> list[Memory]:
+    """Confidence desc, then last activity desc (ISO strings compare chronologically)."""
+    by_time = sorted(memories, key=lambda m: m.last_active, reverse=True)
+    return sorted(by_time, key=lambda m: round_conf(m.confidence), reverse=True)
+
+
+def fmt_confidence(value: float) -> str:
+    """Two decimals without trailing zeros: 0.5, 0.55, 1 (original ``fmtConfidence``)."""
+    text = f"{round(value + 1e-12, 2):.2f}".rstrip("0").rstrip(".")
+    return text or "0"
