@@ -5,8 +5,10 @@ The core takes a ``HookEvent`` and returns a ``HookReply``; it never sees a host
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
+from pathlib import Path
 from typing import Any, Protocol
 
 
@@ -51,17 +53,32 @@ class HostAdapter(Protocol):
 
     NAME: str
     ASK_TOOL: str  # the host's popup tool, named in the MEMORY_CONFIRM_V1 instruction
+    EVENT_NAMES: dict[EventKind, str]  # the host's name for each event we register (installers)
+    TIMEOUTS: dict[EventKind, int]  # seconds, per registered event (installers)
+    CONTEXT_LIMIT: int  # characters of injected text the host takes inline
 
-    def parse(self, payload: dict[str, Any]) -> HookEvent: ...
+    def parse(self, payload: dict[str, Any], env: Mapping[str, str] | None = None) -> HookEvent:
+        """Normalise a payload; ``env`` (the hook's environment) only fills a missing cwd."""
+        ...
 
     def render(self, event: HookEvent, reply: HookReply) -> dict[str, Any] | None: ...
 
+    def steps_aside(self, payload: dict[str, Any], env: Mapping[str, str], home: Path) -> bool:
+        """True when another registration of ours handles this event (answer nothing)."""
+        ...
+
+
+SESSION_KEY_LIMIT = 80
+TURN_ID_LIMIT = 120
 
 _ALLOWED_KEY_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
 
 
 def sanitise_key(raw: object, limit: int) -> str:
-    """Trim, replace every char outside ``[A-Za-z0-9_-]`` with ``_``, cut to ``limit`` (original §4.2)."""
+    """Trim, replace every char outside ``[A-Za-z0-9_-]`` with ``_``, cut to ``limit``.
+
+    Original §4.2: session keys are cut to ``SESSION_KEY_LIMIT``, turn ids to ``TURN_ID_LIMIT``.
+    """
     if not isinstance(raw, str):
         return ""
     text = raw.strip()
@@ -75,3 +92,21 @@ def first_text(payload: dict[str, Any], *keys: str) -> str:
         if isinstance(value, str) and value.strip():
             return value
     return ""
+
+
+# Every spelling of the events we handle, lower-cased. Hosts share them: Cursor runs Claude-format
+# hooks with its own payloads, so an adapter must understand the other family's names too.
+_KIND_BY_NAME = {
+    "sessionstart": EventKind.SESSION_START,
+    "userpromptsubmit": EventKind.PROMPT_SUBMIT,
+    "beforesubmitprompt": EventKind.PROMPT_SUBMIT,
+    "stop": EventKind.STOP,
+    "subagentstop": EventKind.SUBAGENT_STOP,
+}
+
+
+def event_kind(name: object) -> EventKind:
+    """The kind of a host event name, ``UNKNOWN`` for anything we do not handle."""
+    if not isinstance(name, str):
+        return EventKind.UNKNOWN
+    return _KIND_BY_NAME.get(name.strip().lower(), EventKind.UNKNOWN)

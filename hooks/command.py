@@ -1,0 +1,56 @@
+"""The command line installers register for a host's hooks, and how to recognise ours.
+
+Standard library only: the Claude adapter uses ``hook_command_agent`` on the hook path.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+ENTRY = Path(__file__).resolve().with_name("entry.py")
+
+_AGENT = r"""["']?\s+(?:\S+\s+)*?--agent(?:=|\s+)["']?([A-Za-z0-9_-]+)"""
+_PATTERNS = (
+    # Ours: <python> -I -S <...>/hooks/entry.py --agent HOST (wheel or editable install).
+    re.compile(r"""(?:^|[\s"'\\/])hooks[\\/]entry\.py""" + _AGENT),
+    # Ours, slow entry: memself hook --agent HOST, or <python> -m memself hook --agent HOST.
+    re.compile(r"""(?:^|[\s"'\\/])memself(?:\.exe)?["']?\s+hook""" + _AGENT),
+    # The original Node plugin: "<node>" "<repo>/bin/memory.mjs" hook --agent HOST.
+    re.compile(r"""memory\.mjs["']?\s+hook""" + _AGENT),
+)
+
+
+def hook_command(host: str) -> list[str]:
+    """Absolute argv for ``host``'s hooks: no shell features, no PATH lookup, no site-packages."""
+    from memself.hosts import HOSTS
+
+    from memself.errors import InvalidInput
+
+    if host not in HOSTS:
+        raise InvalidInput(f"未知客户端「{host}」，可用：{'、'.join(HOSTS)}")
+    return [os.path.abspath(sys.executable), "-I", "-S", str(ENTRY), "--agent", host]
+
+
+def hook_command_line(host: str) -> str:
+    """``hook_command`` as one POSIX shell string, for config files whose ``command`` is a string."""
+    return shlex.join(hook_command(host))
+
+
+def hook_command_agent(cmd: str | Sequence[str]) -> str | None:
+    """The ``--agent`` of a hook command that is ours or the original plugin's, else ``None``."""
+    text = cmd if isinstance(cmd, str) else " ".join(cmd)
+    for pattern in _PATTERNS:
+        match = pattern.search(text)
+        if match:
+            return match.group(1)
+    return None
+
+
+def is_our_hook_command(cmd: str | Sequence[str]) -> bool:
+    """True for memself's hook commands and the original plugin's (installers replace both)."""
+    return hook_command_agent(cmd) is not None

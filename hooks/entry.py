@@ -1,0 +1,55 @@
+"""What a host executes on a hook event: ``<python> -I -S <this file> --agent HOST``.
+
+``-I -S`` keeps start-up at a few milliseconds (no site-packages scan, no .pth files, no user
+environment), so this file finds the memself package itself:
+
+- installed from a wheel it is ``<site-packages>/memself/hooks/entry.py``;
+- installed editable it is ``<repo>/hooks/entry.py``, and ``hosts/``, ``hooks/``,
+  ``installers/`` are mapped into ``memself`` by ``package-dir``, which the editable finder
+  (a .pth hook that ``-S`` skips) would otherwise provide.
+
+Standard library only. Whatever happens, the process exits 0: a non-zero exit is an error or,
+worse, "block this prompt" (exit 2) to the host.
+"""
+
+import os
+import sys
+
+
+def _bootstrap() -> None:
+    hooks_dir = os.path.dirname(os.path.abspath(__file__))
+    parent = os.path.dirname(hooks_dir)
+    wheel = os.path.basename(parent) == "memself" and os.path.isfile(
+        os.path.join(parent, "__init__.py"))
+    root = os.path.dirname(parent) if wheel else parent
+    if root not in sys.path:
+        sys.path.insert(0, root)
+    import memself
+
+    if not wheel and root not in memself.__path__:
+        memself.__path__.append(root)
+
+
+def _run() -> int:
+    try:
+        _bootstrap()
+        from memself.hookrun import main
+
+        main(sys.argv[1:])
+    except BaseException as exc:  # the host must never see a failure
+        try:
+            sys.stderr.write(f"memself hook: {type(exc).__name__}\n")
+        except Exception:
+            pass
+    return 0
+
+
+if __name__ == "__main__":
+    code = _run()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:
+            pass
+    # os._exit skips interpreter teardown (a few ms) and any flush error at exit.
+    os._exit(code)

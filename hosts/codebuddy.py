@@ -1,0 +1,46 @@
+"""CodeBuddy Code (CLI and IDE): ``~/.codebuddy/settings.json``, Claude-shaped JSON (§3)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from memself.hosts.base import EventKind, HookEvent, HookReply
+from memself.hosts.common import SESSION_KEY_FALLBACKS, parse_event, render_claudelike
+
+NAME = "codebuddy"
+# The IDE's tool is ask_followup_question; the MEMORY_CONFIRM_V1 text names both.
+ASK_TOOL = "AskUserQuestion"
+EVENT_NAMES = {
+    EventKind.SESSION_START: "SessionStart",
+    EventKind.PROMPT_SUBMIT: "UserPromptSubmit",
+    EventKind.STOP: "Stop",
+}
+TIMEOUTS = {EventKind.SESSION_START: 10, EventKind.PROMPT_SUBMIT: 10, EventKind.STOP: 20}
+CONTEXT_LIMIT = 10_000  # undocumented; Claude Code's cap, to be safe
+
+# The original read ``user_prompt``; CodeBuddy Code 2.117.0 sends ``prompt``.
+PROMPT_KEYS = ("prompt", "user_prompt")
+
+
+def parse(payload: dict[str, Any], env: Mapping[str, str] | None = None) -> HookEvent:
+    # No turn id: the prompt hook gets none (Stop has a generation_id, but prompt and stop must
+    # agree on the key, so it is not used).
+    return parse_event(
+        NAME,
+        payload,
+        env,
+        session_keys=SESSION_KEY_FALLBACKS,
+        turn_keys=(),
+        prompt_keys=PROMPT_KEYS,
+        project_dir_env=("CODEBUDDY_PROJECT_DIR",),
+    )
+
+
+def render(event: HookEvent, reply: HookReply) -> dict[str, Any] | None:
+    return render_claudelike(event, reply, EVENT_NAMES, system_message=False)
+
+
+def steps_aside(payload: dict[str, Any], env: Mapping[str, str], home: Path) -> bool:
+    return False

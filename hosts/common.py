@@ -1,0 +1,121 @@
+"""Payload parsing shared by every adapter, and rendering for hosts that speak Claude Code's JSON.
+
+Claude Code, CodeBuddy Code and WorkBuddy (which embeds the CodeBuddy engine) share one output
+shape; they differ only in field names on input and in whether ``systemMessage`` is used.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from memself.hosts.base import (
+    SESSION_KEY_LIMIT,
+    TURN_ID_LIMIT,
+    EventKind,
+    HookEvent,
+    HookReply,
+    event_kind,
+    first_text,
+    sanitise_key,
+)
+
+# Original §4.2: the host's own field first, then the other spellings any host has used.
+SESSION_KEY_FALLBACKS = ("session_id", "conversation_id", "sessionId", "conversationId")
+TURN_ID_FALLBACKS = ("generationId", "message_id", "messageId")
+
+
+def parse_event(
+    host: str,
+    payload: dict[str, Any],
+    env: Mapping[str, str] | None,
+    *,
+    session_keys: tuple[str, ...],
+    turn_keys: tuple[str, ...],
+    prompt_keys: tuple[str, ...],
+    project_dir_env: tuple[str, ...],
+) -> HookEvent:
+    """Normalise one payload. Unknown fields are ignored; wrong types count as missing."""
+    raw_name = payload.get("hook_event_name")
+    name = raw_name if isinstance(raw_name, str) else ""
+    kind = event_kind(name)
+    prompt = first_text(payload, *prompt_keys) if kind is EventKind.PROMPT_SUBMIT else ""
+    return HookEvent(
+        host=host,
+        kind=kind,
+        event_name=name[:64],
+        session_key=sanitise_key(first_text(payload, *session_keys), SESSION_KEY_LIMIT),
+        turn_id=sanitise_key(first_text(payload, *turn_keys), TURN_ID_LIMIT) if turn_keys else "",
+        prompt=prompt,
+        cwd=_cwd(payload, env or {}, project_dir_env),
+        stop_active=_stop_active(payload),
+    )
+
+
+def _cwd(payload: dict[str, Any], env: Mapping[str, str], project_dir_env: tuple[str, ...]) -> str:
+    cwd = first_text(payload, "cwd")
+    if cwd:
+        return cwd
+    roots = payload.get("workspace_roots")
+    if isinstance(roots, list) and roots and isinstance(roots[0], str):
+        return roots[0]
+    # CodeBuddy's SessionStart carries no cwd; the hook environment names the project.
+    for var in project_dir_env:
+        value = env.get(var, "").strip()
+        if value:
+            return value
+    return ""
+
+
+def _stop_active(payload: dict[str, Any]) -> bool:
+    """Whether the host is already running a continuation we asked for (loop guard).
+
+    Claude-family hosts send ``stop_hook_active``; Cursor sends ``loop_count`` (and runs
+    Claude-format hooks with its own payload and no loop cap, so every adapter checks both).
+    A Cursor stop that did not complete (aborted, error) must not be continued either.
+    """
+    if payload.get("stop_hook_active") is True:
+        return True
+    loop_count = payload.get("loop_count")
+    if isinstance(loop_count, int) and not isinstance(loop_count, bool) and loop_count > 0:
+        return True
+    status = payload.get("status")
+    return isinstance(status, str) and status not in ("", "completed")
+
+
+def stop_reason(reply: HookReply) -> str:
+    """The one text a Claude-family Stop continuation carries: what the user sees, then the
+    instruction for the model (CodeBuddy IDE drops anything but ``reason`` on a continuation)."""
+    return "\n\n".join(part for part in (reply.visible, reply.continuation) if part)
+
+
+def render_claudelike(
+    event: HookEvent,
+    reply: HookReply,
+    event_names: Mapping[EventKind, str],
+    *,
+    system_message: bool,
+) -> dict[str, Any] | None:
+    """Claude Code's output JSON; ``None`` means print nothing."""
+    if event.kind in (EventKind.SESSION_START, EventKind.PROMPT_SUBMIT):
+        out: dict[str, Any] = {}
+        if reply.context:
+            # Always nested: a top-level additionalContext is dropped (Claude Code issue #52876).
+            out["hookSpecificOutput"] = {
+                "hookEventName": event_names[event.kind],
+                "additionalContext": reply.context,
+            }
+        if system_message and reply.user_message:
+            out["systemMessage"] = reply.user_message
+        return out or None
+    if event.kind is EventKind.STOP and not event.stop_active:
+        reason = stop_reason(reply)
+        if reason:
+            # Never ``continue: false``: it ends a Claude Code session (and means "go on" in
+            # CodeBuddy); ``decision: block`` continues in both.
+            out = {"decision": "block", "reason": reason}
+            if system_message and reply.user_message:
+                out["systemMessage"] = reply.user_message
+            return out
+    # Sub-agent stops, repeated stops and unknown events get no answer.
+    return None

@@ -1,0 +1,52 @@
+"""Cursor: ``~/.cursor/hooks.json`` hooks, Cursor's own JSON protocol (host-protocols §2)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from memself.hosts.base import EventKind, HookEvent, HookReply
+from memself.hosts.common import SESSION_KEY_FALLBACKS, TURN_ID_FALLBACKS, parse_event
+
+NAME = "cursor"
+ASK_TOOL = "AskQuestion"
+EVENT_NAMES = {
+    EventKind.SESSION_START: "sessionStart",
+    EventKind.PROMPT_SUBMIT: "beforeSubmitPrompt",
+    EventKind.STOP: "stop",
+}
+# Cursor gives the prompt hook 5 s; installers also set ``loop_limit: 1`` on stop.
+TIMEOUTS = {EventKind.SESSION_START: 10, EventKind.PROMPT_SUBMIT: 5, EventKind.STOP: 20}
+CONTEXT_LIMIT = 10_000  # beforeSubmitPrompt: longer text goes to a file (client 3.20.17)
+
+
+def parse(payload: dict[str, Any], env: Mapping[str, str] | None = None) -> HookEvent:
+    return parse_event(
+        NAME,
+        payload,
+        env,
+        session_keys=("conversation_id", *SESSION_KEY_FALLBACKS),
+        turn_keys=("generation_id", *TURN_ID_FALLBACKS),
+        prompt_keys=("prompt",),
+        project_dir_env=("CURSOR_PROJECT_DIR",),
+    )
+
+
+def render(event: HookEvent, reply: HookReply) -> dict[str, Any] | None:
+    """Cursor wants JSON on every answer, ``{}`` for nothing."""
+    if event.kind in (EventKind.SESSION_START, EventKind.PROMPT_SUBMIT):
+        # beforeSubmitPrompt's additional_context is undocumented but accepted (3.20.17); Cursor
+        # has no user-only message channel, so ``user_message`` (showRecall) is not rendered.
+        return {"additional_context": reply.context} if reply.context else {}
+    if event.kind is EventKind.STOP and not event.stop_active:
+        # The follow-up is sent as the next *user* message, visible in chat: it carries the
+        # visible text; the core swaps in the model text when that prompt comes back.
+        followup = reply.visible or reply.continuation
+        if followup:
+            return {"followup_message": followup}
+    return {}
+
+
+def steps_aside(payload: dict[str, Any], env: Mapping[str, str], home: Path) -> bool:
+    return False

@@ -1,0 +1,41 @@
+"""WorkBuddy: ``~/.workbuddy/settings.json``; it embeds the CodeBuddy Code engine (§4)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from memself.hosts.base import EventKind, HookEvent, HookReply
+from memself.hosts.codebuddy import PROMPT_KEYS
+from memself.hosts.common import SESSION_KEY_FALLBACKS, parse_event, render_claudelike
+
+NAME = "workbuddy"
+ASK_TOOL = "AskUserQuestion"
+EVENT_NAMES = {
+    EventKind.SESSION_START: "SessionStart",
+    EventKind.PROMPT_SUBMIT: "UserPromptSubmit",
+    EventKind.STOP: "Stop",
+}
+TIMEOUTS = {EventKind.SESSION_START: 10, EventKind.PROMPT_SUBMIT: 10, EventKind.STOP: 20}
+CONTEXT_LIMIT = 10_000
+
+
+def parse(payload: dict[str, Any], env: Mapping[str, str] | None = None) -> HookEvent:
+    return parse_event(
+        NAME,
+        payload,
+        env,
+        session_keys=SESSION_KEY_FALLBACKS,
+        turn_keys=(),
+        prompt_keys=PROMPT_KEYS,
+        project_dir_env=("WORKBUDDY_PROJECT_DIR", "CODEBUDDY_PROJECT_DIR"),
+    )
+
+
+def render(event: HookEvent, reply: HookReply) -> dict[str, Any] | None:
+    return render_claudelike(event, reply, EVENT_NAMES, system_message=False)
+
+
+def steps_aside(payload: dict[str, Any], env: Mapping[str, str], home: Path) -> bool:
+    return False
