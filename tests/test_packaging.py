@@ -1,0 +1,127 @@
+"""The built wheel: only ``memself`` is an import name, every source package ships, data included."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+# Source folder -> package it installs as (pyproject's package-dir).
+SOURCE_ROOTS = {"memself": "memself", "hosts": "memself/hosts",
+                "installers": "memself/installers", "hooks": "memself/hooks"}
+_SKIP = {".venv", ".git", "build", "dist", "__pycache__", ".pytest_cache", ".ruff_cache",
+         ".cache", "node_modules"}
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> zipfile.ZipFile:
+    """Build the wheel from a copy of the working tree, so the build leaves no files behind."""
+    base = tmp_path_factory.mktemp("wheel")
+    src = base / "src"
+    # symlinks=True keeps memself/data/background_sentences.json a link, as in a git checkout.
+    shutil.copytree(REPO, src, symlinks=True,
+                    ignore=lambda _d, names: [n for n in names
+                                              if n in _SKIP or n.endswith(".egg-info")])
+    out = base / "out"
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
+         "--disable-pip-version-check", "--no-cache-dir", "-w", str(out), str(src)],
+        capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL, check=False)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    wheels = list(out.glob("memself-*.whl"))
+    assert len(wheels) == 1, [p.name for p in out.iterdir()]
+    with zipfile.ZipFile(wheels[0]) as zf:
+        yield zf
+
+
+def names(zf: zipfile.ZipFile) -> set[str]:
+    return set(zf.namelist())
+
+
+def dist_info(zf: zipfile.ZipFile) -> str:
+    (info,) = {n.split("/")[0] for n in zf.namelist() if n.split("/")[0].endswith(".dist-info")}
+    return info
+
+
+def test_only_memself_is_a_top_level_name(wheel: zipfile.ZipFile) -> None:
+    tops = {n.split("/")[0] for n in names(wheel)}
+    assert tops == {"memself", dist_info(wheel)}
+    assert re.fullmatch(r"memself-[0-9][^/]*\.dist-info", dist_info(wheel))
+
+
+def test_host_installer_and_hook_packages_are_inside_memself(wheel: zipfile.ZipFile) -> None:
+    files = names(wheel)
+    for pkg in ("memself/hosts", "memself/installers", "memself/hooks"):
+        assert f"{pkg}/__init__.py" in files, pkg
+    assert "memself/hosts/base.py" in files
+
+
+def test_every_source_module_ships(wheel: zipfile.ZipFile) -> None:
+    # Catches a subpackage missing from pyproject's explicit package list.
+    files = names(wheel)
+    missing = []
+    for folder, target in SOURCE_ROOTS.items():
+        for py in sorted((REPO / folder).rglob("*.py")):
+            rel = py.relative_to(REPO / folder)
+            if "__pycache__" in rel.parts:
+                continue
+            if folder == "memself" and rel.parts[0] in {"hosts", "installers", "hooks"}:
+                continue
+            if f"{target}/{rel.as_posix()}" not in files:
+                missing.append(f"{folder}/{rel.as_posix()}")
+    assert not missing, f"not in the wheel (add the package to pyproject's list): {missing}"
+
+
+def test_background_sentences_ship_as_data(wheel: zipfile.ZipFile) -> None:
+    path = "memself/data/background_sentences.json"
+    assert path in names(wheel)
+    sentences = json.loads(wheel.read(path).decode("utf-8"))
+    assert isinstance(sentences, list) and len(sentences) >= 20
+    assert all(isinstance(s, str) and s.strip() for s in sentences)
+    # The packaged copy is the repo-root file (through the symlink), not a stale duplicate.
+    root_copy = json.loads((REPO / "background_sentences.json").read_text(encoding="utf-8"))
+    assert sentences == root_copy
+
+
+def test_console_script_and_metadata(wheel: zipfile.ZipFile) -> None:
+    info = dist_info(wheel)
+    entry_points = wheel.read(f"{info}/entry_points.txt").decode("utf-8")
+    section = entry_points.split("[console_scripts]", 1)[1].split("\n[", 1)[0]
+    scripts = {k.strip(): v.strip() for k, v in
+               (line.split("=", 1) for line in section.splitlines() if "=" in line)}
+    assert scripts.get("memself", "").startswith("memself.cli")
+    module = scripts["memself"].split(":")[0].replace(".", "/")
+    assert {f"{module}.py", f"{module}/__init__.py"} & names(wheel)
+
+    metadata = wheel.read(f"{info}/METADATA").decode("utf-8")
+    assert "Requires-Python: >=3.10" in metadata
+    requires = [line.split(":", 1)[1].strip() for line in metadata.splitlines()
+                if line.startswith("Requires-Dist:")]
+    base = {re.split(r"[ ;<>=!~\[]", r, maxsplit=1)[0].lower() for r in requires
+            if "extra ==" not in r}
+    assert {"click", "filelock", "numpy", "httpx", "sentence-transformers"} <= base
+    # An unpinned torch would pull a multi-GB CUDA build; if torch is declared it is pinned.
+    for req in requires:
+        if re.match(r"torch\b", req, re.IGNORECASE):
+            assert "==2.13.0" in req.replace(" ", ""), req
+
+
+def test_wheel_imports_from_its_own_files(wheel: zipfile.ZipFile, tmp_path: Path) -> None:
+    # Without site (-S) the editable install's finder is off, so these come from the wheel only.
+    site = tmp_path / "site"
+    wheel.extractall(site)
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); "
+            "import memself, memself.hosts, memself.hooks, memself.snapshot; "
+            "print(memself.__file__); print(memself.hosts.__file__); print(memself.hooks.__file__)")
+    proc = subprocess.run([sys.executable, "-I", "-S", "-c", code, str(site)],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 0, proc.stderr
+    for line in proc.stdout.splitlines():
+        assert Path(line).resolve().is_relative_to(site.resolve()), line
