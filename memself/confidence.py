@@ -41,8 +41,7 @@ def apply_gain(memory: Memory, tier: float, now: datetime) -> float | None:
     if allowed <= 0:
         return None
     before = memory.confidence
-    if before < CAP:
-        memory.confidence = round_conf(min(CAP, before + allowed))
+    memory.confidence = round_conf(min(CAP, before + allowed))
     memory.gainDay = day
     memory.gainToday = tier
     memory.lastSeen = iso(now)

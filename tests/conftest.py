@@ -1,0 +1,87 @@
+"""Every test gets a fresh fake HOME and MEMSELF_HOME; touching the real home fails the test."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+REAL_HOME = Path(os.path.expanduser("~")).resolve()
+REPO_ROOT = Path(__file__).resolve().parent.parent
+_HOST_DIRS = (".memory-self-evolution", ".claude", ".claude.json", ".cursor", ".codebuddy",
+              ".workbuddy", ".codebuddy.json")
+_violations: list[str] = []
+_guard_active = False
+
+
+def _is_under_real_home(path: str) -> bool:
+    try:
+        resolved = Path(path).resolve()
+    except (OSError, ValueError):
+        return False
+    if resolved == REAL_HOME:
+        return False
+    try:
+        rel = resolved.relative_to(REAL_HOME)
+    except ValueError:
+        return False
+    # Caches of pip, npm and the model hub are fine to read and write; our files and the hosts' are not.
+    return rel.parts[0] in _HOST_DIRS if rel.parts else False
+
+
+def _audit(event: str, args: tuple) -> None:
+    if not _guard_active:
+        return
+    if event == "open" and args and isinstance(args[0], (str, bytes, os.PathLike)):
+        path = os.fsdecode(args[0])
+        mode = args[1] if len(args) > 1 else "r"
+        flags = args[2] if len(args) > 2 else 0
+        writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
+            isinstance(flags, int) and flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT))
+        if _is_under_real_home(path):
+            _violations.append(f"{'write' if writing else 'read'} {path}")
+    elif event in {"os.mkdir", "os.rename", "os.remove", "os.rmdir", "os.chmod"} and args:
+        path = os.fsdecode(args[0]) if isinstance(args[0], (str, bytes, os.PathLike)) else ""
+        if path and _is_under_real_home(path):
+            _violations.append(f"{event} {path}")
+
+
+sys.addaudithook(_audit)
+
+
+def _real_home_stamp() -> dict[str, float | None]:
+    stamp: dict[str, float | None] = {}
+    for name in _HOST_DIRS:
+        path = REAL_HOME / name
+        stamp[name] = path.stat().st_mtime if path.exists() else None
+    return stamp
+
+
+@pytest.fixture(autouse=True)
+def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A fresh fake HOME and MEMSELF_HOME for every test; fail if the real home was touched."""
+    global _guard_active
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("MEMSELF_HOME", str(home / ".memory-self-evolution"))
+    monkeypatch.setenv("USERPROFILE", str(home))
+    for var in ("CURSOR_VERSION", "CLAUDECODE", "CLAUDE_CODE_SESSION_ID", "CODEBUDDY_PROJECT_DIR",
+                "MEMORY_CLAUDE_BIN", "HF_ENDPOINT"):
+        monkeypatch.delenv(var, raising=False)
+    before = _real_home_stamp()
+    _violations.clear()
+    _guard_active = True
+    try:
+        yield home
+    finally:
+        _guard_active = False
+    after = _real_home_stamp()
+    touched = [name for name in _HOST_DIRS if before[name] != after[name]]
+    problems = list(_violations) + [f"mtime changed: {REAL_HOME / n}" for n in touched]
+    _violations.clear()
+    if problems:
+        pytest.fail("test touched the real home directory: " + "; ".join(problems[:5]))

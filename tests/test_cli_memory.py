@@ -1,0 +1,70 @@
+"""The memory CLI as a user runs it: real subprocesses, Chinese output, exit codes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+
+def memself(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "memself", *args], capture_output=True, text=True,
+                          timeout=60, env=os.environ.copy())
+
+
+def test_rule_add_read_delete_trash_restore_round_trip() -> None:
+    added = memself("rule", "add", "回答一律使用中文")
+    assert added.returncode == 0 and "已新增规则：回答一律使用中文" in added.stdout
+    records = json.loads(memself("read", "rule", "--json").stdout)
+    assert len(records) == 1 and records[0]["confidence"] == 0.5
+    assert records[0]["text"] == "回答一律使用中文" and records[0]["category"] == "rule"
+    mem_id = records[0]["id"]
+    deleted = memself("delete", mem_id)
+    assert deleted.returncode == 0 and "已删除 1 条" in deleted.stdout
+    assert json.loads(memself("read", "rule", "--json").stdout) == []
+    trash = json.loads(memself("trash", "--json").stdout)
+    assert [t["id"] for t in trash] == [mem_id] and trash[0]["deletedAt"]
+    restored = memself("restore", mem_id)
+    assert restored.returncode == 0 and "已恢复到 rule" in restored.stdout
+    assert json.loads(memself("read", "rule", "--json").stdout)[0]["id"] == mem_id
+    assert json.loads(memself("trash", "--json").stdout) == []
+
+
+def test_list_counts_and_reports_corrupt_lines() -> None:
+    memself("project", "add", "支付页新流程的灰度开关是 pay_new_flow")
+    home = os.environ["MEMSELF_HOME"]
+    with open(os.path.join(home, "project.jsonl"), "a", encoding="utf-8") as handle:
+        handle.write("{broken\n")
+    result = memself("list")
+    assert "project 1 条" in result.stdout and "共 1 条" in result.stdout
+    assert "第 2 行无法读取" in result.stderr
+    assert json.loads(memself("list", "--json").stdout)["problems"][0]["line"] == 2
+
+
+def test_errors_exit_1_with_one_clear_line() -> None:
+    for args, message in [(("rule", "add", "短"), "6 到 400"),
+                          (("delete", "mem-nope"), "没有找到要删除的记忆"),
+                          (("restore", "mem-nope"), "回收站里没有"),
+                          (("config", "decayDays", "0"), "decayDays 需要正整数"),
+                          (("config", "nope", "1"), "未知配置项")]:
+        result = memself(*args)
+        assert result.returncode == 1, args
+        assert result.stderr.strip().startswith("错误：") and message in result.stderr
+        assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_config_show_set_json() -> None:
+    assert "recallTopK 已设为 5" in memself("config", "recallTopK", "5").stdout
+    shown = memself("config").stdout
+    assert "recallTopK            = 5\n" in shown and "decayDays             = 30  (默认)" in shown
+    assert json.loads(memself("config", "--json").stdout)["recallTopK"] == 5
+    assert json.loads(memself("config", "recallTopK", "--json").stdout) == {"recallTopK": 5}
+
+
+def test_open_writes_snapshot_without_browser() -> None:
+    memself("rule", "add", "回答一律使用中文")
+    result = memself("open", "--no-browser")
+    assert result.returncode == 0
+    html = open(os.path.join(os.environ["MEMSELF_HOME"], "memories.html"), encoding="utf-8").read()
+    assert "回答一律使用中文" in html

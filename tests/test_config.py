@@ -1,0 +1,75 @@
+"""config.json: defaults, type checks on load, validation on set, one key at a time."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from memself.config import load_config, set_config_value
+from memself.errors import ConfigError
+from memself.paths import DataPaths
+
+
+@pytest.fixture
+def paths() -> DataPaths:
+    paths = DataPaths.default()
+    paths.ensure()
+    return paths
+
+
+def test_defaults(paths: DataPaths) -> None:
+    config = load_config(paths)
+    assert (config.enabled, config.recallTopK, config.recallMinMargin, config.showRecall,
+            config.confirm, config.sideWaitMs, config.decayDays, config.sideApiBase,
+            config.sideApiModel, config.model) == (True, 3, -1.0, False, True, 12000, 30, "", "",
+                                                   "BAAI/bge-base-zh-v1.5")
+    assert config.recallMinScore is None  # comes from the model table unless the user sets it
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, "7", None, True])
+def test_invalid_decay_days_in_file_falls_back_with_log(paths: DataPaths, bad: object) -> None:
+    paths.config.write_text(json.dumps({"decayDays": bad, "recallTopK": 5}))
+    config = load_config(paths)
+    assert config.decayDays == 30 and config.recallTopK == 5
+    assert "decayDays" in paths.log_file.read_text()
+
+
+def test_corrupt_file_falls_back_and_is_never_overwritten(paths: DataPaths) -> None:
+    paths.config.write_text("{oops")
+    assert load_config(paths).recallTopK == 3
+    with pytest.raises(ConfigError, match="不是合法的 JSON"):
+        set_config_value(paths, "recallTopK", "5")
+    assert paths.config.read_text() == "{oops"
+
+
+@pytest.mark.parametrize("raw", ["0", "-3", "1.5", "abc"])
+def test_set_rejects_bad_decay_days_and_leaves_file(paths: DataPaths, raw: str) -> None:
+    set_config_value(paths, "recallTopK", "4")
+    before = paths.config.read_bytes()
+    with pytest.raises(ConfigError, match="decayDays"):
+        set_config_value(paths, "decayDays", raw)
+    assert paths.config.read_bytes() == before
+
+
+def test_set_writes_only_that_key_and_keeps_others(paths: DataPaths) -> None:
+    paths.config.write_text(json.dumps({"sideApiBase": "http://x", "custom": 1}))
+    set_config_value(paths, "confirm", "off")
+    assert json.loads(paths.config.read_text()) == {"sideApiBase": "http://x", "custom": 1,
+                                                    "confirm": False}
+
+
+def test_unknown_key_and_bool_parsing(paths: DataPaths) -> None:
+    with pytest.raises(ConfigError, match="未知配置项「nope」"):
+        set_config_value(paths, "nope", "1")
+    for raw, value in [("true", True), ("on", True), ("1", True), ("false", False), ("0", False)]:
+        assert set_config_value(paths, "showRecall", raw) is value
+    with pytest.raises(ConfigError, match="true 或 false"):
+        set_config_value(paths, "showRecall", "maybe")
+    with pytest.raises(ConfigError, match="旧版本"):
+        set_config_value(paths, "sideJudge", "false")
+
+
+def test_legacy_side_judge_is_read(paths: DataPaths) -> None:
+    paths.config.write_text(json.dumps({"sideJudge": False}))
+    assert load_config(paths).side_judge is False
