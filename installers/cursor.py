@@ -1,0 +1,19 @@
+"""Cursor: hooks in ``~/.cursor/hooks.json`` (flat entries), MCP in ``~/.cursor/mcp.json``.
+
+The skill also goes to ``~/.cursor/skills``, although Cursor reads ``~/.claude/skills`` too: the
+copies are byte-identical and share one name, and a passive skill listed twice costs nothing,
+whereas relying on the Claude copy would make ``uninstall --only claude`` take it from Cursor.
+"""
+
+from memself.installers.jsonhost import JsonHostInstaller
+
+INSTALLER = JsonHostInstaller(
+    name="cursor",
+    label="Cursor",
+    config_dir=".cursor",
+    hooks_file="hooks.json",
+    hook_shape="flat",
+    # The prompt hook gets 5 s: Cursor holds the user's message until it answers.
+    events=(("sessionStart", 10), ("beforeSubmitPrompt", 5), ("stop", 20)),
+    mcp_file="mcp.json",
+)

@@ -1,0 +1,241 @@
+"""Our entries inside the hosts' JSON files: recognise them, upsert them, take them out.
+
+Recognition is by a stable marker, never by position:
+- a hook is ours when its command runs memself's ``hooks/entry.py`` (or ``memself hook``) or the
+  original Node plugin's ``memory.mjs hook`` with ``--agent`` (``memself.hooks.command``);
+- the MCP server is ours by its name, ``memory-self-evolution`` (the original plugin used the same
+  name, so its entry is replaced, not duplicated); the original's older ``dsh-memory`` server is
+  removed when it runs ``memory-mcp.mjs``.
+
+Upserting keeps the position of an existing entry of ours (and of the group holding it), appends
+otherwise, and removes every other entry of ours (duplicates, and events we no longer use, such
+as the original's ``PostToolUse``). Every transform takes and returns the parsed object.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from memself.installers.jsonfile import expect_dict, expect_list
+
+SERVER_NAME = "memory-self-evolution"
+LEGACY_SERVER_NAMES = ("dsh-memory",)
+RESOLVE_RULE = f"mcp__{SERVER_NAME}__memory_resolve"
+
+
+def mcp_command(host: str) -> list[str]:
+    """The MCP server's argv for ``host``: the current interpreter, absolute, no shell."""
+    return [sys.executable, "-m", "memself", "mcp", "--agent", host]
+
+
+def is_our_hook(command: object) -> bool:
+    from memself.hooks.command import is_our_hook_command
+
+    return isinstance(command, str) and is_our_hook_command(command)
+
+
+def is_legacy_mcp(entry: object) -> bool:
+    """An MCP entry that runs the original plugin's server script."""
+    if not isinstance(entry, dict):
+        return False
+    args = entry.get("args")
+    parts = [entry.get("command"), *(args if isinstance(args, list) else [])]
+    return any(isinstance(p, str) and p.replace("\\", "/").endswith("memory-mcp.mjs") for p in parts)
+
+
+# ---- Claude-shaped hooks (Claude Code, CodeBuddy, WorkBuddy): event -> [group{hooks:[handler]}]
+
+
+def claude_handler(command: str, timeout: int) -> dict[str, Any]:
+    return {"type": "command", "command": command, "timeout": timeout}
+
+
+def upsert_nested_hooks(data: dict[str, Any], path: Path, events: Sequence[tuple[str, int]],
+                        command: str) -> dict[str, Any]:
+    hooks = expect_dict(data, "hooks", path, "hooks")
+    if hooks is None:
+        hooks = data["hooks"] = {}
+    wanted = dict(events)
+    for event in list(hooks):
+        groups = expect_list(hooks, event, path, f"hooks.{event}")
+        if groups is None:
+            continue
+        replacement = claude_handler(command, wanted[event]) if event in wanted else None
+        placed = _strip_nested(groups, path, event, replacement)
+        if event in wanted and not placed:
+            groups.append({"matcher": "", "hooks": [replacement]})
+        if not groups and event not in wanted:
+            del hooks[event]
+    for event, timeout in events:
+        if event not in hooks:
+            hooks[event] = [{"matcher": "", "hooks": [claude_handler(command, timeout)]}]
+    return data
+
+
+def remove_nested_hooks(data: dict[str, Any], path: Path) -> dict[str, Any]:
+    hooks = expect_dict(data, "hooks", path, "hooks")
+    if not hooks:
+        return data
+    for event in list(hooks):
+        groups = expect_list(hooks, event, path, f"hooks.{event}")
+        if groups is not None:
+            _strip_nested(groups, path, event, None)
+    return data
+
+
+def _strip_nested(groups: list[Any], path: Path, event: str,
+                  replacement: dict[str, Any] | None) -> bool:
+    """Remove our handlers from ``groups``; put ``replacement`` where the first one was.
+
+    A group left without handlers by this is removed (it held only ours). Returns whether the
+    replacement was placed.
+    """
+    placed = False
+    for group in list(groups):
+        if not isinstance(group, dict):
+            continue
+        handlers = expect_list(group, "hooks", path, f"hooks.{event}[].hooks")
+        if not handlers:
+            continue
+        kept: list[Any] = []
+        ours = False
+        for handler in handlers:
+            if isinstance(handler, dict) and is_our_hook(handler.get("command")):
+                ours = True
+                if replacement is not None and not placed:
+                    kept.append(replacement)
+                    placed = True
+            else:
+                kept.append(handler)
+        if not ours:
+            continue
+        if kept:
+            group["hooks"] = kept
+        else:
+            groups.remove(group)
+    return placed
+
+
+# ---- Cursor hooks: {"version": 1, "hooks": {event: [{command, timeout}]}}
+
+
+def upsert_flat_hooks(data: dict[str, Any], path: Path, events: Sequence[tuple[str, int]],
+                      command: str) -> dict[str, Any]:
+    if "version" not in data:
+        data = {"version": 1, **data}
+    hooks = expect_dict(data, "hooks", path, "hooks")
+    if hooks is None:
+        hooks = data["hooks"] = {}
+    wanted = dict(events)
+    for event in list(hooks):
+        entries = expect_list(hooks, event, path, f"hooks.{event}")
+        if entries is None:
+            continue
+        replacement = {"command": command, "timeout": wanted[event]} if event in wanted else None
+        placed = _strip_flat(entries, replacement)
+        if event in wanted and not placed:
+            entries.append(replacement)
+        if not entries and event not in wanted:
+            del hooks[event]
+    for event, timeout in events:
+        if event not in hooks:
+            hooks[event] = [{"command": command, "timeout": timeout}]
+    return data
+
+
+def remove_flat_hooks(data: dict[str, Any], path: Path) -> dict[str, Any]:
+    hooks = expect_dict(data, "hooks", path, "hooks")
+    if not hooks:
+        return data
+    for event in list(hooks):
+        entries = expect_list(hooks, event, path, f"hooks.{event}")
+        if entries is not None:
+            _strip_flat(entries, None)
+    return data
+
+
+def _strip_flat(entries: list[Any], replacement: dict[str, Any] | None) -> bool:
+    positions = [i for i, entry in enumerate(entries)
+                 if isinstance(entry, dict) and is_our_hook(entry.get("command"))]
+    for index in reversed(positions):
+        del entries[index]
+    if not positions or replacement is None:
+        return False
+    entries.insert(positions[0], replacement)
+    return True
+
+
+# ---- MCP server lists: {"mcpServers": {name: {...}}}
+
+
+def mcp_entry(command: Sequence[str]) -> dict[str, Any]:
+    return {"type": "stdio", "command": command[0], "args": list(command[1:])}
+
+
+def upsert_mcp(data: dict[str, Any], path: Path, command: Sequence[str]) -> dict[str, Any]:
+    servers = expect_dict(data, "mcpServers", path, "mcpServers")
+    if servers is None:
+        servers = data["mcpServers"] = {}
+    _drop_legacy_servers(servers)
+    entry = mcp_entry(command)
+    if servers.get(SERVER_NAME) != entry:
+        servers[SERVER_NAME] = entry
+    return data
+
+
+def remove_mcp(data: dict[str, Any], path: Path) -> dict[str, Any]:
+    servers = expect_dict(data, "mcpServers", path, "mcpServers")
+    if servers:
+        servers.pop(SERVER_NAME, None)
+        _drop_legacy_servers(servers)
+    return data
+
+
+def update_mcp_if_present(data: dict[str, Any], path: Path,
+                          command: Sequence[str]) -> dict[str, Any]:
+    """Point an existing registration of ours at the current server; add nothing new."""
+    servers = expect_dict(data, "mcpServers", path, "mcpServers")
+    if servers and SERVER_NAME in servers:
+        return upsert_mcp(data, path, command)
+    return data
+
+
+def _drop_legacy_servers(servers: dict[str, Any]) -> None:
+    for name in LEGACY_SERVER_NAMES:
+        if is_legacy_mcp(servers.get(name)):
+            del servers[name]
+
+
+# ---- Claude Code permission rule: {"permissions": {"allow": [rule]}}
+
+
+def add_allow_rule(data: dict[str, Any], path: Path, rule: str = RESOLVE_RULE) -> dict[str, Any]:
+    permissions = expect_dict(data, "permissions", path, "permissions")
+    if permissions is None:
+        permissions = data["permissions"] = {}
+    allow = expect_list(permissions, "allow", path, "permissions.allow")
+    if allow is None:
+        allow = permissions["allow"] = []
+    if rule not in allow:
+        allow.append(rule)
+    return data
+
+
+def remove_allow_rule(data: dict[str, Any], path: Path, rule: str = RESOLVE_RULE) -> dict[str, Any]:
+    permissions = expect_dict(data, "permissions", path, "permissions")
+    if not permissions:
+        return data
+    allow = expect_list(permissions, "allow", path, "permissions.allow")
+    if allow and rule in allow:
+        permissions["allow"] = [item for item in allow if item != rule]
+    return data
+
+
+def has_allow_rule(data: dict[str, Any], rule: str = RESOLVE_RULE) -> bool:
+    permissions = data.get("permissions")
+    allow = permissions.get("allow") if isinstance(permissions, dict) else None
+    return isinstance(allow, list) and rule in allow
+

@@ -1,0 +1,135 @@
+"""A host registered entirely through JSON files in its config folder (hooks, MCP, skill).
+
+Cursor, CodeBuddy and WorkBuddy are instances; Claude Code extends it (MCP through its CLI,
+and the permission rule).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any, Literal
+
+from memself.installers import entries
+from memself.installers.base import (
+    SKILL_NAME,
+    InstallContext,
+    JsonEditStep,
+    JsonRemovalStep,
+    SkillCopyStep,
+    SkillRemovalStep,
+    Step,
+    StepResult,
+    run_steps,
+)
+from memself.installers.jsonfile import Transform
+
+
+@dataclass(frozen=True)
+class JsonHostInstaller:
+    name: str
+    label: str
+    config_dir: str  # relative to HOME, e.g. ".cursor"
+    hooks_file: str  # relative to the config folder
+    hook_shape: Literal["nested", "flat"]
+    events: tuple[tuple[str, int], ...]  # (event name, timeout in seconds)
+    mcp_file: str | None  # where we register the MCP server, relative to the config folder
+    # Files where an earlier registration of ours may sit (the original plugin's choice): an entry
+    # there is kept pointing at the current server, and removed on uninstall; none is added.
+    other_mcp_files: tuple[str, ...] = ()
+
+    def config_root(self, home: Path) -> Path:
+        return home / self.config_dir
+
+    def detect(self, home: Path) -> bool:
+        return self.config_root(home).is_dir()
+
+    def skill_dir(self, home: Path) -> Path:
+        return self.config_root(home) / "skills" / SKILL_NAME
+
+    def hooks_purpose(self) -> str:
+        return "hook（" + "、".join(event for event, _ in self.events) + "）"
+
+    # ---- what goes into the hooks file
+
+    def _hook_install(self, ctx: InstallContext) -> list[Transform]:
+        command = ctx.hook_command(self.name)
+        events = self.events
+        upsert = (entries.upsert_nested_hooks if self.hook_shape == "nested"
+                  else entries.upsert_flat_hooks)
+
+        def install_hooks(data: dict[str, Any], path: Path) -> dict[str, Any]:
+            return upsert(data, path, events, command)
+
+        return [install_hooks]
+
+    def _hook_removal(self, ctx: InstallContext) -> list[Transform]:
+        del ctx
+        return [entries.remove_nested_hooks if self.hook_shape == "nested"
+                else entries.remove_flat_hooks]
+
+    def _hooks_file_install(self, ctx: InstallContext) -> tuple[str, list[Transform]]:
+        return self.hooks_purpose(), self._hook_install(ctx)
+
+    def _hooks_file_removal(self, ctx: InstallContext) -> tuple[str, list[Transform],
+                                                                list[Transform]]:
+        return self.hooks_purpose(), self._hook_removal(ctx), self._hook_install(ctx)
+
+    # ---- MCP
+
+    def _mcp_steps(self, ctx: InstallContext) -> list[Step]:
+        command = ctx.mcp_command(self.name)
+        root = self.config_root(ctx.home)
+        steps: list[Step] = []
+        if self.mcp_file:
+            steps.append(JsonEditStep(root / self.mcp_file, f"MCP（{entries.SERVER_NAME}）",
+                                      [partial(_mcp_upsert, command=command)]))
+        for name in self.other_mcp_files:
+            path = root / name
+            if path.exists():
+                steps.append(JsonEditStep(path, f"MCP（{entries.SERVER_NAME}，旧位置）",
+                                          [partial(_mcp_update, command=command)]))
+        return steps
+
+    def _mcp_removal_steps(self, ctx: InstallContext) -> list[Step]:
+        command = ctx.mcp_command(self.name)
+        root = self.config_root(ctx.home)
+        names = ([self.mcp_file] if self.mcp_file else []) + list(self.other_mcp_files)
+        return [JsonRemovalStep(root / name, f"MCP（{entries.SERVER_NAME}）", [entries.remove_mcp],
+                                [partial(_mcp_upsert, command=command)])
+                for name in names if (root / name).exists()]
+
+    # ---- the interface
+
+    def plan(self, ctx: InstallContext) -> list[Step]:
+        root = self.config_root(ctx.home)
+        purpose, transforms = self._hooks_file_install(ctx)
+        return [JsonEditStep(root / self.hooks_file, purpose, transforms),
+                *self._mcp_steps(ctx),
+                SkillCopyStep(ctx.skill_source, self.skill_dir(ctx.home))]
+
+    def plan_removal(self, ctx: InstallContext) -> list[Step]:
+        root = self.config_root(ctx.home)
+        steps: list[Step] = []
+        hooks_path = root / self.hooks_file
+        if hooks_path.exists():
+            purpose, removals, installs = self._hooks_file_removal(ctx)
+            steps.append(JsonRemovalStep(hooks_path, purpose, removals, installs))
+        steps.extend(self._mcp_removal_steps(ctx))
+        steps.append(SkillRemovalStep(self.skill_dir(ctx.home)))
+        return steps
+
+    def apply(self, ctx: InstallContext) -> list[StepResult]:
+        return run_steps(self.plan(ctx))
+
+    def remove(self, ctx: InstallContext) -> list[StepResult]:
+        return run_steps(self.plan_removal(ctx))
+
+
+def _mcp_upsert(data: dict[str, Any], path: Path, *, command: list[str]) -> dict[str, Any]:
+    return entries.upsert_mcp(data, path, command)
+
+
+def _mcp_update(data: dict[str, Any], path: Path, *, command: list[str]) -> dict[str, Any]:
+    return entries.update_mcp_if_present(data, path, command)
