@@ -1,0 +1,120 @@
+"""The judge's one HTTP call: OpenAI-compatible ``chat/completions`` over httpx (§4.6).
+
+Not on the hook path (httpx). Errors become ``SideApiError`` with a Chinese message that never
+contains the API key; the caller turns them into a job reason.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import httpx
+
+from memself.errors import MemselfError
+
+DEFAULT_TIMEOUT_S = 70.0
+_ERROR_BODY_CHARS = 200
+
+
+class SideApiError(MemselfError):
+    """The judge API failed: status, transport, timeout, or an empty or broken body."""
+
+
+def endpoint(base: str) -> str:
+    url = base.strip().rstrip("/")
+    return url if url.endswith("/chat/completions") else url + "/chat/completions"
+
+
+def _scrub(text: str, api_key: str) -> str:
+    return text.replace(api_key, "") if api_key else text
+
+
+def chat(base: str, model: str, api_key: str, system: str, user: str,
+         timeout: float = DEFAULT_TIMEOUT_S) -> str:
+    """POST one system+user exchange and return the assistant's text.
+
+    ``stream`` is requested, but both an SSE stream and a plain JSON body are accepted, since
+    compatible servers differ. ``timeout`` bounds the whole call, not just each socket read, so
+    a server that trickles bytes cannot hold a job past its deadline. No temperature is sent.
+    """
+    body = {"model": model, "stream": True,
+            "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}]}
+    headers = {"Authorization": f"Bearer {api_key}", "Content-Type": "application/json"}
+    deadline = time.monotonic() + timeout
+    try:
+        with httpx.Client(timeout=httpx.Timeout(timeout), trust_env=False) as client, \
+                client.stream("POST", endpoint(base), json=body, headers=headers) as response:
+            chunks: list[bytes] = []
+            for chunk in response.iter_bytes():
+                chunks.append(chunk)
+                if time.monotonic() > deadline:
+                    raise SideApiError(f"旁路接口超时（{timeout:g} 秒）")
+            raw = b"".join(chunks).decode("utf-8", errors="replace")
+            status = response.status_code
+    except httpx.TimeoutException as exc:
+        raise SideApiError(f"旁路接口超时（{timeout:g} 秒）") from exc
+    except httpx.HTTPError as exc:
+        # Transport messages may echo the URL but never the headers; scrub anyway.
+        raise SideApiError(f"旁路接口请求失败：{_scrub(type(exc).__name__ + ' ' + str(exc), api_key)}"
+                           ) from exc
+    if not 200 <= status < 300:
+        raise SideApiError(f"旁路接口 {status}: {_scrub(raw, api_key)[:_ERROR_BODY_CHARS]}")
+    content = parse_body(raw)
+    if not content.strip():
+        raise SideApiError("旁路接口没有正文")
+    return content
+
+
+def parse_body(raw: str) -> str:
+    """The assistant text of a plain JSON completion or of an SSE stream."""
+    text = raw.strip()
+    if not text:
+        return ""
+    if text.startswith("{"):
+        try:
+            data = json.loads(text)
+        except ValueError as exc:
+            raise SideApiError("旁路接口返回的 JSON 无法解析") from exc
+        return _message_content(data)
+    return _sse_content(text)
+
+
+def _message_content(data: object) -> str:
+    try:
+        content = data["choices"][0]["message"]["content"]  # type: ignore[index]
+    except (KeyError, IndexError, TypeError):
+        return ""
+    return content if isinstance(content, str) else ""
+
+
+def _sse_content(text: str) -> str:
+    parts: list[str] = []
+    complete = False
+    for line in text.splitlines():
+        line = line.strip()
+        if not line.startswith("data:"):
+            continue
+        payload = line[5:].strip()
+        if payload == "[DONE]":
+            complete = True
+            break
+        try:
+            event = json.loads(payload)
+        except ValueError as exc:
+            raise SideApiError("旁路接口的流式响应无法解析") from exc
+        try:
+            choice = event["choices"][0]
+        except (KeyError, IndexError, TypeError):
+            continue
+        delta = choice.get("delta") if isinstance(choice, dict) else None
+        piece = delta.get("content") if isinstance(delta, dict) else None
+        if isinstance(piece, str):
+            parts.append(piece)
+        if isinstance(choice, dict) and choice.get("finish_reason"):
+            complete = True
+    # A stream that ends without [DONE] or a finish_reason was cut off: half a JSON object
+    # must not be judged as an answer.
+    if not complete:
+        raise SideApiError("旁路接口的流式响应中断")
+    return "".join(parts)

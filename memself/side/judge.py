@@ -1,0 +1,190 @@
+"""The detached judge process: one job, at most two model calls, one defined end state.
+
+remember call -> (dedup call against the 3 nearest active memories) -> proposal ->
+confirm off: written through the store and a notice left for Stop; confirm on: ``ready``
+with the proposal for the popup. Every failure ends the job as ``none`` with a reason and
+nothing half-written: the store is only touched after both calls succeeded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from memself.config import Config, load_config
+from memself.errors import MemselfError
+from memself.logs import log
+from memself.paths import DataPaths
+from memself.records import Memory
+from memself.side import jobs, notices, prompts
+from memself.side.http import DEFAULT_TIMEOUT_S, chat
+from memself.side.parse import DedupAnswer, parse_dedup, parse_remember
+from memself.side.secrets import read_api_key
+from memself.store import MemoryStore
+
+NearestFn = Callable[[str, int], Sequence[tuple[Memory, float]]]
+ChatFn = Callable[[str, str], str]  # (system, user) -> assistant text
+MIN_TEXT, MAX_TEXT = 6, 400
+NEAREST_K = 3
+
+
+class _Stop(Exception):
+    """End the job as ``none`` with this reason (an expected outcome, not a crash)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def run_job(job_file: Path, now_fn: Callable[[], datetime], nearest_fn: NearestFn,
+            store: MemoryStore, config: Config, *,
+            timeout: float = DEFAULT_TIMEOUT_S) -> jobs.Job | None:
+    """Run one judge job to its end state; returns the job as finally saved (``None`` if it was
+    not this process's to run: missing, or no longer ``running``)."""
+    paths = store.paths
+    job = jobs.read_job(job_file)
+    if job is None or job.get("status") != jobs.RUNNING:
+        return None
+    sid = job["id"]
+    api_key = read_api_key(paths)
+    try:
+        if not api_key or not config.sideApiBase or not config.sideApiModel:
+            raise _Stop("api-not-configured")
+
+        def call(system: str, user: str) -> str:
+            return chat(config.sideApiBase, config.sideApiModel, api_key, system, user, timeout)
+
+        proposal = build_proposal(job, call, nearest_fn)
+        if config.confirm:
+            return jobs.finish(paths, sid, now_fn(), jobs.READY, proposal=proposal)
+        return _apply_now(paths, store, sid, proposal, now_fn)
+    except _Stop as stop:
+        log(paths, "side-job-none", id=sid, reason=stop.reason)
+        return jobs.finish(paths, sid, now_fn(), jobs.NONE, stop.reason)
+    except Exception as exc:
+        reason = str(exc) if isinstance(exc, MemselfError) else f"{type(exc).__name__}: {exc}"
+        if api_key:
+            reason = reason.replace(api_key, "")
+        log(paths, "side-job-failed", id=sid, reason=reason)
+        return jobs.finish(paths, sid, now_fn(), jobs.NONE, reason)
+
+
+def build_proposal(job: jobs.Job, call: ChatFn, nearest_fn: NearestFn) -> dict[str, Any]:
+    """Both model calls; raises ``_Stop`` for "not a memory" and "unusable answer"."""
+    prompt = str(job.get("prompt") or "")
+    answer = parse_remember(call(prompts.REMEMBER_SYSTEM, prompts.remember_user_message(prompt)))
+    if answer is None:
+        raise _Stop("judge-failed")
+    if not answer.remember:
+        raise _Stop("not-memory")
+    if not MIN_TEXT <= len(answer.text) <= MAX_TEXT:
+        raise _Stop("invalid-text")
+    nearest = [(m, s) for m, s in nearest_fn(answer.text, NEAREST_K) if m.active][:NEAREST_K]
+    if nearest:
+        reply = call(prompts.DEDUP_SYSTEM, prompts.dedup_user_message(
+            answer.text, [(m.id, m.text) for m, _ in nearest]))
+        decision = parse_dedup(reply, [m.id for m, _ in nearest])
+        if decision.action == "merge" and not MIN_TEXT <= len(decision.merged_text) <= MAX_TEXT:
+            decision = DedupAnswer("unsure")
+    else:
+        decision = DedupAnswer("create")
+    target: Memory | None = None
+    score: float | None = nearest[0][1] if nearest else None
+    if decision.action != "create":
+        # ``unsure`` offers the nearest memory as the reinforce target.
+        target_id = decision.target_id or nearest[0][0].id
+        target, score = next((m, s) for m, s in nearest if m.id == target_id)
+    return {
+        "text": answer.text,
+        "evidence": answer.evidence or prompt[:200],
+        "category": answer.group,
+        "action": decision.action,
+        "targetId": target.id if target else "",
+        "targetText": target.text if target else "",
+        "targetCategory": target.category if target else "",
+        "mergedText": decision.merged_text,
+        "score": round(score, 4) if score is not None else None,
+    }
+
+
+def apply_proposal(store: MemoryStore, proposal: dict[str, Any], action: str, group: str,
+                   now: datetime) -> str:
+    """Write one decision taken from a proposal; returns the no-confirm notice line.
+
+    Text, target and merged text always come from the proposal. Replace writes the new
+    statement itself over the old one (never a model rewrite), confidence unchanged.
+    """
+    text = str(proposal["text"])
+    target = str(proposal.get("targetId") or "")
+    if action == "create":
+        memory = store.create(text, group, now, evidence=str(proposal.get("evidence") or ""))
+        return notices.direct_line("create", memory.text, memory.category)
+    if action == "reinforce":
+        change = store.reinforce(target, now)
+        return notices.direct_line("reinforce", change.memory.text, change.memory.category,
+                                   change.gain)
+    if action == "merge":
+        change = store.merge_into(target, str(proposal["mergedText"]), now)
+        return notices.direct_line("merge", change.memory.text, change.memory.category,
+                                   change.gain)
+    if action == "replace":
+        change = store.replace(target, text, now)
+        return notices.direct_line("replace", change.memory.text, change.memory.category,
+                                   previous=change.previous_text)
+    raise MemselfError(f"未知的记忆动作「{action}」")
+
+
+def _apply_now(paths: DataPaths, store: MemoryStore, sid: str, proposal: dict[str, Any],
+               now_fn: Callable[[], datetime]) -> jobs.Job | None:
+    current = jobs.load_job(paths, sid)
+    if current is None or current.get("status") != jobs.RUNNING or current.get("prompted"):
+        # Stop already gave up on this job (judge-timeout): writing now would be a surprise.
+        log(paths, "side-job-late", id=sid)
+        return None
+    action = proposal["action"]
+    if action == "unsure":
+        # Without a popup nobody can choose; a separate memory loses nothing.
+        log(paths, "side-unsure-created", id=sid, target=proposal.get("targetId"))
+        action = "create"
+    now = now_fn()
+    notice = apply_proposal(store, proposal, action, str(proposal["category"]), now)
+    return jobs.finish(paths, sid, now, jobs.READY, proposal=proposal, applied=True,
+                       notice=notice)
+
+
+def engine_nearest(store: MemoryStore, timeout_s: float = 60.0) -> NearestFn:
+    """Nearest active memories through the warm engine (``nearest`` op, dedup: no rewards).
+
+    With no active memory at all the engine is not even asked: the action is simply create.
+    """
+
+    def nearest(text: str, k: int) -> Sequence[tuple[Memory, float]]:
+        active = {m.id: m for m in store.all() if m.active}
+        if not active:
+            return []
+        from memself.engine.client import call_engine
+        from memself.engine.protocol import OP_NEAREST
+
+        result = call_engine(store.paths, OP_NEAREST, {"text": text, "k": k}, timeout_s)
+        items = result.get("items") or result.get("hits") or []
+        pairs: list[tuple[Memory, float]] = []
+        for item in items:
+            memory = active.get(str(item.get("id")))
+            if memory is not None:
+                pairs.append((memory, float(item.get("score", 0.0))))
+        return pairs[:k]
+
+    return nearest
+
+
+def run_detached(job_file: Path) -> None:
+    """Entry of ``memself side-run <jobfile>``: the real clock, store, config and engine."""
+    job_file = job_file.resolve()
+    paths = DataPaths(job_file.parent.parent)
+    if job_file.parent != paths.side_dir or not job_file.name.endswith(".json"):
+        raise MemselfError(f"不是旁路任务文件：{job_file}")
+    store = MemoryStore(paths)
+    run_job(job_file, lambda: datetime.now(timezone.utc), engine_nearest(store), store,
+            load_config(paths))

@@ -1,0 +1,96 @@
+"""Start a judge job from the prompt hook: decide, create the job exclusively, spawn, return.
+
+On the hook path: standard library only, and the spawn costs the hook a few milliseconds. The raw
+prompt never persists or leaves the machine; only its redacted form is stored in the job. The
+sessionID still hashes the raw normalised prompt so that a retried hook maps to the same id.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+
+from memself.config import Config
+from memself.logs import log
+from memself.paths import DataPaths
+from memself.side import jobs
+from memself.side.secrets import load_or_create_session_secret, read_api_key
+from memself.side.session_id import session_id as make_session_id
+from memself.textfilter import prepare_for_judge
+
+Spawner = Callable[[Path], object]
+NO_SESSION_MESSAGE = "旁路分析缺少稳定会话 ID，已跳过"
+
+
+def deposition_configured(paths: DataPaths, config: Config) -> bool:
+    """Enabled, not the legacy blocking mode, and the API triple complete (§4.1)."""
+    if not config.enabled or legacy_blocking(config):
+        return False
+    if not str(config.sideApiBase or "").strip() or not str(config.sideApiModel or "").strip():
+        return False
+    return bool(read_api_key(paths))
+
+
+def legacy_blocking(config: Config) -> bool:
+    # Config exposes the legacy key as ``side_judge``; accept the contract's ``sideJudge`` too.
+    return getattr(config, "side_judge", None) is False or getattr(config, "sideJudge", None) is False
+
+
+def judge_command(job_file: Path) -> list[str]:
+    """The detached judge: a normal interpreter start (with site) so the installed package and
+    httpx are found even though the hook itself runs under ``python -I -S``."""
+    return [sys.executable, "-m", "memself", "side-run", str(job_file)]
+
+
+def spawn_judge(job_file: Path) -> int:
+    """Start the judge in its own session with no stdio, so it outlives the hook and its host;
+    returns its pid."""
+    env = dict(os.environ)
+    env["MEMORY_SIDE_JUDGE"] = "1"
+    # The hook runs with -I, which ignores PYTHONPATH; the child must still see our package even
+    # when it is not installed (a source checkout), so hand it the package's parent directory.
+    package_parent = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_parent, env.get("PYTHONPATH", "")) if p)
+    process = subprocess.Popen(
+        judge_command(job_file),
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        close_fds=True, start_new_session=True, env=env, cwd=str(job_file.parent),
+    )
+    return process.pid
+
+
+def maybe_start_judge(paths: DataPaths, config: Config, agent: str, session_key: str,
+                      turn_id: str, prompt: str, now: datetime,
+                      spawn: Spawner | None = None) -> str | None:
+    """Start (at most once per sessionID) a detached judge for this prompt; return the sessionID.
+
+    Returns ``None`` when no job exists for this prompt: deposition not configured, the prompt is
+    not the user's own words or has nothing sendable after redaction, or there is no stable
+    session key (fail closed: an empty key would mix sessions). A retried hook gets the same id
+    and starts nothing.
+    """
+    if not deposition_configured(paths, config):
+        return None
+    safe_prompt = prepare_for_judge(prompt)
+    if not safe_prompt:
+        return None
+    if not session_key:
+        log(paths, NO_SESSION_MESSAGE, agent=agent)
+        return None
+    secret = load_or_create_session_secret(paths)
+    sid = make_session_id(agent, session_key, turn_id, prompt, secret)
+    job = jobs.new_job(sid, agent, session_key, turn_id, safe_prompt, now)
+    if not jobs.create_job(paths, job):
+        return sid  # a retry or a tombstone: the judge already ran or is running
+    try:
+        (spawn or spawn_judge)(jobs.job_path(paths, sid))
+    except OSError as exc:
+        jobs.finish(paths, sid, now, jobs.NONE, f"spawn-failed: {exc.strerror or exc}")
+        log(paths, "side-spawn-failed", id=sid, error=str(exc))
+        return None
+    log(paths, "side-job-started", id=sid, agent=agent)
+    return sid

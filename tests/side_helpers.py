@@ -1,0 +1,59 @@
+"""Builders shared by the side-judge tests: a configured data dir and a deterministic nearest."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timezone
+
+from memself.config import load_config, set_config_value
+from memself.paths import DataPaths
+from memself.records import Memory
+from memself.side import jobs
+from memself.side.secrets import write_api_key
+from memself.side.start import maybe_start_judge
+from memself.store import MemoryStore
+
+API_KEY = "sk-fake-0123456789abcdefSECRET"
+NOW = datetime(2026, 11, 30, 10, 0, 0, tzinfo=timezone.utc)
+
+
+def configure(paths: DataPaths, url: str, confirm: bool = True) -> None:
+    paths.ensure()
+    set_config_value(paths, "sideApiBase", url)
+    set_config_value(paths, "sideApiModel", "fake-judge")
+    set_config_value(paths, "confirm", "true" if confirm else "false")
+    write_api_key(paths, API_KEY)
+
+
+def overlap_nearest(store: MemoryStore):
+    """Character-bigram overlap: deterministic and good enough where vectors are not under test."""
+
+    def grams(text: str) -> set[str]:
+        return {text[i:i + 2] for i in range(len(text) - 1)}
+
+    def nearest(text: str, k: int) -> Sequence[tuple[Memory, float]]:
+        query = grams(text)
+        scored = []
+        for memory in store.all():
+            if not memory.active:
+                continue
+            other = grams(memory.text)
+            score = len(query & other) / max(1, len(query | other))
+            scored.append((memory, score))
+        scored.sort(key=lambda pair: pair[1], reverse=True)
+        return scored[:k]
+
+    return nearest
+
+
+def start_job(paths: DataPaths, prompt: str, agent: str = "claude", session: str = "sess-1",
+              turn: str = "turn-1", now: datetime = NOW) -> str:
+    spawned: list[str] = []
+    sid = maybe_start_judge(paths, load_config(paths), agent, session, turn, prompt, now,
+                            spawn=lambda path: spawned.append(str(path)))
+    assert sid is not None and spawned == [str(jobs.job_path(paths, sid))]
+    return sid
+
+
+def clock(start: datetime = NOW):
+    return lambda: start
