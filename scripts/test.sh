@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# The one test command: ruff, then pytest. Arguments go to pytest.
+#
+#   ./scripts/test.sh              # everything except the e2e group (pyproject addopts)
+#   ./scripts/test.sh -m e2e       # only the end-to-end group (real npm clients)
+#   ./scripts/test.sh tests/test_snapshot.py -k chromium
+set -uo pipefail
+
+cd "$(dirname "$0")/.."
+[ -x .venv/bin/pytest ] || { echo "test.sh: no .venv; run ./scripts/install.sh first" >&2; exit 1; }
+
+.venv/bin/ruff check .
+lint=$?
+# Said before pytest runs, so pytest's summary stays the last line of the output.
+[ $lint -ne 0 ] && echo "test.sh: ruff check failed (the run will fail after the tests)" >&2
+
+extra=()
+# In CI, show the slowest tests so the default run's time stays visible.
+[ "${CI:-}" = "true" ] && extra+=(--durations=15)
+.venv/bin/pytest -q "${extra[@]}" "$@"
+tests=$?
+
+if [ $tests -eq 5 ]; then
+    echo "test.sh: pytest selected no tests (exit 5); that counts as a failure" >&2
+fi
+[ $lint -eq 0 ] && [ $tests -eq 0 ]
