@@ -235,6 +235,8 @@ def _removal_bytes(doc: JsonDoc, remove: Transform, install: Transform) -> bytes
         return doc.raw
     if backup is not None and backup == new:
         return original
+    if not new and users_own == {}:
+        return None  # the file held nothing but ours and the original plugin's entries
     if original is None:
         skeleton = remove(install({}, doc.path), doc.path)
         prune_emptied(skeleton, install({}, doc.path), None)
