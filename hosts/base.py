@@ -56,6 +56,7 @@ class HostAdapter(Protocol):
     EVENT_NAMES: dict[EventKind, str]  # the host's name for each event we register (installers)
     TIMEOUTS: dict[EventKind, int]  # seconds, per registered event (installers)
     CONTEXT_LIMIT: int  # characters of injected text the host takes inline
+    PLUGIN_SCOPED_WORDING: bool  # phrase instructions as "this plugin only" (a host with its own memory)
 
     def parse(self, payload: dict[str, Any], env: Mapping[str, str] | None = None) -> HookEvent:
         """Normalise a payload; ``env`` (the hook's environment) only fills a missing cwd."""

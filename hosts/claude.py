@@ -24,6 +24,8 @@ EVENT_NAMES = {
 }
 TIMEOUTS = {EventKind.SESSION_START: 10, EventKind.PROMPT_SUBMIT: 10, EventKind.STOP: 20}
 CONTEXT_LIMIT = 10_000  # longer additionalContext is replaced by a file path and a preview
+# Claude Code has its own memory: our instructions constrain this plugin only and leave it alone.
+PLUGIN_SCOPED_WORDING = True
 
 _CURSOR_HOOKS_MAX_BYTES = 1 << 20
 

@@ -19,6 +19,7 @@ EVENT_NAMES = {
 }
 TIMEOUTS = {EventKind.SESSION_START: 10, EventKind.PROMPT_SUBMIT: 10, EventKind.STOP: 20}
 CONTEXT_LIMIT = 10_000  # undocumented; Claude Code's cap, to be safe
+PLUGIN_SCOPED_WORDING = False  # Claude Code alone has its own memory the wording must leave alone
 
 # The original read ``user_prompt``; CodeBuddy Code 2.117.0 sends ``prompt``.
 PROMPT_KEYS = ("prompt", "user_prompt")

@@ -19,6 +19,7 @@ EVENT_NAMES = {
 }
 TIMEOUTS = {EventKind.SESSION_START: 10, EventKind.PROMPT_SUBMIT: 10, EventKind.STOP: 20}
 CONTEXT_LIMIT = 10_000
+PLUGIN_SCOPED_WORDING = False  # Claude Code alone has its own memory the wording must leave alone
 
 
 def parse(payload: dict[str, Any], env: Mapping[str, str] | None = None) -> HookEvent:

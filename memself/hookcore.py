@@ -1,0 +1,165 @@
+"""The host-neutral core of the hooks: a ``HookEvent`` in, a ``HookReply`` out.
+
+Session start: daily maintenance, warm the engine, inject the rules (no model needed).
+Prompt submit: input filter, start the judge, recall through the warm engine, inject.
+Stop: hand over the judge's results or its confirmation request.
+
+Standard library only: the hook runs under ``python -I -S`` and must answer in milliseconds.
+Every failure inside is logged and degrades to a smaller answer, never to an error.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from memself import texts
+from memself.config import Config, load_config
+from memself.errors import MemselfError
+from memself.hosts.base import EventKind, HookEvent, HookReply, HostAdapter
+from memself.logs import log
+from memself.paths import DataPaths
+from memself.store import MemoryStore
+from memself.textfilter import (
+    SKIP_EMPTY,
+    SKIP_PLUGIN_CONTINUATION,
+    SKIP_PLUGIN_NOTICE,
+    SKIP_QUESTION_ANSWER,
+    SKIP_STOP_HOOK,
+    classify_input,
+)
+
+# Our own continuations and notices, and answers to our popup: no recall, no judge, no reminder.
+_PLUGIN_TRAFFIC = {SKIP_EMPTY, SKIP_PLUGIN_CONTINUATION, SKIP_PLUGIN_NOTICE, SKIP_QUESTION_ANSWER,
+                   SKIP_STOP_HOOK}
+# How long the prompt hook waits for the warm engine's recall; the host allows 5 s (Cursor) or 10 s.
+RECALL_BUDGET_S = 1.0
+
+
+def handle(event: HookEvent, now: datetime, paths: DataPaths) -> HookReply:
+    config = load_config(paths)
+    if not config.enabled:
+        return HookReply()
+    if event.kind is EventKind.SESSION_START:
+        return session_start(event, config, now, paths)
+    if event.kind is EventKind.PROMPT_SUBMIT:
+        return prompt_submit(event, config, now, paths)
+    if event.kind is EventKind.STOP:
+        return stop(event, config, now, paths)
+    return HookReply()
+
+
+def _adapter(event: HookEvent) -> HostAdapter:
+    from memself.hosts import HOSTS
+
+    return HOSTS[event.host]
+
+
+def deposition_state(paths: DataPaths, config: Config) -> str:
+    """"on" when the judge can run, "legacy" for the removed blocking mode, else "off"."""
+    if config.side_judge is False:
+        return "legacy"
+    from memself.side.start import deposition_configured
+
+    return "on" if deposition_configured(paths, config) else "off"
+
+
+def session_start(event: HookEvent, config: Config, now: datetime, paths: DataPaths) -> HookReply:
+    from memself.maintenance import run_daily_maintenance
+
+    try:
+        run_daily_maintenance(paths, config.decayDays, now)
+    except (MemselfError, OSError) as exc:
+        log(paths, "daily-maintenance-failed", error=str(exc))
+    _warm_engine(paths, config)
+    adapter = _adapter(event)
+    rules = MemoryStore(paths).active("rule")
+    text = texts.session_start(rules, adapter.PLUGIN_SCOPED_WORDING, deposition_state(paths, config),
+                               adapter.CONTEXT_LIMIT)
+    return HookReply(context=text)
+
+
+def _warm_engine(paths: DataPaths, config: Config) -> None:
+    try:
+        from memself.engine.client import ensure_started
+
+        ensure_started(paths, idle_minutes=config.engineIdleMinutes)
+    except Exception as exc:
+        log(paths, "engine-start-failed", error=type(exc).__name__)
+
+
+def prompt_submit(event: HookEvent, config: Config, now: datetime, paths: DataPaths) -> HookReply:
+    adapter = _adapter(event)
+    restored = _restore_hidden_confirmation(event, paths)
+    if restored is not None:
+        return HookReply(context=restored)
+    verdict = classify_input(event.prompt)
+    if verdict.skip_reason in _PLUGIN_TRAFFIC:
+        return HookReply()
+    deposition = deposition_state(paths, config)
+    if deposition == "on" and not verdict.skipped:
+        _start_judge(event, config, now, paths)
+    block = ""
+    if not verdict.skipped:
+        block = _recall(verdict.recall_text, config, now, paths)
+    reminder = texts.reminder(adapter.PLUGIN_SCOPED_WORDING, deposition)
+    context = "\n\n".join(p for p in (block, reminder) if p)
+    user_message = block if block and config.showRecall else ""
+    return HookReply(context=context, user_message=user_message)
+
+
+def _restore_hidden_confirmation(event: HookEvent, paths: DataPaths) -> str | None:
+    """Cursor shows a Stop follow-up to the user; the model's instruction comes back from a file."""
+    try:
+        from memself.side.followup import restore_cursor_prompt
+    except ModuleNotFoundError:
+        return None
+    try:
+        return restore_cursor_prompt(paths, event.host, event.session_key, event.prompt)
+    except (MemselfError, OSError) as exc:
+        log(paths, "restore-confirmation-failed", error=str(exc))
+        return None
+
+
+def _start_judge(event: HookEvent, config: Config, now: datetime, paths: DataPaths) -> None:
+    from memself.side.start import maybe_start_judge
+
+    try:
+        maybe_start_judge(paths, config, event.host, event.session_key, event.turn_id,
+                          event.prompt, now)
+    except (MemselfError, OSError) as exc:
+        log(paths, "judge-start-failed", error=str(exc))
+
+
+def _recall(text: str, config: Config, now: datetime, paths: DataPaths) -> str:
+    from memself.engine.client import recall_or_none
+
+    try:
+        result = recall_or_none(paths, text, RECALL_BUDGET_S, options={"now": now.isoformat()})
+    except (MemselfError, OSError) as exc:
+        log(paths, "recall-failed", error=str(exc))
+        return ""
+    if not result:
+        return ""
+    hits = {group: [texts.RecallHit(h["text"], float(h["score"]), float(h["confidence"]))
+                    for h in result.get(group, [])] for group in ("rule", "project")}
+    return texts.recall_block(hits["rule"], hits["project"])
+
+
+def stop(event: HookEvent, config: Config, now: datetime, paths: DataPaths) -> HookReply:
+    if event.stop_active or not event.session_key:
+        return HookReply()
+    try:
+        from memself.side.followup import take_followup
+    except ModuleNotFoundError:
+        return HookReply()
+    adapter = _adapter(event)
+    try:
+        result = take_followup(paths, config, event.host, event.session_key,
+                               adapter.ASK_TOOL, now)
+    except (MemselfError, OSError) as exc:
+        log(paths, "followup-failed", error=str(exc))
+        return HookReply()
+    if not result:
+        return HookReply()
+    visible, model_text = result
+    return HookReply(continuation=model_text, visible=visible)

@@ -1,0 +1,127 @@
+"""Every text the hooks inject into a host's context, in one place to read and review together.
+
+Chinese, as in the original. ``plugin_scoped`` selects Claude Code's wording, which constrains only
+this plugin and does not ask the model to set Claude Code's own memory aside.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from memself.records import Memory, fmt_confidence
+
+SESSION_RULE_LIMIT = 50
+SESSION_HEADER = "# 长期记忆（自动生成，请勿手动编辑）"
+
+BOUNDARY = (
+    "记忆由 memory-self-evolution 插件在后台自动提取、判重和沉淀，包括用户明确要求「记住」的情况。"
+    "你专注当前任务：不要自己判断是否该记，不要判重、改写或写入记忆，也不要发起记忆确认；"
+    "只有收到含 MEMORY_CONFIRM_V1 的插件指令时，才按指令执行，不重新判断或改写提案。"
+    "下面的规则仍然必须遵守。"
+)
+BOUNDARY_PLUGIN_SCOPED = (
+    "memory-self-evolution 插件的记忆由它在后台自动提取、判重和沉淀，包括用户明确要求「记住」的情况。"
+    "对这个插件的记忆，你不需要判断是否该记，不要调用它的写工具，也不要替它发起记忆确认；"
+    "只有收到含 MEMORY_CONFIRM_V1 的插件指令时，才按指令执行，不重新判断或改写提案。"
+    "这些约束只针对本插件，不影响 Claude Code 自带的记忆。下面的规则仍然必须遵守。"
+)
+
+REMINDER = (
+    "记忆由 memory-self-evolution 插件在后台判断。用户陈述偏好、规范或要求记住时，你只需回应并照做："
+    "不要判断是否该记，不要调用提问工具发起「检测到一条记忆」确认，也不要主动调用 memory_resolve "
+    "或其它记忆写工具。只有收到含 MEMORY_CONFIRM_V1 的插件指令时，才按指令弹窗并处理对应 sessionID。"
+)
+REMINDER_PLUGIN_SCOPED = (
+    "memory-self-evolution 插件的记忆由它在后台判断。用户陈述偏好、规范或要求记住时，就这个插件而言你只需"
+    "回应并照做：不要替它判断是否该记，不要调用提问工具发起「检测到一条记忆」确认，也不要主动调用 "
+    "memory_resolve 或它的其它记忆写工具。只有收到含 MEMORY_CONFIRM_V1 的插件指令时，才按指令弹窗并处理"
+    "对应 sessionID。这些约束只针对本插件，不影响 Claude Code 自带的记忆。"
+)
+
+DEPOSITION_OFF = (
+    "记忆沉淀未启用：memory-self-evolution 插件的旁路判别接口没有配齐（config.json 的 sideApiBase、"
+    "sideApiModel 和 side-secret.json 的 apiKey），已有记忆照常注入和召回，但不会记下新内容。"
+    "用户陈述偏好、规范或要求记住时，请如实告诉用户这句话不会被记下。"
+    "启用方法：在终端运行 memself setup 填写判别接口；急用时可以运行 memself rule add \"<规则>\" "
+    "或 memself project add \"<项目事实>\" 直接写入。"
+)
+DEPOSITION_OFF_LEGACY = (
+    "记忆沉淀未启用：memory-self-evolution 插件的配置还停在旧版本的阻塞模式（sideJudge=false），"
+    "阻塞模式已经移除，已有记忆照常注入和召回，但不会记下新内容。"
+    "用户陈述偏好、规范或要求记住时，请如实告诉用户这句话不会被记下。"
+    "启用方法：在终端运行 memself setup sidepath 改走旁路判别，然后重启客户端；"
+    "急用时可以运行 memself rule add \"<规则>\" 直接写入。"
+)
+
+RECALL_HEADER = "# 与本轮输入相关的长期记忆（自动召回）"
+RECALL_FOOTER = "以上为系统按相关性自动召回：规则需要遵守，项目事实供本轮参考。"
+
+
+@dataclass(frozen=True)
+class RecallHit:
+    text: str
+    score: float
+    confidence: float
+
+
+def boundary(plugin_scoped: bool, deposition: str) -> str:
+    """The responsibility paragraph; ``deposition`` is "on", "off" or "legacy"."""
+    if deposition == "off":
+        return DEPOSITION_OFF
+    if deposition == "legacy":
+        return DEPOSITION_OFF_LEGACY
+    return BOUNDARY_PLUGIN_SCOPED if plugin_scoped else BOUNDARY
+
+
+def reminder(plugin_scoped: bool, deposition: str) -> str:
+    if deposition == "off":
+        return DEPOSITION_OFF
+    if deposition == "legacy":
+        return DEPOSITION_OFF_LEGACY
+    return REMINDER_PLUGIN_SCOPED if plugin_scoped else REMINDER
+
+
+def session_start(rules: Sequence[Memory], plugin_scoped: bool, deposition: str,
+                  char_limit: int | None = None) -> str:
+    """Rules by stored confidence, at most 50, within the host's injection limit if it has one."""
+    shown = list(rules[:SESSION_RULE_LIMIT])
+    over_cap = len(rules) - len(shown)
+    head = f"{SESSION_HEADER}\n\n{boundary(plugin_scoped, deposition)}\n\n"
+    title = f"## 规则与偏好（共 {len(rules)} 条，必须遵守）\n\n"
+    if not shown:
+        return head + title + "（暂无）"
+    lines = [f"{i}. {m.text}（置信度 {fmt_confidence(m.confidence)}）" for i, m in enumerate(shown, 1)]
+    body = _fit(head + title, lines, over_cap, len(rules), char_limit)
+    return body
+
+
+def _fit(prefix: str, lines: list[str], over_cap: int, total: int, char_limit: int | None) -> str:
+    """List lines while they fit; say how many were left out and why."""
+    def tail(listed: int) -> str:
+        left = total - listed
+        if left <= 0:
+            return ""
+        if listed + over_cap == total and over_cap == left:
+            return f"\n\n（其余 {left} 条按置信度截断）"
+        return f"\n\n（其余 {left} 条因注入长度限制未列出，相关时仍会在每轮召回中出现）"
+
+    for count in range(len(lines), -1, -1):
+        text = prefix + "\n".join(lines[:count]) + tail(count)
+        if char_limit is None or len(text) <= char_limit:
+            return text
+    return prefix.rstrip()[:char_limit or None]
+
+
+def recall_block(rules: Sequence[RecallHit], projects: Sequence[RecallHit]) -> str:
+    """The per-prompt block, rules and project facts listed separately; "" when neither passed."""
+    if not rules and not projects:
+        return ""
+    lines = [RECALL_HEADER]
+    for title, hits in (("规则", rules), ("项目事实", projects)):
+        if hits:
+            lines += ["", f"## {title}"]
+            lines += [f"- {h.text}（置信度 {fmt_confidence(h.confidence)}，相关度 {h.score:.2f}）"
+                      for h in hits]
+    lines += ["", RECALL_FOOTER]
+    return "\n".join(lines)
