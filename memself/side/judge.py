@@ -18,7 +18,8 @@ from memself.errors import MemselfError
 from memself.logs import log
 from memself.paths import DataPaths
 from memself.records import Memory
-from memself.side import jobs, notices, prompts
+from memself.side import jobs, prompts
+from memself.side.apply import apply_proposal
 from memself.side.http import DEFAULT_TIMEOUT_S, chat
 from memself.side.parse import DedupAnswer, parse_dedup, parse_remember
 from memself.side.secrets import read_api_key
@@ -107,33 +108,6 @@ def build_proposal(job: jobs.Job, call: ChatFn, nearest_fn: NearestFn) -> dict[s
         "mergedText": decision.merged_text,
         "score": round(score, 4) if score is not None else None,
     }
-
-
-def apply_proposal(store: MemoryStore, proposal: dict[str, Any], action: str, group: str,
-                   now: datetime) -> str:
-    """Write one decision taken from a proposal; returns the no-confirm notice line.
-
-    Text, target and merged text always come from the proposal. Replace writes the new
-    statement itself over the old one (never a model rewrite), confidence unchanged.
-    """
-    text = str(proposal["text"])
-    target = str(proposal.get("targetId") or "")
-    if action == "create":
-        memory = store.create(text, group, now, evidence=str(proposal.get("evidence") or ""))
-        return notices.direct_line("create", memory.text, memory.category)
-    if action == "reinforce":
-        change = store.reinforce(target, now)
-        return notices.direct_line("reinforce", change.memory.text, change.memory.category,
-                                   change.gain)
-    if action == "merge":
-        change = store.merge_into(target, str(proposal["mergedText"]), now)
-        return notices.direct_line("merge", change.memory.text, change.memory.category,
-                                   change.gain)
-    if action == "replace":
-        change = store.replace(target, text, now)
-        return notices.direct_line("replace", change.memory.text, change.memory.category,
-                                   previous=change.previous_text)
-    raise MemselfError(f"未知的记忆动作「{action}」")
 
 
 def _apply_now(paths: DataPaths, store: MemoryStore, sid: str, proposal: dict[str, Any],

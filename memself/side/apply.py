@@ -1,0 +1,42 @@
+"""Write one decision taken from a judge proposal into the store (standard library only).
+
+Used by the judge (no-confirm mode), by Stop (proposals left from a confirm-on period when
+confirm is now off) and by ``memory_resolve``. Text, target and merged text always come from the
+proposal, never from a caller.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from memself.errors import MemselfError
+from memself.side import notices
+from memself.store import MemoryStore
+
+
+def apply_proposal(store: MemoryStore, proposal: dict[str, Any], action: str, group: str,
+                   now: datetime, *, resolve_style: bool = False) -> str:
+    """Apply ``action`` (create | reinforce | merge | replace) and return the result line.
+
+    Replace writes the new statement itself over the old one (never a model rewrite), with the
+    confidence unchanged. ``resolve_style`` picks memory_resolve's notice wording.
+    """
+    text = str(proposal["text"])
+    target = str(proposal.get("targetId") or "")
+    line = notices.resolve_notice if resolve_style else notices.direct_line
+    if action == "create":
+        memory = store.create(text, group, now, evidence=str(proposal.get("evidence") or ""))
+        return line("create", memory.text, memory.category)
+    if action == "reinforce":
+        change = store.reinforce(target, now)
+        return line("reinforce", change.memory.text, change.memory.category, change.gain)
+    if action == "merge":
+        change = store.merge_into(target, str(proposal["mergedText"]), now)
+        return line("merge", change.memory.text, change.memory.category, change.gain,
+                    change.previous_text)
+    if action == "replace":
+        change = store.replace(target, text, now)
+        return line("replace", change.memory.text, change.memory.category,
+                    previous=change.previous_text)
+    raise MemselfError(f"未知的记忆动作「{action}」")

@@ -1,0 +1,311 @@
+"""Stop: wait for this session's judge jobs, then show results or ask for confirmation (§4.7).
+
+Only jobs of exactly this host and session are waited for, shown, superseded or marked; every
+other job stays in the pool for its own Stop. Returns ``(visible_text, model_text)`` for the
+host adapter to render as its continuation, or ``None`` when the turn simply ends.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import time
+from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from memself.atomic import write_atomic
+from memself.config import Config
+from memself.errors import MemselfError
+from memself.logs import log
+from memself.paths import DataPaths
+from memself.side import jobs
+from memself.side.apply import apply_proposal
+from memself.store import MemoryStore
+from memself.textfilter import CONFIRM_MARKER, NOTICE_HEADER
+from memself.timeutil import iso
+
+POLL_S = 0.2
+DIALOG_TITLE = "记忆确认·插件"
+QUESTION = "检测到一条记忆。是否落成记忆。"
+RESULT_HEADING = "结果："
+CONFIRM_HEADING = "待确认："
+SKIP_OPTION = "不落成"
+# Claude Code and CodeBuddy share this tool name; CodeBuddy IDE calls its own one differently.
+SHARED_ASK_TOOL = "AskUserQuestion"
+DIRECT_INSTRUCTIONS = (
+    "插件已直接写入记忆。不要调用任何工具，不要向用户提问，不要复述本段说明。",
+    "只把「结果」下面的文字原样输出给用户，不要增删改，不要做其他任何操作。",
+)
+
+
+def followup(paths: DataPaths, store: MemoryStore, config: Config, agent: str, session_key: str,
+             ask_tool: str, now_fn: Callable[[], datetime],
+             sleep: Callable[[float], None] = time.sleep, *,
+             keep_model_text: bool = False) -> tuple[str, str] | None:
+    """The Stop continuation for this host+session, or ``None``.
+
+    ``ask_tool`` is the host's popup tool (``HostAdapter.ASK_TOOL``). ``keep_model_text`` is for
+    hosts that show the continuation to the user as a prompt (Cursor): the model text is saved
+    and handed back by ``restore_cursor_prompt`` on the next prompt.
+    """
+    if not session_key:
+        log(paths, "旁路结果缺少稳定会话 ID，已跳过", agent=agent)
+        return None
+    mine = _wait_for_jobs(paths, agent, session_key, config, now_fn, sleep)
+    shown = [j for j in mine if _pending(j)]
+    if not shown:
+        return None
+    now = now_fn()
+    if not config.confirm:
+        result = _direct(paths, store, shown, now)
+    else:
+        result = _confirm(paths, mine, shown, ask_tool, now)
+    if result is not None and keep_model_text:
+        save_confirm_pair(paths, agent, session_key, result[0], result[1])
+    return result
+
+
+def _wait_for_jobs(paths: DataPaths, agent: str, session_key: str, config: Config,
+                   now_fn: Callable[[], datetime],
+                   sleep: Callable[[float], None]) -> list[jobs.Job]:
+    deadline = now_fn() + timedelta(milliseconds=max(0, int(config.sideWaitMs)))
+    while True:
+        now = now_fn()
+        mine = jobs.session_jobs(paths, agent, session_key, now)
+        if jobs.expire_stuck(paths, mine, now):
+            mine = jobs.session_jobs(paths, agent, session_key, now)
+        if not any(j.get("status") == jobs.RUNNING for j in mine) or now >= deadline:
+            return mine
+        sleep(POLL_S)
+
+
+def _pending(job: jobs.Job) -> bool:
+    """Ready and never shown: a proposal to ask about, or a notice of a write already made."""
+    if job.get("status") != jobs.READY or job.get("prompted"):
+        return False
+    if job.get("applied"):
+        return bool(job.get("notice"))
+    proposal = job.get("proposal")
+    return isinstance(proposal, dict) and bool(proposal.get("text"))
+
+
+# ---------------------------------------------------------------------------------------------
+# confirm = false: results only
+# ---------------------------------------------------------------------------------------------
+
+def _direct(paths: DataPaths, store: MemoryStore, shown: list[jobs.Job],
+            now: datetime) -> tuple[str, str] | None:
+    lines: list[str] = []
+    for job in shown:
+        notice = str(job.get("notice") or "")
+        if not job.get("applied"):
+            # Judged while confirm was on, now off: nobody will be asked, so write it now.
+            proposal = job["proposal"]
+            action = "create" if proposal.get("action") == "unsure" else str(proposal["action"])
+            try:
+                notice = apply_proposal(store, proposal, action, str(proposal["category"]), now)
+            except MemselfError as exc:
+                log(paths, "side-apply-failed", id=job["id"], error=str(exc))
+                jobs.finish(paths, job["id"], now, jobs.NONE, str(exc), force=True)
+                continue
+        jobs.update_job(paths, job["id"], lambda j, n=notice: _mark_shown(j, now, n))
+        lines.append(notice)
+    if not lines:
+        return None
+    return direct_texts(lines)
+
+
+def _mark_shown(job: jobs.Job, now: datetime, notice: str) -> bool:
+    job.update(prompted=True, promptedAt=iso(now), applied=True, notice=notice)
+    job.setdefault("finishedAt", iso(now))
+    return True
+
+
+def direct_texts(lines: Sequence[str]) -> tuple[str, str]:
+    visible = "\n".join([NOTICE_HEADER, RESULT_HEADING, *lines])
+    model = "\n".join([CONFIRM_MARKER, *DIRECT_INSTRUCTIONS, "", "结果", *lines])
+    return visible, model
+
+
+# ---------------------------------------------------------------------------------------------
+# confirm = true: the MEMORY_CONFIRM_V1 dialog
+# ---------------------------------------------------------------------------------------------
+
+def _confirm(paths: DataPaths, mine: list[jobs.Job], shown: list[jobs.Job], ask_tool: str,
+             now: datetime) -> tuple[str, str] | None:
+    proposals = [j for j in shown if not j.get("applied")]
+    notices = [j for j in shown if j.get("applied")]
+    if proposals:
+        # A new dialog replaces the one this session left unanswered (skipped or closed).
+        for old in mine:
+            if (old.get("status") == jobs.READY and old.get("prompted")
+                    and not old.get("applied")):
+                jobs.finish(paths, old["id"], now, jobs.NONE, "superseded", force=True)
+    marked: list[jobs.Job] = []
+    for job in proposals:
+        done = jobs.update_job(paths, job["id"], lambda j: _mark_prompted(j, now))
+        if done is not None:
+            marked.append(done)
+    notice_lines: list[str] = []
+    for job in notices:
+        notice = str(job["notice"])
+        if jobs.update_job(paths, job["id"], lambda j, n=notice: _mark_shown(j, now, n)):
+            notice_lines.append(notice)
+    if not marked:
+        return direct_texts(notice_lines) if notice_lines else None
+    return confirm_texts([j["id"] for j in marked], [j["proposal"] for j in marked],
+                         notice_lines, ask_tool)
+
+
+def _mark_prompted(job: jobs.Job, now: datetime) -> bool:
+    if job.get("status") != jobs.READY or job.get("prompted") or job.get("applied"):
+        return False
+    job.update(prompted=True, promptedAt=iso(now))
+    return True
+
+
+def _quote_end(text: str) -> str:
+    return "" if text.endswith(("。", "！", "？")) else "。"
+
+
+def visible_line(p: dict[str, Any]) -> str:
+    text, target, merged = str(p["text"]), str(p.get("targetText") or ""), str(
+        p.get("mergedText") or "")
+    action = p.get("action")
+    if action in ("reinforce", "unsure") and target:
+        return f"建议强化已有记忆「{target}」。新说法「{text}」{_quote_end(text)}"
+    if action == "merge" and target:
+        return f"建议合并。新记忆「{text}」并入已有记忆「{target}」。合并后「{merged}」{_quote_end(merged)}"
+    if action == "replace" and target:
+        return f"建议替换。用新说法「{text}」替换已有记忆「{target}」{_quote_end(target)}"
+    return f"建议新增记忆「{text}」{_quote_end(text)}"
+
+
+def options(p: dict[str, Any]) -> list[tuple[str, str]]:
+    """``(label, decision)`` pairs offered for a proposal; the label doubles as the option id."""
+    text, target = str(p["text"]), str(p.get("targetText") or "")
+    group = p.get("category") if p.get("category") in ("rule", "project") else "rule"
+    other = "project" if group == "rule" else "rule"
+    action = p.get("action")
+    head: list[tuple[str, str]] = []
+    create_verb = "落成"
+    if action in ("reinforce", "unsure") and target:
+        head = [(f"强化已有记忆 「{target}」", "reinforce")]
+        create_verb = "仍新建"
+    elif action == "merge" and target and p.get("mergedText"):
+        head = [(f"合并进已有记忆 「{target}」", "merge")]
+        create_verb = "仍新建"
+    elif action == "replace" and target:
+        head = [(f"用新说法替换已有记忆 「{target}」", "replace")]
+        create_verb = "仍新建"
+    return [*head,
+            (f"{create_verb}，使用推荐标签 {group}「{text}」", f"create_{group}"),
+            (f"{create_verb}，把标签改为 {other}「{text}」", f"create_{other}"),
+            (SKIP_OPTION, "discard")]
+
+
+def ask_tool_phrase(ask_tool: str) -> str:
+    if ask_tool == SHARED_ASK_TOOL:
+        return f"{SHARED_ASK_TOOL}（CodeBuddy IDE 中为 ask_followup_question）"
+    # The host's popup tool name is not documented everywhere (Cursor): describe it instead.
+    return f"你自带的提问工具（让用户在弹窗里点选选项的工具，例如 {ask_tool}）"
+
+
+def confirm_texts(session_ids: Sequence[str], proposals: Sequence[dict[str, Any]],
+                  notice_lines: Sequence[str], ask_tool: str) -> tuple[str, str]:
+    """The visible lines and the ``MEMORY_CONFIRM_V1`` instruction for the host's model."""
+    visible = [NOTICE_HEADER]
+    if notice_lines:
+        visible += [RESULT_HEADING, *notice_lines]
+    visible += [CONFIRM_HEADING, *(f"{i}. {visible_line(p)}" for i, p in enumerate(proposals, 1))]
+    forbidden = "memory_propose、update_memory" if ask_tool == SHARED_ASK_TOOL else "memory_propose"
+    count = len(proposals)
+    model = [
+        CONFIRM_MARKER,
+        f"本轮回答已经结束。记忆插件在后台分析出 {count} 条待确认的记忆，需要逐条请用户确认。",
+        f"调用 {ask_tool_phrase(ask_tool)} 发起确认：每条一个问题，一次调用里放进全部 {count} 个问题；"
+        "工具一次只能问一个问题时，按顺序逐条调用。",
+        "不要用文字列出草稿让用户回复，也不要自己判断该不该记、改写正文或改选项。",
+        f"只有 memory_resolve 能写入这些记忆；不要调用 {forbidden} 或其它记忆写工具。",
+        f"弹窗标题必须是「{DIALOG_TITLE}」；每个选项的 id 就是选项文字，逐字照抄下面给出的选项。",
+        "用户点选后，对每一条调用一次 memory_resolve，sessionID 用该条的 sessionID，decision 取所选选项"
+        "箭头后面的值（create_rule、create_project、reinforce、merge、replace 或 discard）。",
+        "提问工具返回 Skipped，或者用户关闭、取消了弹窗时，不要调用 memory_resolve，也不要再追问。",
+        "处理完后用一句话告诉用户结果，不要做其他任何操作。",
+    ]
+    if notice_lines:
+        model += ["", "另外，插件已直接写入下面的记忆，原样告知用户即可：", *notice_lines]
+    for i, (sid, p) in enumerate(zip(session_ids, proposals, strict=True), 1):
+        model += ["", f"第 {i} 条", f"sessionID：{sid}", f"正文：{p['text']}",
+                  f"推荐标签：{p.get('category') or 'rule'}"]
+        if p.get("evidence"):
+            model.append(f"佐证：{p['evidence']}")
+        if p.get("score") is not None:
+            model.append(f"与最相近记忆的相似度：{float(p['score']):.2f}")
+        if p.get("targetText"):
+            model.append(f"最相近记忆：{p['targetText']}")
+        if p.get("action") == "merge" and p.get("mergedText"):
+            model.append(f"合并后正文：{p['mergedText']}")
+        model += [f"题面：{QUESTION}", "选项："]
+        model += [f"- {label} → {decision}" for label, decision in options(p)]
+    return "\n".join(visible), "\n".join(model)
+
+
+# ---------------------------------------------------------------------------------------------
+# Cursor: the continuation is a visible user prompt; the model text comes back on that prompt
+# ---------------------------------------------------------------------------------------------
+
+def confirm_pair_path(paths: DataPaths, agent: str, session_key: str) -> Path:
+    return paths.side_dir / f"confirm-{agent}-{session_key}.json"
+
+
+def save_confirm_pair(paths: DataPaths, agent: str, session_key: str, user_text: str,
+                      model_text: str) -> None:
+    jobs.ensure_side_dir(paths)
+    write_atomic(confirm_pair_path(paths, agent, session_key),
+                 json.dumps({"userText": user_text, "modelText": model_text},
+                            ensure_ascii=False) + "\n", mode=0o600)
+
+
+def restore_cursor_prompt(paths: DataPaths, agent: str, session_key: str,
+                          prompt: str) -> str | None:
+    """The model text for a prompt that is our own Stop continuation, or ``None`` if it is not.
+
+    Looked up per host and session, so one session can never see another's sessionIDs. With no
+    saved pair (deleted, another machine), the result lines are rebuilt from the prompt itself.
+    """
+    text = prompt.replace("\r\n", "\n").strip()
+    if not text.startswith(NOTICE_HEADER):
+        return None
+    if session_key:
+        path = confirm_pair_path(paths, agent, session_key)
+        try:
+            saved = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            saved = None
+        if isinstance(saved, dict) and str(saved.get("userText", "")).strip() == text:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+            return str(saved.get("modelText") or "")
+    lines = _result_lines(text)
+    if lines:
+        return direct_texts(lines)[1]
+    return "\n".join([CONFIRM_MARKER, "这条消息是记忆插件的通知，不是用户的新要求。",
+                      "确认弹窗的说明已失效：不要调用任何工具，不要调用 memory_resolve，"
+                      "只回复「好的」，不要做其他任何操作。"])
+
+
+def _result_lines(text: str) -> list[str]:
+    lines = text.split("\n")
+    if RESULT_HEADING not in lines:
+        return []
+    out: list[str] = []
+    for line in lines[lines.index(RESULT_HEADING) + 1:]:
+        if line == CONFIRM_HEADING:
+            break
+        if line.strip():
+            out.append(line)
+    return out

@@ -1,0 +1,103 @@
+"""``memory_resolve``: write one proposal the user chose in the popup, and nothing else (§4.9).
+
+The caller (the host's model) only names a sessionID and a decision. The job must belong to this
+host, have been shown in a popup and not yet be answered; the decision must be one the popup
+offered; text, target and merged text come from the proposal. No config is read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+
+from memself.errors import MemselfError
+from memself.logs import log
+from memself.paths import DataPaths
+from memself.side import jobs
+from memself.side.apply import apply_proposal
+from memself.side.session_id import is_session_id
+from memself.store import MemoryStore
+from memself.timeutil import iso
+
+DECISIONS = ("create_rule", "create_project", "reinforce", "merge", "replace", "discard")
+MSG_INVALID = "sessionID 或 decision 无效，已拒绝处理。"
+MSG_NOT_FOUND = "未找到可处理的记忆分析会话，可能已处理、过期或不属于当前客户端。"
+MSG_MISMATCH = "decision 与本次记忆分析提供的选项不匹配，已拒绝处理。"
+MSG_DISCARDED = "本次记忆已不落成。"
+
+
+class ResolveRejected(MemselfError):
+    """The sessionID or decision is not one this host may resolve now."""
+
+
+def allowed_decisions(proposal: dict[str, object]) -> set[str]:
+    """Create (either group) and discard always; the others only when the popup offered them."""
+    allowed = {"create_rule", "create_project", "discard"}
+    action = proposal.get("action")
+    target = proposal.get("targetId")
+    if action in ("reinforce", "unsure") and target:
+        allowed.add("reinforce")
+    if action == "merge" and target and proposal.get("mergedText"):
+        allowed.add("merge")
+    if action == "replace" and target:
+        allowed.add("replace")
+    return allowed
+
+
+def resolve(paths: DataPaths, store: MemoryStore, agent: str, session_id: str, decision: str,
+            now: datetime) -> str:
+    """Apply ``decision`` to the proposal of ``session_id``; returns the notice for the user.
+
+    Raises ``ResolveRejected`` with the original's exact messages. Creates no file when the
+    sessionID is unknown.
+    """
+    if not is_session_id(session_id) or decision not in DECISIONS:
+        raise ResolveRejected(MSG_INVALID)
+    # The side lock is held across the store write so two resolves of one id apply once.
+    with jobs.side_lock(paths):
+        job = jobs.load_job(paths, session_id)
+        proposal = job.get("proposal") if job else None
+        if (job is None or job.get("agent") != agent or not job.get("prompted")
+                or job.get("applied") or job.get("status") != jobs.READY
+                or not isinstance(proposal, dict) or not proposal.get("text")):
+            raise ResolveRejected(MSG_NOT_FOUND)
+        if decision not in allowed_decisions(proposal):
+            raise ResolveRejected(MSG_MISMATCH)
+        if decision == "discard":
+            job.update(status=jobs.NONE, reason="user-skip", finishedAt=iso(now))
+            jobs.save_job(paths, job)
+            return MSG_DISCARDED
+        if decision.startswith("create_"):
+            action, group = "create", decision.removeprefix("create_")
+        else:
+            action, group = decision, str(proposal.get("category") or "rule")
+        notice = apply_proposal(store, proposal, action, group, now, resolve_style=True)
+        job.update(status=jobs.NONE, applied=True, notice=notice, reason=decision,
+                   finishedAt=iso(now))
+        jobs.save_job(paths, job)
+    log(paths, "side-resolved", id=session_id, decision=decision)
+    return notice
+
+
+def invalidate_for_memories(paths: DataPaths, ids: Iterable[str], now: datetime) -> int:
+    """Pending proposals aimed at memories that were just deleted, merged or rewritten become
+    ``none`` / ``target-changed`` (their popup would describe a memory that no longer is)."""
+    wanted = set(ids)
+    if not wanted:
+        return 0
+    count = 0
+    for job in jobs.list_jobs(paths, now):
+        proposal = job.get("proposal")
+        if (job.get("status") == jobs.READY and not job.get("applied")
+                and isinstance(proposal, dict) and proposal.get("targetId") in wanted):
+            def change(current: jobs.Job) -> bool:
+                return current.get("status") == jobs.READY and not current.get("applied")
+
+            if jobs.update_job(paths, job["id"], lambda j: change(j) and _drop(j, now)):
+                count += 1
+    return count
+
+
+def _drop(job: jobs.Job, now: datetime) -> bool:
+    job.update(status=jobs.NONE, reason="target-changed", finishedAt=iso(now))
+    return True
