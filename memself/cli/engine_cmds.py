@@ -1,0 +1,122 @@
+"""``memself engine status|start|stop|serve``: look at and control the warm recall engine."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import click
+
+from memself.cli.app import echo_json, main
+from memself.engine.client import (
+    EngineClient,
+    EngineRequestError,
+    call_engine,
+    engine_status,
+    stop_engine,
+)
+from memself.engine.protocol import ERR_NOT_READY, ERR_WARM_UP_FAILED, OP_PING
+from memself.paths import DataPaths
+
+STATE_TEXT = {"ready": "就绪", "loading": "正在加载模型", "failed": "加载失败"}
+NOT_RUNNING = "召回引擎未运行（下次会话开始或提问时会自动启动）"
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(seconds)
+    if seconds < 60:
+        return f"{seconds} 秒"
+    if seconds < 3600:
+        return f"{seconds // 60} 分 {seconds % 60} 秒"
+    return f"{seconds // 3600} 小时 {seconds % 3600 // 60} 分"
+
+
+def render_status(info: dict, same_code: bool) -> list[str]:
+    """The lines ``engine status`` prints for a running engine."""
+    state = STATE_TEXT.get(str(info.get("state")), str(info.get("state")))
+    if info.get("error"):
+        state += f"：{info['error']}"
+    transport = "Unix 套接字" if info.get("transport") == "unix" else "本机 TCP（带口令）"
+    version = f"{info.get('version')}（" + (
+        "与当前安装一致）" if same_code else "与当前安装不一致，下次召回时会自动重启）")
+    idle_limit = float(info.get("idle_limit_s") or 0)
+    lines = [
+        "召回引擎运行中",
+        f"  进程      {info.get('pid')}",
+        f"  版本      {version}",
+        f"  状态      {state}",
+        f"  地址      {info.get('address')}（{transport}）",
+        f"  数据目录  {info.get('data_dir')}",
+        f"  已运行    {_duration(float(info.get('uptime_s') or 0))}；"
+        f"闲置 {_duration(float(info.get('idle_s') or 0))}，"
+        f"闲置满 {_duration(idle_limit)}自动退出",
+        f"  请求      {info.get('requests')} 次；数据变化后重新加载 {info.get('reloads')} 次",
+    ]
+    if info.get("warm_up_s") is not None:
+        lines.append(f"  加载耗时  {info['warm_up_s']} 秒")
+    return lines
+
+
+@main.group("engine")
+def engine_group() -> None:
+    """常驻召回引擎（持有向量模型和索引的本地进程）。"""
+
+
+@engine_group.command("status")
+@click.option("--json", "as_json", is_flag=True, help="输出 JSON")
+def status_cmd(as_json: bool) -> None:
+    """引擎是否在运行、版本、状态、闲置时间。"""
+    paths = DataPaths.default()
+    info = engine_status(paths)
+    if as_json:
+        echo_json({"running": info is not None, **(info or {})})
+        return
+    if info is None:
+        click.echo(NOT_RUNNING)
+        return
+    for line in render_status(info, EngineClient(paths).matches(info)):
+        click.echo(line)
+
+
+@engine_group.command("start")
+@click.option("--timeout", "timeout_s", type=float, default=120.0, show_default=True,
+              help="最多等待多少秒（首次启动要加载模型）")
+def start_cmd(timeout_s: float) -> None:
+    """启动引擎并等到模型加载完毕。"""
+    paths = DataPaths.default()
+    deadline = time.monotonic() + timeout_s
+    info = call_engine(paths, OP_PING, None, timeout_s)
+    if not info.get("ready"):
+        info = _wait_ready(EngineClient(paths), deadline)
+    click.echo(f"召回引擎已就绪（进程 {info.get('pid')}）")
+
+
+def _wait_ready(client: EngineClient, deadline: float) -> dict:
+    while True:
+        info = client.ping(timeout_s=2.0)
+        if info.get("ready"):
+            return info
+        if info.get("state") == "failed":
+            status = client.status()
+            raise EngineRequestError(ERR_WARM_UP_FAILED,
+                                     f"召回引擎加载模型失败：{status.get('error')}")
+        if time.monotonic() > deadline:
+            raise EngineRequestError(ERR_NOT_READY, "召回引擎在限定时间内没有加载完毕")
+        time.sleep(0.1)
+
+
+@engine_group.command("stop")
+def stop_cmd() -> None:
+    """让引擎退出（下次需要时会自动重新启动）。"""
+    pid = stop_engine(DataPaths.default())
+    click.echo(NOT_RUNNING if pid is None else f"召回引擎已停止（进程 {pid}）")
+
+
+@engine_group.command("serve")
+@click.option("--idle-minutes", type=float, default=None,
+              help="闲置多少分钟后退出（默认取配置 engineIdleMinutes）")
+def serve_cmd(idle_minutes: float | None) -> None:
+    """在前台运行引擎（调试用；平时由 hook 自动在后台启动）。"""
+    from memself.engine.server import run_engine
+
+    sys.exit(run_engine(DataPaths.default(), idle_minutes))

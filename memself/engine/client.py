@@ -1,0 +1,403 @@
+"""Talking to the warm engine from the hook (and from the CLI, MCP server and judge).
+
+Standard library only and cheap to import: ``_socket`` instead of ``socket`` (which pulls in
+selectors and enum, ~10 ms on these machines), no pathlib, no hashlib, subprocess only when an
+engine must be spawned. Every failure surfaces as ``EngineRequestError`` (an
+``EngineUnavailable``) with a ``code`` from ``protocol``; the hook then answers without recall.
+"""
+
+from __future__ import annotations
+
+import _socket
+import json
+import os
+import sys
+import time
+
+from memself.engine import instance_lock
+from memself.engine.location import (
+    code_fingerprint,
+    ensure_private_dir,
+    is_private_dir,
+    locate,
+    own_uid,
+    package_parent,
+)
+from memself.engine.peercred import peer_allowed, peer_uid
+from memself.engine.protocol import (
+    ERR_PROTOCOL,
+    ERR_REFUSED,
+    ERR_SPAWN,
+    ERR_TIMEOUT,
+    ERR_UNREACHABLE,
+    ERR_UNSAFE_DIR,
+    ERR_VERSION_MISMATCH,
+    MAX_REQUEST_BYTES,
+    MAX_RESPONSE_BYTES,
+    MESSAGES,
+    OP_PING,
+    OP_RECALL,
+    OP_STATUS,
+    OP_STOP,
+    PROTOCOL_VERSION,
+    FrameError,
+    pack,
+    read_message,
+)
+from memself.errors import EngineUnavailable
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import subprocess
+
+    from memself.paths import DataPaths
+
+# The model reads a few hundred tokens; a longer prompt only costs transfer time.
+RECALL_TEXT_MAX_CHARS = 20_000
+# Leave the engine this much of the caller's budget to say "not ready" before the client gives up.
+_REPLY_MARGIN_S = 0.05
+_FD_DIR = "/dev/fd"
+_SPAWNED: list[subprocess.Popen[bytes]] = []
+_SPAWNED_PIDS: list[int] = []
+
+
+class EngineRequestError(EngineUnavailable):
+    """The engine could not answer; ``code`` says why (one of the ERR_* codes of ``protocol``)."""
+
+    def __init__(self, code: str, message: str | None = None) -> None:
+        super().__init__(message or MESSAGES.get(code, code))
+        self.code = code
+
+
+class EngineClient:
+    """One data directory's engine, seen from a client. Each request is one short connection."""
+
+    def __init__(self, paths: DataPaths, *, version: str | None = None,
+                 fingerprint: str | None = None) -> None:
+        import memself
+
+        self.paths = paths
+        self.location = locate(paths.root)
+        self.version = version if version is not None else memself.__version__
+        self.fingerprint = fingerprint if fingerprint is not None else code_fingerprint()
+
+    def request(self, op: str, payload: dict | None = None, timeout_s: float = 2.0, *,
+                wait_ready_s: float = 0.0) -> dict:
+        """Send ``op`` and return the engine's result dict; EngineRequestError on any failure.
+
+        ``wait_ready_s``: how long a service op may wait for a warming-up engine (capped by
+        ``timeout_s``); 0 means "answer not-ready at once".
+        """
+        deadline = time.monotonic() + max(0.0, timeout_s)
+        message: dict = {"v": PROTOCOL_VERSION, "op": op, "payload": payload or {},
+                         "version": self.version, "fingerprint": self.fingerprint}
+        if wait_ready_s > 0:
+            message["wait_s"] = round(max(0.0, min(wait_ready_s, timeout_s - _REPLY_MARGIN_S)), 3)
+        sock, token = self._connect(deadline)
+        try:
+            if token is not None:
+                message["token"] = token
+            try:
+                frame = pack(message, MAX_REQUEST_BYTES)
+                sock.settimeout(_remaining(deadline))
+                sock.sendall(frame)
+                sock.settimeout(_remaining(deadline))
+                response = read_message(sock, MAX_RESPONSE_BYTES)
+            except FrameError as exc:
+                raise EngineRequestError(exc.code) from None
+            except TimeoutError:
+                raise EngineRequestError(ERR_TIMEOUT) from None
+            except OSError:
+                # Reset or broken pipe: the engine died (or exited) during this request.
+                raise EngineRequestError(ERR_UNREACHABLE) from None
+        finally:
+            sock.close()
+        result = response.get("result")
+        if response.get("ok") is True and isinstance(result, dict):
+            return result
+        code = response.get("error")
+        text = response.get("message")
+        raise EngineRequestError(code if isinstance(code, str) else ERR_PROTOCOL,
+                                 text if isinstance(text, str) and text else None)
+
+    def ping(self, timeout_s: float = 0.5) -> dict:
+        """``{"version", "fingerprint", "pid", "ready", "state"}`` of the running engine."""
+        return self.request(OP_PING, None, timeout_s)
+
+    def status(self, timeout_s: float = 1.0) -> dict:
+        """Everything ``memself engine status`` shows."""
+        return self.request(OP_STATUS, None, timeout_s)
+
+    def matches(self, info: dict) -> bool:
+        """True if a ping answer comes from an engine running this very code."""
+        return info.get("version") == self.version and info.get("fingerprint") == self.fingerprint
+
+    def _connect(self, deadline: float) -> tuple[_socket.socket, str | None]:
+        location = self.location
+        if hasattr(_socket, "AF_UNIX"):
+            if is_private_dir(location.runtime_dir):
+                sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+                try:
+                    sock.settimeout(_remaining(deadline))
+                    sock.connect(location.socket_path)
+                    if not peer_allowed(peer_uid(sock), own_uid()):
+                        raise EngineRequestError(ERR_REFUSED)
+                    return sock, None
+                except (FileNotFoundError, ConnectionRefusedError):
+                    sock.close()  # no engine, or a stale socket file of a crashed one
+                except TimeoutError:
+                    sock.close()
+                    raise EngineRequestError(ERR_TIMEOUT) from None
+                except OSError:
+                    sock.close()
+                    raise EngineRequestError(ERR_UNREACHABLE) from None
+                except BaseException:
+                    sock.close()
+                    raise
+            elif os.path.lexists(location.runtime_dir):
+                raise EngineRequestError(ERR_UNSAFE_DIR, f"{MESSAGES[ERR_UNSAFE_DIR]}："
+                                         f"{location.runtime_dir}")
+        return _connect_tcp(location.port_file, deadline)
+
+
+def _remaining(deadline: float) -> float:
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise EngineRequestError(ERR_TIMEOUT)
+    return left
+
+
+def _connect_tcp(port_file: str, deadline: float) -> tuple[_socket.socket, str | None]:
+    """The fallback where AF_UNIX is missing: loopback TCP plus the token from a 0600 file."""
+    try:
+        info = os.stat(port_file)
+        if own_uid() is not None and (info.st_mode & 0o077 or info.st_uid != own_uid()):
+            raise EngineRequestError(ERR_UNSAFE_DIR, f"{MESSAGES[ERR_UNSAFE_DIR]}：{port_file}")
+        with open(port_file, encoding="utf-8") as handle:
+            data = json.load(handle)
+        port, token = int(data["port"]), str(data["token"])
+    except FileNotFoundError:
+        raise EngineRequestError(ERR_UNREACHABLE) from None
+    except (OSError, ValueError, KeyError, TypeError):
+        raise EngineRequestError(ERR_UNREACHABLE) from None
+    sock = _socket.socket(_socket.AF_INET, _socket.SOCK_STREAM)
+    try:
+        sock.settimeout(_remaining(deadline))
+        sock.connect(("127.0.0.1", port))
+    except TimeoutError:
+        sock.close()
+        raise EngineRequestError(ERR_TIMEOUT) from None
+    except OSError:
+        sock.close()
+        raise EngineRequestError(ERR_UNREACHABLE) from None
+    return sock, token
+
+
+def spawn_engine(paths: DataPaths, *, idle_minutes: float | None = None,
+                 replace: bool = False) -> int | None:
+    """Start an engine for ``paths`` detached from the caller; its pid, or None if one is
+    already starting or running.
+
+    The client takes the single-instance lock itself and hands the locked fd to the child, so
+    concurrent hooks cannot start two engines during the child's own start-up. ``replace``: an
+    old engine is still exiting and holds the lock (version change); spawn anyway, the child
+    waits for the lock.
+
+    A normal interpreter (not ``-I -S``) runs the engine, with this memself's parent directory
+    first on PYTHONPATH so it imports the same code the client runs (wheel or source tree).
+    """
+    _reap()
+    if not sys.executable:
+        raise EngineRequestError(ERR_SPAWN, f"{MESSAGES[ERR_SPAWN]}：找不到 Python 解释器")
+    location = locate(paths.root)
+    lock_fd: int | None = None
+    if instance_lock.can_hand_over():
+        try:
+            ensure_private_dir(location.runtime_dir)
+            lock_fd = instance_lock.try_lock(location.lock_path)
+        except OSError as exc:
+            raise EngineRequestError(ERR_UNSAFE_DIR, f"{MESSAGES[ERR_UNSAFE_DIR]}：{exc}") from None
+        if lock_fd is None and not replace:
+            return None
+    env = dict(os.environ)
+    parent = package_parent()
+    old = env.get("PYTHONPATH", "")
+    env["PYTHONPATH"] = parent + (os.pathsep + old if old else "")
+    env["PYTHONSAFEPATH"] = "1"  # the hook's working directory must not shadow modules (3.11+)
+    command = [sys.executable, "-m", "memself.engine", "serve", "--data-dir", str(paths.root)]
+    if idle_minutes is not None:
+        command += ["--idle-minutes", repr(float(idle_minutes))]
+    if lock_fd is not None:
+        command += ["--lock-fd", str(lock_fd)]
+    try:
+        if hasattr(os, "posix_spawn") and os.path.isdir(_FD_DIR):
+            pid = _spawn_posix(command, env, lock_fd)
+        else:
+            pid = _spawn_subprocess(command, env, lock_fd)
+    except OSError as exc:
+        raise EngineRequestError(ERR_SPAWN, f"{MESSAGES[ERR_SPAWN]}：{exc}") from None
+    finally:
+        if lock_fd is not None:
+            instance_lock.release(lock_fd)  # the child's copy of the fd keeps the lock
+    return pid
+
+
+def _spawn_posix(command: list[str], env: dict[str, str], keep_fd: int | None) -> int:
+    # posix_spawn instead of subprocess: importing subprocess costs the hook 15-60 ms on these
+    # machines, posix_spawn (vfork underneath) about 1 ms. It has no close_fds, so close every
+    # inheritable descriptor the host may have given us: an engine holding the host's pipe open
+    # would keep the host waiting for EOF for as long as the engine lives.
+    actions: list[tuple] = [
+        (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+        (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
+        (os.POSIX_SPAWN_OPEN, 2, os.devnull, os.O_WRONLY, 0),
+    ]
+    for name in os.listdir(_FD_DIR):
+        fd = int(name) if name.isdigit() else -1
+        if fd <= 2 or fd == keep_fd:
+            continue
+        try:
+            if os.get_inheritable(fd):
+                actions.append((os.POSIX_SPAWN_CLOSE, fd))
+        except OSError:
+            continue  # the listing's own descriptor, already closed
+    if keep_fd is not None:
+        os.set_inheritable(keep_fd, True)
+    pid = os.posix_spawn(command[0], command, env, file_actions=actions, setsid=True)
+    _SPAWNED_PIDS.append(pid)
+    return pid
+
+
+def _spawn_subprocess(command: list[str], env: dict[str, str], keep_fd: int | None) -> int:
+    import subprocess
+
+    if os.name == "posix":
+        detach: dict = {"start_new_session": True}
+    else:
+        detach = {"creationflags": subprocess.DETACHED_PROCESS  # type: ignore[attr-defined]
+                  | subprocess.CREATE_NEW_PROCESS_GROUP}  # type: ignore[attr-defined]
+    process = subprocess.Popen(
+        command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL, close_fds=True, cwd=os.path.abspath(os.sep), env=env,
+        pass_fds=(keep_fd,) if keep_fd is not None else (), **detach)
+    _SPAWNED.append(process)
+    return process.pid
+
+
+def _reap() -> None:
+    # Long-lived callers (MCP server, CLI, tests) collect their exited engines here; a hook
+    # exits first and the engine is adopted by init.
+    for process in list(_SPAWNED):
+        if process.poll() is not None:
+            _SPAWNED.remove(process)
+    for pid in list(_SPAWNED_PIDS):
+        try:
+            done, _ = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            done = pid
+        if done:
+            _SPAWNED_PIDS.remove(pid)
+
+
+def ensure_started(paths: DataPaths, *, idle_minutes: float | None = None,
+                   client: EngineClient | None = None) -> str:
+    """Make sure an engine of this code serves ``paths``, without waiting for it.
+
+    Returns "running" (a matching engine answered), "starting" (one holds the lock but does not
+    listen yet), "spawned" (none was there), "restarted" (one of another version was told to stop
+    and a new one spawned) or "unresponsive" (one holds the lock but does not answer in time).
+    Raises EngineRequestError only for an unsafe runtime directory or a failed spawn.
+    """
+    client = client or EngineClient(paths)
+    try:
+        info = client.ping(timeout_s=0.3)
+    except EngineRequestError as exc:
+        if exc.code == ERR_UNSAFE_DIR:
+            raise
+        if spawn_engine(paths, idle_minutes=idle_minutes) is not None:
+            return "spawned"
+        return "starting" if exc.code == ERR_UNREACHABLE else "unresponsive"
+    if client.matches(info):
+        return "running"
+    try:
+        client.request(OP_STOP, None, 0.5)
+    except EngineRequestError:
+        pass
+    spawn_engine(paths, idle_minutes=idle_minutes, replace=True)
+    return "restarted"
+
+
+def recall_or_none(paths: DataPaths, text: str, budget_s: float, *,
+                   options: dict | None = None, client: EngineClient | None = None) -> dict | None:
+    """The hook's recall: the service's ``recall`` result, or None within ``budget_s``.
+
+    None means "answer without recall this turn": no engine (one is spawned for the next turn),
+    an engine still loading past the budget, an engine of another version (replaced), or any
+    other failure. Never raises for engine trouble.
+    """
+    client = client or EngineClient(paths)
+    payload = dict(options or {})
+    payload["text"] = text[:RECALL_TEXT_MAX_CHARS]
+    try:
+        return client.request(OP_RECALL, payload, budget_s, wait_ready_s=budget_s)
+    except EngineRequestError as exc:
+        try:
+            if exc.code in (ERR_UNREACHABLE, ERR_VERSION_MISMATCH):
+                # Gone (a no-op if another engine is starting), or exiting: the new one waits
+                # for the old one's lock.
+                spawn_engine(paths, replace=exc.code == ERR_VERSION_MISMATCH)
+        except (OSError, EngineUnavailable):
+            pass
+        return None
+
+
+def call_engine(paths: DataPaths, op: str, payload: dict | None = None,
+                timeout_s: float = 60.0) -> dict:
+    """For callers that can wait (CLI, MCP, judge): start the engine if needed, wait until it is
+    ready (the first start loads the model: seconds) and return the result of ``op``."""
+    client = EngineClient(paths)
+    deadline = time.monotonic() + timeout_s
+    # An engine that dies at start-up (broken install) must not be respawned every 50 ms.
+    spawns_left = 3
+    if ensure_started(paths, client=client) in ("spawned", "restarted"):
+        spawns_left -= 1
+    while True:
+        left = deadline - time.monotonic()
+        try:
+            return client.request(op, payload, max(left, 0.001), wait_ready_s=left)
+        except EngineRequestError as exc:
+            if exc.code not in (ERR_UNREACHABLE, ERR_VERSION_MISMATCH) or left <= 0.1:
+                raise
+            if spawns_left <= 0:
+                raise
+            if spawn_engine(paths, replace=exc.code == ERR_VERSION_MISMATCH) is not None:
+                spawns_left -= 1
+        time.sleep(0.05)
+
+
+def engine_status(paths: DataPaths, timeout_s: float = 1.0) -> dict | None:
+    """The running engine's status, or None if none answers."""
+    try:
+        return EngineClient(paths).status(timeout_s)
+    except EngineRequestError as exc:
+        if exc.code == ERR_UNSAFE_DIR:
+            raise
+        return None
+
+
+def stop_engine(paths: DataPaths, timeout_s: float = 5.0) -> int | None:
+    """Ask the engine to exit and wait until it has; its pid, or None if none was running."""
+    client = EngineClient(paths)
+    try:
+        pid = client.request(OP_STOP, None, min(timeout_s, 2.0)).get("pid")
+    except EngineRequestError as exc:
+        if exc.code == ERR_UNSAFE_DIR:
+            raise
+        return None
+    deadline = time.monotonic() + timeout_s
+    while instance_lock.is_held(client.location.lock_path):
+        if time.monotonic() > deadline:
+            raise EngineRequestError(ERR_TIMEOUT, "召回引擎没有按时退出")
+        time.sleep(0.02)
+    _reap()
+    return pid if isinstance(pid, int) else None

@@ -1,0 +1,78 @@
+"""The single-instance lock: an advisory lock on a file next to the socket.
+
+The kernel drops the lock when its holder dies, so a crashed engine never blocks the next one
+(unlike a pid file). The file itself is never deleted: deleting lock files reopens races.
+"""
+
+from __future__ import annotations
+
+import os
+
+try:
+    import fcntl
+except ImportError:  # Windows
+    fcntl = None  # type: ignore[assignment]
+
+
+def try_lock(path: str) -> int | None:
+    """Take the lock without waiting; the open fd (keep it open to hold the lock) or None."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        if fcntl is not None:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        else:
+            import msvcrt
+
+            msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def can_hand_over() -> bool:
+    """True where a locked fd passed to a child keeps the lock (flock locks belong to the open
+    file, which the child shares); Windows' byte-range locks do not survive that."""
+    return fcntl is not None
+
+
+def holds(fd: int) -> bool:
+    """True if ``fd`` (handed over by the spawning client) carries the lock for us."""
+    if fcntl is None:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # a no-op when this open file holds it
+    except OSError:
+        return False
+    return True
+
+
+def release(fd: int) -> None:
+    """Drop the lock (closing the fd releases it)."""
+    try:
+        os.close(fd)
+    except OSError:
+        pass
+
+
+def is_held(path: str) -> bool:
+    """True if some process holds the lock (an engine is starting or running)."""
+    if not os.path.exists(path):
+        return False
+    try:
+        fd = try_lock(path)
+    except OSError:
+        return False
+    if fd is None:
+        return True
+    release(fd)
+    return False
+
+
+def write_owner(fd: int, pid: int) -> None:
+    """Record the holder's pid in the lock file, for ``engine status`` and humans."""
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{pid}\n".encode(), 0)
+    except (OSError, AttributeError):
+        pass

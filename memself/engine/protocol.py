@@ -1,0 +1,124 @@
+"""Wire format between the hook-side client and the engine: one length-prefixed JSON object each way.
+
+A frame is a 4-byte big-endian length followed by that many bytes of UTF-8 JSON (an object).
+Each connection carries exactly one request and one response, so a slow request never holds up
+another client, and there is no session state to get wrong.
+
+Request:  {"v": 1, "op": str, "payload": dict, "version": str, "fingerprint": str,
+           "wait_s": float (optional: how long a service op may wait for warm-up),
+           "token": str (TCP fallback only)}
+Response: {"ok": true, "result": dict} | {"ok": false, "error": <code>, "message": <Chinese text>}
+
+Standard library only: the hook imports this module.
+"""
+
+from __future__ import annotations
+
+import json
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # the socket module costs ~10 ms of hook start-up; only annotations need it
+    from _socket import socket
+
+PROTOCOL_VERSION = 1
+HEADER_BYTES = 4
+# A prompt (the largest thing a hook sends) is cut far below this; anything bigger is a bug or abuse.
+MAX_REQUEST_BYTES = 1 << 20
+# Responses may carry vectors (an ``encode`` batch of 64 texts x 768 floats is ~1 MiB as JSON).
+MAX_RESPONSE_BYTES = 4 << 20
+
+# Ops the engine answers itself, whatever service it hosts.
+OP_PING = "ping"
+OP_STATUS = "status"
+OP_STOP = "stop"
+ENGINE_OPS = frozenset({OP_PING, OP_STATUS, OP_STOP})
+# Ops of the recall service (memself.engine.service); the engine forwards them untouched.
+OP_RECALL = "recall"
+OP_NEAREST = "nearest"
+OP_ENCODE = "encode"
+
+# Error codes. Those below "client-side" never travel on the wire.
+ERR_VERSION_MISMATCH = "version-mismatch"
+ERR_NOT_READY = "not-ready"
+ERR_WARM_UP_FAILED = "warm-up-failed"
+ERR_TOO_LARGE = "too-large"
+ERR_REFUSED = "refused"
+ERR_BAD_REQUEST = "bad-request"
+ERR_BUSY = "busy"
+ERR_SERVICE = "service-error"
+ERR_INTERNAL = "internal-error"
+# client-side
+ERR_UNREACHABLE = "unreachable"
+ERR_TIMEOUT = "timeout"
+ERR_PROTOCOL = "protocol"
+ERR_UNSAFE_DIR = "unsafe-dir"
+ERR_SPAWN = "spawn-failed"
+
+MESSAGES = {
+    ERR_VERSION_MISMATCH: "召回引擎的版本与当前安装不一致，正在重启",
+    ERR_NOT_READY: "召回引擎正在加载模型，请稍后再试",
+    ERR_WARM_UP_FAILED: "召回引擎加载模型失败",
+    ERR_TOO_LARGE: "消息超过大小上限",
+    ERR_REFUSED: "召回引擎拒绝了这次连接（用户或口令不符）",
+    ERR_BAD_REQUEST: "召回引擎收到了格式不对的请求",
+    ERR_BUSY: "召回引擎繁忙，请稍后再试",
+    ERR_SERVICE: "召回引擎处理请求失败",
+    ERR_INTERNAL: "召回引擎内部错误",
+    ERR_UNREACHABLE: "召回引擎未运行",
+    ERR_TIMEOUT: "召回引擎响应超时",
+    ERR_PROTOCOL: "召回引擎的应答无法解析",
+    ERR_UNSAFE_DIR: "召回引擎的运行目录权限不安全，已拒绝使用",
+    ERR_SPAWN: "无法启动召回引擎",
+}
+
+
+class FrameError(Exception):
+    """A frame that cannot be read or written; ``code`` is one of the ERR_* codes."""
+
+    def __init__(self, code: str, detail: str = "") -> None:
+        super().__init__(detail or code)
+        self.code = code
+
+
+def pack(message: dict, limit: int) -> bytes:
+    """Serialise one message with its length header; FrameError(too-large) past ``limit``."""
+    body = json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    if len(body) > limit:
+        raise FrameError(ERR_TOO_LARGE, f"{len(body)} > {limit} bytes")
+    return len(body).to_bytes(HEADER_BYTES, "big") + body
+
+
+def _recv_exact(sock: socket, size: int) -> bytes:
+    chunks: list[bytes] = []
+    remaining = size
+    while remaining:
+        chunk = sock.recv(min(remaining, 1 << 16))
+        if not chunk:
+            raise FrameError(ERR_PROTOCOL, "connection closed mid-frame")
+        chunks.append(chunk)
+        remaining -= len(chunk)
+    return b"".join(chunks)
+
+
+def read_header(sock: socket, limit: int) -> int:
+    """Read the length header; FrameError(too-large) before reading a body past ``limit``."""
+    size = int.from_bytes(_recv_exact(sock, HEADER_BYTES), "big")
+    if size > limit:
+        raise FrameError(ERR_TOO_LARGE, f"{size} > {limit} bytes")
+    return size
+
+
+def read_body(sock: socket, size: int) -> dict:
+    """Read and decode a body of ``size`` bytes; it must be a JSON object."""
+    try:
+        message = json.loads(_recv_exact(sock, size))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise FrameError(ERR_PROTOCOL, f"invalid JSON: {type(exc).__name__}") from None
+    if not isinstance(message, dict):
+        raise FrameError(ERR_PROTOCOL, "frame is not a JSON object")
+    return message
+
+
+def read_message(sock: socket, limit: int) -> dict:
+    """Read one whole frame (header, then body) from ``sock``."""
+    return read_body(sock, read_header(sock, limit))

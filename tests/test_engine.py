@@ -1,0 +1,529 @@
+"""The warm engine: real engine processes (with a small test service) and in-process servers.
+
+Spawned engines load ``tests.engine_test_service:make`` (the repo root on PYTHONPATH), listen in a short
+runtime dir under /tmp (sun_path is ~104 bytes; pytest's tmp paths are longer), and are stopped
+or killed by pid at teardown.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from memself.engine import client as engine_client
+from memself.engine.base import SERVICE_ENV
+from memself.engine.client import (
+    EngineClient,
+    EngineRequestError,
+    call_engine,
+    engine_status,
+    ensure_started,
+    recall_or_none,
+    stop_engine,
+)
+from memself.engine.location import RUNTIME_ENV, ensure_private_dir, locate
+from memself.engine.peercred import peer_allowed, peer_uid
+from memself.engine.protocol import MAX_REQUEST_BYTES, read_message
+from memself.engine.server import EngineServer
+from memself.errors import EngineUnavailable
+from memself.paths import DataPaths
+from tests.engine_test_service import WARM_UP_ENV, WARM_UP_FAIL_ENV, EngineTestService
+
+TESTS_DIR = Path(__file__).resolve().parent
+REPO_ROOT = TESTS_DIR.parent
+
+
+def wait_for(predicate: Callable[[], object], timeout: float = 10.0, step: float = 0.02) -> object:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout} s")
+        time.sleep(step)
+
+
+def alive(pid: int) -> bool:
+    with contextlib.suppress(ChildProcessError):
+        done, _ = os.waitpid(pid, os.WNOHANG)  # reap our own children so they stop being "alive"
+        if done:
+            return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def ready_recall(paths: DataPaths) -> dict | None:
+    return recall_or_none(paths, "回答用什么语言", 1.0)
+
+
+@pytest.fixture
+def runtime_dir(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    base = Path(tempfile.mkdtemp(prefix="mse-", dir="/tmp"))
+    monkeypatch.setenv(RUNTIME_ENV, str(base / "rt"))
+    yield base / "rt"
+    shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture
+def paths(runtime_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[DataPaths]:
+    """A data dir whose spawned engines host the test service; all of them die at teardown."""
+    monkeypatch.setenv(SERVICE_ENV, "tests.engine_test_service:make")
+    old = os.environ.get("PYTHONPATH", "")
+    monkeypatch.setenv("PYTHONPATH", str(REPO_ROOT) + (os.pathsep + old if old else ""))
+    monkeypatch.delenv(WARM_UP_ENV, raising=False)
+    data = DataPaths.default()
+    data.ensure()
+    seen: set[int] = set()
+    yield data
+    with contextlib.suppress(EngineUnavailable):
+        info = EngineClient(data).ping(0.3)
+        seen.add(int(info["pid"]))
+    seen.update(engine_client._SPAWNED_PIDS)
+    seen.update(p.pid for p in engine_client._SPAWNED)
+    with contextlib.suppress(EngineUnavailable):
+        stop_engine(data, timeout_s=3.0)
+    for pid in seen:
+        if alive(pid):
+            os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, 0)
+    engine_client._SPAWNED_PIDS.clear()
+    engine_client._SPAWNED.clear()
+
+
+@contextlib.contextmanager
+def in_process(paths: DataPaths, service: EngineTestService | None = None,
+               **options: object) -> Iterator[EngineServer]:
+    options.setdefault("idle_s", 60.0)
+    server = EngineServer(paths, **options)  # type: ignore[arg-type]
+    assert server.start(service or EngineTestService(paths))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown("test")
+        thread.join(5)
+        assert not thread.is_alive()
+
+
+def log_text(paths: DataPaths) -> str:
+    return paths.log_file.read_text(encoding="utf-8") if paths.log_file.exists() else ""
+
+
+# -- real engine processes ---------------------------------------------------------------------
+
+
+def test_spawned_engine_serves_then_stops(paths: DataPaths, runtime_dir: Path) -> None:
+    assert engine_status(paths) is None
+    assert ensure_started(paths) == "spawned"
+    result = call_engine(paths, "echo", {"a": 1}, timeout_s=15)
+    assert result["echo"] == {"a": 1}
+    engine_pid = result["pid"]
+    assert ensure_started(paths) == "running"
+
+    client = EngineClient(paths)
+    ping = client.ping()
+    assert ping["pid"] == engine_pid and ping["ready"] is True
+    assert client.matches(ping)
+    status = client.status()
+    assert status["transport"] == "unix" and status["state"] == "ready"
+    assert status["service"] == {"name": "engine-test-service", "reloads": 0}
+
+    location = locate(paths.root)
+    assert Path(location.socket_path).parent == runtime_dir
+    assert stat.S_IMODE(runtime_dir.stat().st_mode) == 0o700
+    assert stat.S_ISSOCK(os.stat(location.socket_path).st_mode)
+    assert stat.S_IMODE(os.stat(location.socket_path).st_mode) == 0o600
+
+    assert stop_engine(paths) == engine_pid
+    wait_for(lambda: not alive(engine_pid), 5)
+    assert not os.path.exists(location.socket_path)
+    assert stop_engine(paths) is None
+    assert '"reason": "stop"' in log_text(paths)
+
+
+def test_five_engines_started_at_once_leave_one(paths: DataPaths) -> None:
+    command = [sys.executable, "-m", "memself.engine", "serve", "--data-dir", str(paths.root),
+               "--idle-minutes", "1"]
+    processes = [subprocess.Popen(command, stdin=subprocess.DEVNULL) for _ in range(5)]
+    try:
+        info = wait_for(lambda: engine_status(paths), 15)
+        survivor = info["pid"]  # type: ignore[index]
+        codes = {}
+        for process in processes:
+            if process.pid != survivor:
+                codes[process.pid] = process.wait(timeout=15)
+        assert len(codes) == 4 and set(codes.values()) == {0}
+        assert survivor in {p.pid for p in processes} and alive(survivor)
+        assert EngineClient(paths).ping()["pid"] == survivor
+    finally:
+        for process in processes:
+            if process.poll() is None:
+                process.kill()
+            process.wait()
+
+
+def test_concurrent_clients_spawn_one_engine(paths: DataPaths) -> None:
+    barrier = threading.Barrier(5)
+    outcomes: list[str] = []
+
+    def start() -> None:
+        barrier.wait()
+        outcomes.append(ensure_started(paths))
+
+    threads = [threading.Thread(target=start) for _ in range(5)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(outcomes) == ["spawned"] + ["starting"] * 4
+    assert len(engine_client._SPAWNED_PIDS) == 1
+    assert call_engine(paths, "echo", {}, 15)["pid"] == engine_client._SPAWNED_PIDS[0]
+
+
+def test_engine_exits_when_idle(paths: DataPaths) -> None:
+    assert ensure_started(paths, idle_minutes=0.02) == "spawned"  # 1.2 s
+    pid = call_engine(paths, "echo", {}, 15)["pid"]
+    socket_path = locate(paths.root).socket_path
+    started = time.monotonic()
+    wait_for(lambda: not alive(pid), 10)
+    assert time.monotonic() - started >= 0.8
+    assert not os.path.exists(socket_path)
+    assert '"reason": "idle"' in log_text(paths)
+
+
+def test_stale_socket_file_is_replaced(paths: DataPaths) -> None:
+    location = locate(paths.root)
+    ensure_private_dir(location.runtime_dir)
+    stale = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    stale.bind(location.socket_path)  # bound, never listening, closed: what a crash leaves
+    stale.close()
+    assert os.path.exists(location.socket_path)
+
+    with pytest.raises(EngineRequestError) as failure:
+        EngineClient(paths).ping()
+    assert failure.value.code == "unreachable"
+    started = time.monotonic()
+    assert recall_or_none(paths, "你好", 1.0) is None
+    assert time.monotonic() - started < 0.5
+    result = wait_for(lambda: ready_recall(paths), 15)
+    assert result["rules"][0]["text"] == "回答用中文"  # type: ignore[index]
+
+
+def test_killed_engine_is_replaced_next_turn(paths: DataPaths) -> None:
+    assert ensure_started(paths) == "spawned"
+    first = wait_for(lambda: ready_recall(paths), 15)["pid"]  # type: ignore[index]
+    os.kill(first, signal.SIGKILL)
+    wait_for(lambda: not alive(first), 5)
+    assert os.path.exists(locate(paths.root).socket_path)  # left behind by the crash
+
+    started = time.monotonic()
+    assert recall_or_none(paths, "你好", 1.0) is None  # this turn: no recall, no hang
+    assert time.monotonic() - started < 0.5
+    second = wait_for(lambda: ready_recall(paths), 15)["pid"]  # type: ignore[index]
+    assert second != first
+
+
+_CLIENT_SCRIPT = """
+import json, sys, time
+import memself
+from memself.engine.client import recall_or_none
+from memself.paths import DataPaths
+results = []
+deadline = time.monotonic() + 20
+while time.monotonic() < deadline:
+    result = recall_or_none(DataPaths.default(), "hello", 1.0)
+    results.append(None if result is None else result["pid"])
+    if result is not None:
+        break
+    time.sleep(0.05)
+print(json.dumps({"file": memself.__file__, "results": results}))
+"""
+
+
+def test_installed_code_change_restarts_engine(paths: DataPaths, tmp_path: Path) -> None:
+    # A private copy of the package plays "the installed memself"; editing its __init__.py is
+    # what an upgrade does. Clients run as separate processes importing that copy.
+    site = tmp_path / "site"
+    shutil.copytree(REPO_ROOT / "memself", site / "memself",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    env = dict(os.environ, PYTHONPATH=f"{site}{os.pathsep}{REPO_ROOT}")
+
+    def run_client() -> dict:
+        done = subprocess.run([sys.executable, "-c", _CLIENT_SCRIPT], env=env, cwd=tmp_path,
+                              capture_output=True, text=True, timeout=60, check=True)
+        return json.loads(done.stdout)
+
+    first = run_client()
+    assert first["file"] == str(site / "memself" / "__init__.py")
+    old_pid = first["results"][-1]
+    assert first["results"][0] is None and isinstance(old_pid, int)  # cold: spawned, then served
+
+    with open(site / "memself" / "__init__.py", "a", encoding="utf-8") as handle:
+        handle.write("# upgraded\n")
+    second = run_client()
+    assert second["results"][0] is None  # the old engine said "version-mismatch" and left
+    new_pid = second["results"][-1]
+    assert isinstance(new_pid, int) and new_pid != old_pid
+    wait_for(lambda: not alive(old_pid), 5)
+    assert "engine-version-mismatch" in log_text(paths)
+
+
+def test_cli_engine_commands(paths: DataPaths, monkeypatch: pytest.MonkeyPatch) -> None:
+    from click.testing import CliRunner
+
+    from memself.cli import main
+
+    monkeypatch.setenv(WARM_UP_ENV, "0.3")
+    runner = CliRunner()
+    result = runner.invoke(main, ["engine", "status"])
+    assert result.exit_code == 0 and "召回引擎未运行" in result.output
+    result = runner.invoke(main, ["engine", "start", "--timeout", "20"])
+    assert result.exit_code == 0, result.output
+    assert "召回引擎已就绪" in result.output
+    pid = EngineClient(paths).ping()["pid"]
+    result = runner.invoke(main, ["engine", "status"])
+    assert result.exit_code == 0
+    assert "召回引擎运行中" in result.output and f"进程      {pid}" in result.output
+    assert "与当前安装一致" in result.output and "就绪" in result.output
+    data = json.loads(runner.invoke(main, ["engine", "status", "--json"]).output)
+    assert data["running"] is True and data["pid"] == pid
+    result = runner.invoke(main, ["engine", "stop"])
+    assert result.exit_code == 0 and f"召回引擎已停止（进程 {pid}）" in result.output
+    assert "召回引擎未运行" in runner.invoke(main, ["engine", "stop"]).output
+
+
+# -- in-process server: protocol, limits, states -----------------------------------------------
+
+
+def test_single_instance_in_process(paths: DataPaths) -> None:
+    with in_process(paths) as first:
+        second = EngineServer(paths, idle_s=60)
+        started = time.monotonic()
+        assert second.acquire() is False  # the first one answers ping: leave at once
+        assert time.monotonic() - started < 1.0
+        assert EngineClient(paths).ping()["pid"] == first.pid
+
+
+def test_peer_uid_check() -> None:
+    assert peer_allowed(1000, 1000)
+    assert not peer_allowed(1001, 1000)
+    assert not peer_allowed(0, 1000)
+    assert peer_allowed(None, 1000)  # platform cannot tell: the 0700 directory guards
+    left, right = socket.socketpair(socket.AF_UNIX)
+    try:
+        assert peer_uid(left) == os.getuid()
+    finally:
+        left.close()
+        right.close()
+
+
+def test_other_users_are_refused(paths: DataPaths) -> None:
+    with in_process(paths, allowed_uid=os.getuid() + 1):
+        with pytest.raises(EngineRequestError) as failure:
+            EngineClient(paths).ping()
+        assert failure.value.code == "refused"
+        assert recall_or_none(paths, "你好", 0.5) is None
+    assert "engine-refused" in log_text(paths)
+
+
+def test_oversized_messages_are_rejected(paths: DataPaths) -> None:
+    client = EngineClient(paths)
+    with in_process(paths):
+        with pytest.raises(EngineRequestError) as failure:
+            client.request("echo", {"text": "x" * (MAX_REQUEST_BYTES + 1)})
+        assert failure.value.code == "too-large"
+
+        raw = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        raw.settimeout(2)
+        raw.connect(locate(paths.root).socket_path)
+        raw.sendall((2 * MAX_REQUEST_BYTES).to_bytes(4, "big"))  # announce 2 MiB, send nothing
+        reply = read_message(raw, 1 << 16)
+        raw.close()
+        assert reply["ok"] is False and reply["error"] == "too-large"
+
+        with pytest.raises(EngineRequestError) as failure:
+            client.request("big", {"n": 5 << 20}, 5.0)
+        assert failure.value.code == "too-large"
+
+        # A 10 MB prompt is cut on the client, not refused: the hook still gets its recall.
+        result = recall_or_none(paths, "长" * 10_000_000, 2.0)
+        assert result is not None and result["text_len"] == engine_client.RECALL_TEXT_MAX_CHARS
+        assert client.ping()["ready"] is True  # still serving
+
+
+def test_garbage_request_gets_bad_request(paths: DataPaths) -> None:
+    with in_process(paths):
+        for body in (b"not json", b"[1, 2]", json.dumps({"op": 3}).encode()):
+            raw = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            raw.settimeout(2)
+            raw.connect(locate(paths.root).socket_path)
+            raw.sendall(len(body).to_bytes(4, "big") + body)
+            reply = read_message(raw, 1 << 16)
+            raw.close()
+            assert reply == {"ok": False, "error": "bad-request",
+                             "message": "召回引擎收到了格式不对的请求"}
+        assert EngineClient(paths).ping()["ready"] is True
+
+
+def test_slow_request_does_not_block_ping(paths: DataPaths) -> None:
+    client = EngineClient(paths)
+    with in_process(paths):
+        slow = threading.Thread(target=lambda: client.request("sleep", {"s": 1.5}, 5.0))
+        slow.start()
+        time.sleep(0.2)
+        started = time.monotonic()
+        assert client.ping()["ready"] is True
+        assert client.status()["state"] == "ready"
+        assert time.monotonic() - started < 0.3
+        slow.join()
+
+
+def test_loading_engine_answers_ping_and_not_ready(paths: DataPaths) -> None:
+    gate = threading.Event()
+    client = EngineClient(paths)
+    with in_process(paths, EngineTestService(paths, warm_gate=gate)):
+        ping = client.ping()
+        assert ping["ready"] is False and ping["state"] == "loading"
+        with pytest.raises(EngineRequestError) as failure:
+            client.request("echo", {})
+        assert failure.value.code == "not-ready"
+        started = time.monotonic()
+        assert recall_or_none(paths, "你好", 0.3) is None  # waits its budget, then gives up
+        assert 0.2 <= time.monotonic() - started < 0.6
+        threading.Timer(0.2, gate.set).start()
+        result = client.request("echo", {"x": 1}, 3.0, wait_ready_s=3.0)  # waits for warm-up
+        assert result["echo"] == {"x": 1}
+        assert client.ping()["ready"] is True
+
+
+def test_changed_data_files_reload_the_service(paths: DataPaths) -> None:
+    client = EngineClient(paths)
+    with in_process(paths):
+        assert client.request("echo", {})["reloads"] == 0
+        paths.group_file("rule").write_text('{"id": "x"}\n', encoding="utf-8")
+        assert client.request("echo", {})["reloads"] == 1
+        assert client.request("echo", {})["reloads"] == 1  # unchanged: no reload
+        paths.config.write_text('{"recallTopK": 5}', encoding="utf-8")
+        assert client.request("echo", {})["reloads"] == 2
+        assert client.status()["reloads"] == 2
+
+
+def test_failed_warm_up_reports_and_retries(paths: DataPaths, tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    marker = tmp_path / "broken"
+    marker.write_text("x")
+    monkeypatch.setenv(WARM_UP_FAIL_ENV, str(marker))
+    client = EngineClient(paths)
+    service = EngineTestService(paths)
+    with in_process(paths, service):
+        wait_for(lambda: client.ping()["state"] == "failed", 5)
+        with pytest.raises(EngineRequestError) as failure:
+            client.request("echo", {})
+        assert failure.value.code == "warm-up-failed"
+        assert "模型文件缺失" in str(failure.value)
+        assert "模型文件缺失" in client.status()["error"]
+        marker.unlink()
+        paths.config.write_text('{"model": "fixed"}', encoding="utf-8")  # the user fixes it
+        result = client.request("echo", {}, 5.0, wait_ready_s=4.0)
+        assert result["echo"] == {} and service.warm_ups == 2
+
+
+def test_service_errors_keep_the_engine_serving(paths: DataPaths) -> None:
+    client = EngineClient(paths)
+    with in_process(paths):
+        with pytest.raises(EngineRequestError) as failure:
+            client.request("fail", {})
+        assert failure.value.code == "service-error" and str(failure.value) == "测试用的错误"
+        with pytest.raises(EngineRequestError) as failure:
+            client.request("boom", {})
+        assert failure.value.code == "internal-error"
+        assert "secret-looking" not in str(failure.value)
+        assert client.request("echo", {"ok": 1})["echo"] == {"ok": 1}
+
+
+def test_version_mismatch_stops_the_engine(paths: DataPaths) -> None:
+    with in_process(paths) as server:
+        other = EngineClient(paths, fingerprint="0.0.1:old")
+        assert other.ping()["pid"] == server.pid  # ping and status never stop it
+        with pytest.raises(EngineRequestError) as failure:
+            other.request("echo", {})
+        assert failure.value.code == "version-mismatch"
+        wait_for(lambda: server.stop_reason == "version-mismatch", 2)
+        wait_for(lambda: not os.path.exists(locate(paths.root).socket_path), 5)
+
+
+def test_runtime_dir_must_be_private(paths: DataPaths, runtime_dir: Path, tmp_path: Path) -> None:
+    runtime_dir.mkdir(mode=0o755)
+    os.chmod(runtime_dir, 0o755)
+    with pytest.raises(EngineRequestError) as failure:  # the client never trusts a loose dir
+        EngineClient(paths).ping()
+    assert failure.value.code == "unsafe-dir"
+    ensure_private_dir(str(runtime_dir))  # the engine tightens its own directory
+    assert stat.S_IMODE(runtime_dir.stat().st_mode) == 0o700
+
+    runtime_dir.rmdir()
+    target = tmp_path / "elsewhere"
+    target.mkdir(mode=0o700)
+    runtime_dir.symlink_to(target)  # a planted symlink is refused by both sides
+    with pytest.raises(OSError):
+        ensure_private_dir(str(runtime_dir))
+    with pytest.raises(EngineRequestError) as failure:
+        EngineClient(paths).ping()
+    assert failure.value.code == "unsafe-dir"
+    assert recall_or_none(paths, "你好", 0.5) is None
+    assert engine_client._SPAWNED_PIDS == []
+
+
+def test_tcp_fallback_with_token(paths: DataPaths) -> None:
+    client = EngineClient(paths)
+    port_file = Path(locate(paths.root).port_file)
+    with in_process(paths, transport="tcp") as server:
+        assert stat.S_IMODE(port_file.stat().st_mode) == 0o600
+        info = json.loads(port_file.read_text())
+        assert info["pid"] == server.pid and len(info["token"]) >= 32
+        assert not os.path.exists(locate(paths.root).socket_path)
+        assert client.request("echo", {"via": "tcp"})["echo"] == {"via": "tcp"}
+        assert client.status()["transport"] == "tcp"
+
+        raw = socket.create_connection(("127.0.0.1", info["port"]), timeout=2)
+        body = json.dumps({"op": "ping", "payload": {}, "token": "wrong"}).encode()
+        raw.sendall(len(body).to_bytes(4, "big") + body)
+        reply = read_message(raw, 1 << 16)
+        raw.close()
+        assert reply["ok"] is False and reply["error"] == "refused"
+    assert not port_file.exists()
+
+
+def test_client_is_light_on_the_hook_path() -> None:
+    code = (
+        "import sys; sys.path.insert(0, sys.argv[1]); before = set(sys.modules)\n"
+        "import memself.engine.client\n"
+        "print(' '.join(sorted(set(sys.modules) - before)))\n"
+    )
+    done = subprocess.run([sys.executable, "-I", "-S", "-c", code, str(REPO_ROOT)],
+                          capture_output=True, text=True, timeout=30, check=True)
+    loaded = set(done.stdout.split())
+    assert "memself.engine.client" in loaded
+    heavy = {"subprocess", "socket", "selectors", "hashlib", "pathlib", "threading", "typing",
+             "numpy", "torch", "sentence_transformers", "httpx", "mcp", "click", "jieba"}
+    assert loaded.isdisjoint(heavy), loaded & heavy
