@@ -15,9 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from memself.installers import entries, jsonfile
-
 from memself.errors import MemselfError
+from memself.installers import entries, jsonfile
 
 SKILL_NAME = "memory-self-evolution-manage"
 

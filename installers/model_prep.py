@@ -1,0 +1,89 @@
+"""Make sure the embedding model can be loaded before anything is registered.
+
+A hub model that is not cached is downloaded (sentence-transformers shows the progress bars).
+When the hub cannot be reached, huggingface_hub retries for well over a minute; a short probe
+first lets setup say why at once and fall back to the offline model that ships in a package.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from memself.errors import MemselfError
+from memself.models import OFFLINE_MODEL, resolve_model
+
+_PROBE_TIMEOUT_S = 8.0
+DEFAULT_ENDPOINT = "https://huggingface.co"
+
+
+@dataclass(frozen=True)
+class ModelReady:
+    model: str  # the model that loaded
+    fell_back: bool  # the configured model could not be had; the offline one is used instead
+    reason: str = ""  # why the configured one failed (Chinese), when fell_back
+
+
+def hub_endpoint() -> str:
+    return os.environ.get("HF_ENDPOINT", "").strip().rstrip("/") or DEFAULT_ENDPOINT
+
+
+def is_cached(repo_id: str) -> bool:
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:
+        return False
+    found = try_to_load_from_cache(repo_id, "config.json")
+    return isinstance(found, str)
+
+
+def probe_hub(endpoint: str, timeout: float = _PROBE_TIMEOUT_S) -> str:
+    """``""`` when the hub answers at all, else the reason it does not (Chinese)."""
+    import httpx
+
+    try:
+        httpx.head(endpoint, timeout=timeout, follow_redirects=False)
+    except httpx.HTTPError as exc:
+        return f"连接 {endpoint} 失败（{type(exc).__name__}）"
+    return ""
+
+
+def _load(model: str) -> None:
+    from memself.encoder import load_encoder
+
+    load_encoder(model, None)
+
+
+def prepare_model(model: str, echo: Callable[[str], None],
+                  load: Callable[[str], None] = _load,
+                  probe: Callable[[str], str] = probe_hub) -> ModelReady:
+    """Load ``model`` once (downloading it if needed); fall back to the offline model.
+
+    Raises ``MemselfError`` when neither loads: registering hooks for a model that cannot be
+    had would give the user a memory that never recalls anything.
+    """
+    settings = resolve_model(model)
+    failure = ""
+    if settings.kind == "hub" and not is_cached(settings.source):
+        endpoint = hub_endpoint()
+        unreachable = probe(endpoint)
+        if unreachable:
+            failure = (f"无法下载向量模型 {settings.source}：{unreachable}。在中国大陆可设置镜像后重试，"
+                       f"如 HF_ENDPOINT=https://hf-mirror.com memself setup")
+    if not failure:
+        echo(f"准备向量模型 {model}（首次会下载或展开，稍候）…")
+        try:
+            load(model)
+            return ModelReady(model, False)
+        except MemselfError as exc:
+            failure = str(exc)
+    if settings.kind == "offline":
+        raise MemselfError(failure)
+    echo(failure)
+    echo(f"改用随包提供、无需联网的离线模型 {OFFLINE_MODEL} …")
+    try:
+        load(OFFLINE_MODEL)
+    except MemselfError as exc:
+        raise MemselfError(f"{failure}\n离线模型也无法使用：{exc}。hook 和 MCP 没有注册。") from exc
+    return ModelReady(OFFLINE_MODEL, True, failure)
