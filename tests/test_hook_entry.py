@@ -1,0 +1,228 @@
+"""The hook entry as hosts run it: bad input of every kind, for every host, through the real
+``python -I -S hooks/entry.py`` process; and hookrun's own rules, in process."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+from memself import hookrun
+from memself.hooks.command import hook_command_line
+from memself.hosts import HOSTS
+from memself.hosts.base import EventKind, HookEvent, HookReply
+from memself.paths import DataPaths
+from tests.hookproc import REPO_ROOT, HookProc, hook_data, hook_runs, load_payloads, run_entry
+
+__all__ = ["hook_data"]  # the fixture, imported for pytest
+
+CLAUDE = load_payloads("claude-code-2.1.332.json")
+CODEBUDDY = load_payloads("codebuddy-code-2.117.0.json")
+CURSOR = load_payloads("cursor-documented.json")
+PROMPT_EVENT = {name: adapter.EVENT_NAMES[EventKind.PROMPT_SUBMIT]
+                for name, adapter in HOSTS.items()}
+WRONG_HOST = {"claude": CURSOR["beforeSubmitPrompt"], "cursor": CLAUDE["UserPromptSubmit"],
+              "codebuddy": CURSOR["stop"], "workbuddy": CURSOR["sessionStart"]}
+TEN_MB = 10 * 1024 * 1024
+
+
+def bad_inputs(host: str) -> dict[str, tuple[bytes, str | None]]:
+    """name -> (stdin, expected note in the log line; None: a normal run, no note required)."""
+    prompt = PROMPT_EVENT[host]
+    huge = json.dumps({"hook_event_name": prompt, "session_id": "s1", "conversation_id": "s1",
+                       "prompt": "长" * (TEN_MB // 3 + 1)}, ensure_ascii=False).encode()
+    assert len(huge) > TEN_MB
+    return {
+        "empty": (b"", "empty-stdin"),
+        "whitespace": (b"  \n\t ", "empty-stdin"),
+        "invalid-json": (b'{"hook_event_name": "Stop", "session_id": ', "bad-json"),
+        "json-array": (json.dumps([{"hook_event_name": prompt}]).encode(), "not-object"),
+        "json-string": (b'"UserPromptSubmit"', "not-object"),
+        "ten-mb-prompt": (huge, "too-large"),
+        "binary": (bytes(range(256)) * 64 + b"\xff\xfe\x00", "bad-json"),
+        "deep-nesting": (b"[" * 200_000, "bad-json"),
+        "missing-session-id": (json.dumps({"hook_event_name": prompt,
+                                           "prompt": "以后回答都用中文"}).encode(), "no-session"),
+        "unknown-event": (json.dumps({"hook_event_name": "PreToolUse", "session_id": "s1",
+                                      "tool_name": "Bash"}).encode(), "unknown-event"),
+        "wrong-host": (json.dumps(WRONG_HOST[host]).encode(), None),
+        "lone-surrogate-and-bom": (b"\xef\xbb\xbf" + json.dumps(
+            {"hook_event_name": prompt, "session_id": "s1", "conversation_id": "s1",
+             "prompt": "记住\ud800这个"}).encode(), None),
+    }
+
+
+CASES = [(host, case) for host in HOSTS for case in bad_inputs("claude")]
+
+
+@pytest.mark.parametrize(("host", "case"), CASES, ids=[f"{h}-{c}" for h, c in CASES])
+def test_bad_input_through_the_real_entry(host: str, case: str, hook_data: DataPaths) -> None:
+    stdin, note = bad_inputs(host)[case]
+    proc = run_entry(host, stdin)
+    assert proc.rc == 0, proc.stderr[-500:]
+    answer = proc.answer()  # empty, or exactly one JSON object on one line
+    if answer is not None:
+        assert '"continue"' not in proc.stdout.decode()
+    budget = HOSTS[host].TIMEOUTS[EventKind.PROMPT_SUBMIT]
+    assert proc.elapsed_s < budget, proc.elapsed_s
+    runs = [r for r in hook_runs(hook_data) if r["host"] == host]
+    assert len(runs) == 1, hook_runs(hook_data)
+    assert runs[0].get("note") == note or (note is None and "error" not in runs[0])
+    assert "error" not in runs[0], runs[0]
+    if host == "cursor":
+        assert answer is not None  # Cursor always gets JSON, {} for nothing
+
+
+def test_unknown_or_missing_agent_is_silent_and_logged(hook_data: DataPaths) -> None:
+    entry = str(REPO_ROOT / "hooks" / "entry.py")
+    for argv in (["--agent", "vscode"], [], ["--agent"], ["--agent=VSCODE"]):
+        done = subprocess.run([sys.executable, "-I", "-S", entry, *argv],
+                              input=json.dumps(CLAUDE["UserPromptSubmit"]).encode(),
+                              capture_output=True, timeout=30)
+        assert (done.returncode, done.stdout) == (0, b"")
+    notes = [r.get("note") for r in hook_runs(hook_data)]
+    assert notes == ["unknown-agent"] * 4
+
+
+def test_the_entry_survives_a_missing_package(tmp_path: Path) -> None:
+    """A hook left registered after the package is gone must still exit 0 silently."""
+    lone = tmp_path / "hooks" / "entry.py"
+    lone.parent.mkdir()
+    shutil.copy(REPO_ROOT / "hooks" / "entry.py", lone)
+    done = subprocess.run([sys.executable, "-I", "-S", str(lone), "--agent", "claude"],
+                          input=b"{}", capture_output=True, timeout=30)
+    assert (done.returncode, done.stdout) == (0, b"")
+    assert b"ModuleNotFoundError" in done.stderr
+
+
+# --- hookrun in process: the handler is injected ---------------------------------------------
+
+NOW = datetime(2026, 11, 30, 9, 0, tzinfo=timezone.utc)
+
+
+def run_inproc(host: str, payload: object, handler, **kwargs) -> tuple[bytes, int]:
+    raw = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+    out = io.BytesIO()
+    rc = hookrun.main(["--agent", host], handler=handler, stdin=io.BytesIO(raw), stdout=out,
+                      env=kwargs.pop("env", {}), now=NOW, **kwargs)
+    return out.getvalue(), rc
+
+
+def test_hookrun_passes_the_parsed_event_and_renders(isolated_home: Path) -> None:
+    seen: list[tuple[HookEvent, datetime, DataPaths]] = []
+
+    def handler(event: HookEvent, now: datetime, paths: DataPaths) -> HookReply:
+        seen.append((event, now, paths))
+        return HookReply(context="规则：回答用中文", user_message="召回")
+
+    out, rc = run_inproc("claude", CLAUDE["UserPromptSubmit"], handler)
+    assert rc == 0
+    assert json.loads(out) == {"hookSpecificOutput": {"hookEventName": "UserPromptSubmit",
+                                                      "additionalContext": "规则：回答用中文"},
+                               "systemMessage": "召回"}
+    assert out.endswith(b"\n") and "规则".encode() in out  # UTF-8, not \u escapes
+    event, now, paths = seen[0]
+    assert (event.prompt, event.turn_id, now) == ("please run the tool",
+                                                  CLAUDE["UserPromptSubmit"]["prompt_id"], NOW)
+    assert paths == DataPaths.default()
+
+
+@pytest.mark.parametrize("host", list(HOSTS))
+def test_hookrun_answers_nothing_when_the_core_raises(host: str, isolated_home: Path) -> None:
+    def handler(event: HookEvent, now: datetime, paths: DataPaths) -> HookReply:
+        raise RuntimeError("内部细节 sk-secret-should-not-be-logged")
+
+    out, rc = run_inproc(host, {"hook_event_name": PROMPT_EVENT[host], "session_id": "s",
+                                "conversation_id": "s", "prompt": "hello"}, handler)
+    assert rc == 0
+    assert out == (b"{}\n" if host == "cursor" else b"")
+    [run] = hook_runs(DataPaths.default())
+    assert run["error"].startswith("RuntimeError at ")
+    log = DataPaths.default().log_file.read_text(encoding="utf-8")
+    assert "sk-secret" not in log and "hello" not in log  # no messages, no prompts in the log
+
+
+def test_hookrun_skips_the_core_for_unknown_events(isolated_home: Path) -> None:
+    calls = []
+    out, _ = run_inproc("claude", CLAUDE["PreToolUse"], lambda *a: calls.append(a))
+    assert (out, calls) == (b"", [])
+
+
+def test_hookrun_steps_aside_under_cursor(isolated_home: Path) -> None:
+    (isolated_home / ".cursor").mkdir()
+    (isolated_home / ".cursor" / "hooks.json").write_text(json.dumps(
+        {"version": 1, "hooks": {"stop": [{"command": hook_command_line("cursor")}]}}))
+    calls = []
+
+    def handler(*args: object) -> HookReply:
+        calls.append(args)
+        return HookReply(context="x")
+
+    out, _ = run_inproc("claude", CLAUDE["UserPromptSubmit"], handler,
+                        env={"CURSOR_VERSION": "3.20.17"}, home=isolated_home)
+    assert (out, calls) == (b"", [])
+    out, _ = run_inproc("claude", CLAUDE["UserPromptSubmit"], handler, env={},
+                        home=isolated_home)
+    assert out and len(calls) == 1
+    # Cursor's own registration is never the one that steps aside.
+    out, _ = run_inproc("cursor", CURSOR["beforeSubmitPrompt"], handler,
+                        env={"CURSOR_VERSION": "3.20.17"}, home=isolated_home)
+    assert json.loads(out) == {"additional_context": "x"}
+
+
+def test_fixed_now_for_reproducible_runs(isolated_home: Path) -> None:
+    seen = []
+    out = io.BytesIO()
+    hookrun.main(["--agent", "claude"], stdin=io.BytesIO(json.dumps(
+        CLAUDE["SessionStart"]).encode()), stdout=out,
+        env={"MEMSELF_NOW": "2026-01-02T03:04:05+08:00"},
+        handler=lambda e, now, p: seen.append(now) or HookReply())
+    assert seen == [datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc).replace(
+        tzinfo=seen[0].tzinfo)] and seen[0].utcoffset().total_seconds() == 8 * 3600
+    hookrun.main(["--agent", "claude"], stdin=io.BytesIO(b"{}"), stdout=io.BytesIO(),
+                 env={"MEMSELF_NOW": "not a time"}, handler=lambda e, now, p: HookReply())
+
+
+def test_read_bounded_drains_what_it_drops() -> None:
+    stream = io.BytesIO(b"x" * 5000)
+    data, truncated, timed_out = hookrun.read_bounded(stream, 1000, 1.0)
+    assert (len(data), truncated, timed_out) == (1000, True, False)
+    assert stream.read() == b""  # the writer is never left blocked on a full pipe
+
+
+def test_read_bounded_does_not_wait_forever_on_an_open_pipe() -> None:
+    read_fd, write_fd = os.pipe()
+    try:
+        os.write(write_fd, b'{"a": 1}')
+        started = time.monotonic()
+        with os.fdopen(read_fd, "rb", closefd=True) as reader:
+            data, truncated, timed_out = hookrun.read_bounded(reader, 1000, 0.3)
+        assert (data, truncated, timed_out) == (b'{"a": 1}', False, True)
+        assert time.monotonic() - started < 2
+    finally:
+        os.close(write_fd)
+
+
+def test_watchdog_answers_before_the_host_kills_the_hook(tmp_path: Path,
+                                                         hook_data: DataPaths) -> None:
+    """A stuck core: the hook still answers "nothing" at 80 % of the host's timeout."""
+    replies = tmp_path / "replies.json"
+    replies.write_text(json.dumps({"prompt_submit": {"sleep": 30, "context": "late"}}))
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-I", "-S", str(REPO_ROOT / "tests" / "hook_harness.py"),
+                           "--agent", "cursor", "--replies", str(replies)],
+                          input=json.dumps(CURSOR["beforeSubmitPrompt"]).encode(),
+                          capture_output=True, timeout=30)
+    elapsed = time.monotonic() - started
+    proc = HookProc(done.returncode, done.stdout, done.stderr, elapsed)
+    assert proc.rc == 0 and proc.answer() == {}
+    assert 3.5 < elapsed < 5.0, elapsed  # Cursor's prompt hook has 5 s
+    assert [r.get("note") for r in hook_runs(hook_data)] == ["watchdog"]
