@@ -53,6 +53,8 @@ def resolve(paths: DataPaths, store: MemoryStore, agent: str, session_id: str, d
     """
     if not is_session_id(session_id) or decision not in DECISIONS:
         raise ResolveRejected(MSG_INVALID)
+    if not jobs.job_path(paths, session_id).is_file():
+        raise ResolveRejected(MSG_NOT_FOUND)  # before the lock: an unknown id creates nothing
     # The side lock is held across the store write so two resolves of one id apply once.
     with jobs.side_lock(paths):
         job = jobs.load_job(paths, session_id)

@@ -1,0 +1,303 @@
+"""The MCP server ``memory-self-evolution``: exactly five tools over stdio (official ``mcp`` SDK).
+
+The tool logic lives in ``MemoryTools`` (plain synchronous methods, tested directly); the SDK's
+low-level ``Server`` only lists the tools and routes calls, so the schemas and every Chinese
+message are exactly ours. Config is re-read on every call (unlike the original, which read it
+once at start-up and could write stale values back). No tool ever returns the API key or the
+session secret, and nothing but ``memory_resolve`` can add a memory, and only one the user
+picked in the plugin's popup.
+"""
+
+from __future__ import annotations
+
+import webbrowser
+from collections.abc import Callable
+from datetime import datetime, timezone
+from typing import Any
+
+from memself import __version__
+from memself.config import KEYS, load_config, set_config_value
+from memself.errors import InvalidInput, MemselfError
+from memself.logs import log
+from memself.paths import DataPaths
+from memself.records import GROUPS, fmt_confidence
+from memself.side.notices import GROUP_LABELS
+from memself.side.resolve import DECISIONS, MSG_INVALID, invalidate_for_memories, resolve
+from memself.side.secrets import read_api_key
+from memself.store import MemoryStore
+
+SERVER_NAME = "memory-self-evolution"
+READ_LIMIT = 50
+UPDATE_ACTIONS = ("delete", "merge", "replace")
+
+TOOLS: list[dict[str, Any]] = [
+    {
+        "name": "memory_list",
+        "description": "列出 memory-self-evolution 插件两组记忆"
+                       "（rule 规则与偏好、project 项目事实）各有多少条。"
+                       "open=true 时刷新 memories.html 并用系统默认浏览器打开，供用户查看全部记忆。",
+        "inputSchema": {"type": "object", "properties": {
+            "open": {"type": "boolean", "description": "为 true 时刷新并打开 memories.html"}}},
+    },
+    {
+        "name": "memory_read",
+        "description": "按置信度从高到低读取某一组记忆的前 50 条（已废弃的也列出并标注），每条带 id。"
+                       "整理记忆（删除、合并、改写）前先用它找到 id。只读，不加分。",
+        "inputSchema": {"type": "object", "required": ["group"], "properties": {
+            "group": {"type": "string", "enum": list(GROUPS),
+                      "description": "rule（规则与偏好）或 project（项目事实）"}}},
+    },
+    {
+        "name": "memory_update",
+        "description": "只在用户明确要求整理记忆、并已用提问工具确认后使用："
+                       "删除、合并或改写本插件已有的记忆。"
+                       "delete：id（一条）或 ids（多条），移入回收站；"
+                       "merge：保留 id，正文改为 text，id2 移入回收站，"
+                       "置信度取两条中较高的；replace：把 id 的正文改为 text，置信度不变。"
+                       "text 为 6 到 400 个字，"
+                       "由用户给出或经用户确认。不能新增记忆。",
+        "inputSchema": {"type": "object", "required": ["action"], "properties": {
+            "action": {"type": "string", "enum": list(UPDATE_ACTIONS)},
+            "id": {"type": "string", "description": "要删除、保留或改写的记忆 id"},
+            "ids": {"type": "array", "items": {"type": "string"},
+                    "description": "delete 多条时的 id 列表"},
+            "id2": {"type": "string", "description": "merge 时被并掉、移入回收站的记忆 id"},
+            "text": {"type": "string", "description": "merge 或 replace 后的完整正文"}}},
+    },
+    {
+        "name": "memory_resolve",
+        "description": "只在收到含 MEMORY_CONFIRM_V1 的插件指令、"
+                       "并且用户在「记忆确认·插件」弹窗里明确点选后调用，"
+                       "每条提案调用一次。sessionID 取指令里该条的 sessionID，decision 取所选选项对应的值。"
+                       "正文和目标记忆由插件从提案中读取，不能由调用方提供。用户跳过或关闭弹窗时不要调用。",
+        "inputSchema": {"type": "object", "required": ["sessionID", "decision"], "properties": {
+            "sessionID": {"type": "string", "description": "指令中该条提案的 sessionID（s_ 开头）"},
+            "decision": {"type": "string", "enum": list(DECISIONS)}}},
+    },
+    {
+        "name": "memory_config",
+        "description": "查看或修改 memory-self-evolution 的配置。不带参数时列出全部配置；"
+                       "同时给出 key 与 value 时修改这一项。接口密钥不经此工具查看或修改。",
+        "inputSchema": {"type": "object", "properties": {
+            "key": {"type": "string", "description": "配置项名，例如 confirm、recallTopK"},
+            "value": {"type": ["string", "number", "boolean"], "description": "新的值"}}},
+    },
+]
+TOOL_NAMES = tuple(t["name"] for t in TOOLS)
+_SECRET_KEYS = {"apikey", "api_key", "sessionsecret", "session-secret", "secret"}
+
+
+class MemoryTools:
+    """The five tools as plain methods. ``agent`` scopes ``memory_resolve`` to one host."""
+
+    def __init__(self, paths: DataPaths, agent: str,
+                 now_fn: Callable[[], datetime] = lambda: datetime.now(timezone.utc),
+                 opener: Callable[[str], object] = webbrowser.open) -> None:
+        self.paths = paths
+        self.agent = agent
+        self.now_fn = now_fn
+        self.opener = opener
+
+    def call(self, name: str, arguments: dict[str, Any] | None) -> str:
+        args = arguments if isinstance(arguments, dict) else {}
+        if name not in TOOL_NAMES:
+            raise InvalidInput(f"未知工具「{name}」")
+        return getattr(self, name)(args)
+
+    @property
+    def store(self) -> MemoryStore:
+        return MemoryStore(self.paths)
+
+    # -- memory_list ------------------------------------------------------------------------
+    def memory_list(self, args: dict[str, Any]) -> str:
+        store = self.store
+        groups = {g: store.read_group(g) for g in GROUPS}
+        lines: list[str] = []
+        if not any(groups.values()):
+            lines.append("记忆库为空")
+        else:
+            hints = {"rule": "规则与偏好，会话开始全量注入，每轮也按相关性召回",
+                     "project": "项目事实，每轮按相关性召回"}
+            for group, memories in groups.items():
+                dead = sum(1 for m in memories if not m.active)
+                extra = f"（其中已废弃 {dead} 条）" if dead else ""
+                lines.append(f"{group:<7} {len(memories)} 条{extra} —— {hints[group]}")
+        if args.get("open") is True:
+            store.refresh_snapshot(self.now_fn())
+            self.opener(self.paths.html.resolve().as_uri())
+            lines.append(f"已刷新并打开 {self.paths.html}")
+        return "\n".join(lines)
+
+    # -- memory_read ------------------------------------------------------------------------
+    def memory_read(self, args: dict[str, Any]) -> str:
+        group = args.get("group")
+        if group not in GROUPS:
+            raise InvalidInput("参数 group 必须是 rule 或 project")
+        memories = self.store.read_group(group)
+        if not memories:
+            return f"「{group}」下没有记忆"
+        more = f"，以下为前 {READ_LIMIT} 条" if len(memories) > READ_LIMIT else ""
+        lines = [f"{group}（共 {len(memories)} 条{more}）"]
+        for i, m in enumerate(memories[:READ_LIMIT], 1):
+            mark = "[已废弃] " if not m.active else ""
+            lines.append(f"{i}. {mark}{m.text}（置信度 {fmt_confidence(m.confidence)}，id {m.id}）")
+        return "\n".join(lines)
+
+    # -- memory_update ----------------------------------------------------------------------
+    def memory_update(self, args: dict[str, Any]) -> str:
+        action = args.get("action")
+        now = self.now_fn()
+        store = self.store
+        if action == "delete":
+            ids = _id_list(args)
+            if not ids:
+                raise InvalidInput("delete 需要 id 或 ids")
+            removed = store.delete(ids, now)
+            gone = {m.id for m in removed}
+            lines = [f"已删除 {len(removed)} 条记忆，已移入回收站（可用 memself restore <id> 恢复）："]
+            lines += [f"- {m.text}（id {m.id}）" for m in removed]
+            skipped = [i for i in ids if i not in gone]
+            if skipped:
+                lines.append("以下 id 不存在，已跳过：" + "、".join(skipped))
+            return "\n".join(lines + self._invalidated(gone, now))
+        if action == "merge":
+            keep, drop, text = _str_arg(args, "id"), _str_arg(args, "id2"), _str_arg(args, "text")
+            if not keep or not drop or not text:
+                raise InvalidInput("merge 需要 id、id2 和 text")
+            change = store.merge_pair(keep, drop, text, now)
+            m = change.memory
+            lines = [f"已合并：保留 {m.id}，正文改为「{m.text}」，置信度 {fmt_confidence(m.confidence)}；"
+                     f"{drop} 已移入回收站。{_group_tail(m.category)}"]
+            return "\n".join(lines + self._invalidated({keep, drop}, now))
+        if action == "replace":
+            mem_id, text = _str_arg(args, "id"), _str_arg(args, "text")
+            if not mem_id or not text:
+                raise InvalidInput("replace 需要 id 和 text")
+            change = store.replace(mem_id, text, now)
+            m = change.memory
+            lines = [f"已改写 {m.id}：「{change.previous_text}」改为「{m.text}」，置信度不变"
+                     f"（{fmt_confidence(m.confidence)}）。{_group_tail(m.category)}"]
+            return "\n".join(lines + self._invalidated({mem_id}, now))
+        raise InvalidInput("参数 action 必须是 delete、merge 或 replace")
+
+    def _invalidated(self, ids: set[str], now: datetime) -> list[str]:
+        count = invalidate_for_memories(self.paths, ids, now)
+        return [f"已作废 {count} 条指向这些记忆的待确认提案。"] if count else []
+
+    # -- memory_resolve ---------------------------------------------------------------------
+    def memory_resolve(self, args: dict[str, Any]) -> str:
+        session_id, decision = args.get("sessionID"), args.get("decision")
+        if not isinstance(session_id, str) or not isinstance(decision, str):
+            raise InvalidInput(MSG_INVALID)
+        return resolve(self.paths, self.store, self.agent, session_id.strip(), decision.strip(),
+                       self.now_fn())
+
+    # -- memory_config ----------------------------------------------------------------------
+    def memory_config(self, args: dict[str, Any]) -> str:
+        key = args.get("key")
+        value = args.get("value")
+        if key is None or key == "":
+            return self._show_config()
+        if not isinstance(key, str):
+            raise InvalidInput("key 必须是字符串")
+        if key.strip().lower().replace("_", "") in _SECRET_KEYS:
+            raise InvalidInput("接口密钥不能通过 memory_config 查看或修改，请在终端运行 memself setup")
+        if key == "sideJudge":
+            raise InvalidInput("sideJudge 是旧版阻塞模式的开关，不能在这里修改；"
+                               "请在终端运行 memself setup sidepath")
+        if value is None:
+            raise InvalidInput("修改配置需要同时提供 key 与 value")
+        raw = ("true" if value else "false") if isinstance(value, bool) else str(value)
+        stored = set_config_value(self.paths, key, raw)
+        log(self.paths, "mcp-config-set", key=key, agent=self.agent)
+        return f"{key} 已设为 {_show_value(stored)}"
+
+    def _show_config(self) -> str:
+        config = load_config(self.paths)  # afresh: never the values of this process's start
+        lines = ["当前配置："]
+        for name in KEYS:
+            mark = "" if config.is_set(name) else "（默认）"
+            lines.append(f"- {name} = {_show_value(getattr(config, name))}{mark}")
+        lines.append(f"- apiKey（side-secret.json）= {'已设置' if read_api_key(self.paths) else '未设置'}")
+        return "\n".join(lines)
+
+
+def _show_value(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "（按向量模型的默认值）"
+    if value == "":
+        return "（未设置）"
+    return str(value)
+
+
+def _group_tail(group: str) -> str:
+    return f"归类：{group}（{GROUP_LABELS.get(group, group)}）"
+
+
+def _str_arg(args: dict[str, Any], name: str) -> str:
+    value = args.get(name)
+    return value.strip() if isinstance(value, str) else ""
+
+
+def _id_list(args: dict[str, Any]) -> list[str]:
+    ids: list[str] = []
+    raw = args.get("ids")
+    if isinstance(raw, list):
+        ids += [i.strip() for i in raw if isinstance(i, str) and i.strip()]
+    elif isinstance(raw, str) and raw.strip():
+        ids += [part for part in raw.replace("，", ",").replace(",", " ").split() if part]
+    single = _str_arg(args, "id")
+    if single:
+        ids.insert(0, single)
+    return list(dict.fromkeys(ids))
+
+
+# ---------------------------------------------------------------------------------------------
+# The MCP wiring (SDK imported here only: the hook never imports this module)
+# ---------------------------------------------------------------------------------------------
+
+def build_server(tools: MemoryTools) -> Any:
+    import anyio
+    import mcp_types as types
+    from mcp.server import Server
+
+    async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=[
+            types.Tool(name=t["name"], description=t["description"], input_schema=t["inputSchema"])
+            for t in TOOLS])
+
+    async def call_tool(ctx: Any, params: Any) -> types.CallToolResult:
+        name = params.name
+        arguments = dict(params.arguments or {})
+        try:
+            text = await anyio.to_thread.run_sync(tools.call, name, arguments)
+        except MemselfError as exc:
+            return _result(types, f"执行失败：{exc}", True)
+        except Exception as exc:  # a bug must reach the model as a failed call, not kill the server
+            log(tools.paths, "mcp-tool-crashed", tool=name, error=f"{type(exc).__name__}: {exc}")
+            return _result(types, f"执行失败：{type(exc).__name__}: {exc}", True)
+        return _result(types, text, False)
+
+    return Server(SERVER_NAME, version=__version__, on_list_tools=list_tools,
+                  on_call_tool=call_tool)
+
+
+def _result(types: Any, text: str, is_error: bool) -> Any:
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)],
+                                is_error=is_error)
+
+
+def serve(agent: str, paths: DataPaths | None = None) -> None:
+    """Run the server on stdin/stdout until the client closes the connection."""
+    import anyio
+    from mcp.server.stdio import stdio_server
+
+    server = build_server(MemoryTools(paths or DataPaths.default(), agent))
+
+    async def main() -> None:
+        async with stdio_server() as (read_stream, write_stream):
+            await server.run(read_stream, write_stream, server.create_initialization_options())
+
+    anyio.run(main)
