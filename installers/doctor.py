@@ -1,0 +1,181 @@
+"""``memself doctor``: one screen saying what is installed where, what works, and what to run.
+
+Each check is a small function returning ``Check``; they never raise, so one broken part does
+not hide the state of the others. The judge check sends one real request (the key is never
+shown); the engine check starts the engine if none runs, which also proves the model loads.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from memself.errors import MemselfError
+from memself.installers import INSTALLERS
+from memself.installers.base import InstallContext, default_skill_source
+from memself.installers.claude_cli import find_claude
+from memself.paths import DataPaths
+
+Echo = Callable[[str], None]
+_ENGINE_WAIT_S = 90.0
+_JUDGE_TIMEOUT_S = 20.0
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    ok: bool | None  # None: nothing wrong, but nothing there either (a client not installed)
+    summary: str
+    fix: str = ""
+
+
+def check_install(paths: DataPaths) -> Check:
+    import memself
+
+    package = Path(memself.__file__).resolve().parent
+    return Check("memself", True, f"版本 {memself.__version__}，Python {sys.executable}，"
+                                  f"代码 {package}，数据目录 {paths.root}")
+
+
+def check_host(name: str, home: Path, claude_bin: str | None) -> Check:
+    """Registered and current? A plan whose preview changes nothing means exactly that."""
+    installer = INSTALLERS[name]
+    if not installer.detect(home):
+        return Check(installer.label, None, f"未安装（{installer.config_root(home)} 不存在），跳过")
+    ctx = InstallContext(home=home, skill_source=default_skill_source(), claude_bin=claude_bin)
+    try:
+        results = [step.preview() for step in installer.plan(ctx)]
+    except MemselfError as exc:
+        return Check(installer.label, False, str(exc), f"修好后运行 memself setup --only {name}")
+    stale = [r for r in results if r.changed]
+    if not stale:
+        where = "；".join(f"{r.purpose} → {r.target}" for r in results)
+        return Check(installer.label, True, f"已注册：{where}")
+    missing = "；".join(f"{r.purpose}（{r.target}）" for r in stale)
+    manual = [r.detail.split("：", 1)[-1].strip() for r in stale
+              if r.target.endswith(".claude.json") and claude_bin is None]
+    fix = f"memself setup --only {name}"
+    if manual:
+        fix += "，并手动运行：" + manual[0].replace("\n", "；")
+    return Check(installer.label, False, f"未注册或指向旧的路径：{missing}", fix)
+
+
+def check_model(paths: DataPaths) -> Check:
+    from memself.config import load_config
+    from memself.installers.model_prep import is_cached
+    from memself.models import resolve_model
+
+    model = load_config(paths).model
+    try:
+        settings = resolve_model(model)
+    except MemselfError as exc:
+        return Check("向量模型", False, str(exc), "memself config model multilingual-e5-small")
+    if settings.kind == "hub":
+        if is_cached(settings.source):
+            return Check("向量模型", True, f"{model}（已在本机缓存）")
+        return Check("向量模型", False, f"{model} 还没下载",
+                     "memself setup（连不上模型仓库时设置 HF_ENDPOINT 镜像，"
+                     "或 memself config model multilingual-e5-small 改用离线模型）")
+    if settings.kind == "offline":
+        from memself.offline_model import expanded_path
+
+        folder = expanded_path()
+        state = "已展开" if folder.is_dir() else "首次使用时展开（约 6 秒）"
+        return Check("向量模型", True, f"{model}（离线模型，{state}：{folder}）")
+    folder = Path(settings.source)
+    if folder.is_dir():
+        return Check("向量模型", True, f"本地模型文件夹 {folder}")
+    return Check("向量模型", False, f"本地模型文件夹 {folder} 不存在",
+                 "memself config model <模型文件夹或 hub id>")
+
+
+def check_engine(paths: DataPaths, wait_s: float = _ENGINE_WAIT_S) -> Check:
+    from memself.engine.client import engine_status, ensure_started
+
+    try:
+        status = engine_status(paths)
+        if status is None:
+            ensure_started(paths)
+        deadline = time.monotonic() + wait_s
+        while True:
+            status = engine_status(paths)
+            if status and (status.get("ready") or status.get("error")):
+                break
+            if time.monotonic() > deadline:
+                return Check("召回进程", False, f"{wait_s:g} 秒内没有就绪",
+                             "memself engine status 查看详情；memself.log 里有启动错误")
+            time.sleep(0.2)
+    except (MemselfError, OSError) as exc:
+        return Check("召回进程", False, f"无法启动：{exc}", "memself engine serve 在前台运行以查看错误")
+    if status.get("error"):
+        return Check("召回进程", False, f"加载模型失败：{status['error']}",
+                     "按上面的提示处理模型后运行 memself engine stop")
+    warm = status.get("warm_up_s")
+    detail = f"运行中（pid {status.get('pid')}，{status.get('transport', '')}"
+    detail += f"，预热 {warm:.1f} 秒）" if isinstance(warm, (int, float)) else "）"
+    return Check("召回进程", True, detail)
+
+
+def check_judge(paths: DataPaths,
+                chat: Callable[..., str] | None = None) -> Check:
+    from memself.config import load_config
+    from memself.side.secrets import read_api_key
+
+    cfg = load_config(paths)
+    if cfg.side_judge is False:
+        return Check("旁路判别", False, "配置还停在已移除的阻塞模式（sideJudge=false），不会沉淀新记忆",
+                     "memself setup sidepath")
+    key = read_api_key(paths)
+    missing = [name for name, value in (("sideApiBase", cfg.sideApiBase),
+                                        ("sideApiModel", cfg.sideApiModel), ("apiKey", key))
+               if not value]
+    if missing:
+        return Check("旁路判别", False, f"接口没配齐（缺 {'、'.join(missing)}），不会沉淀新记忆",
+                     "memself setup，或 memself config sideApiBase/sideApiModel 并写入 "
+                     f"{paths.side_secret}")
+    if chat is None:
+        from memself.side.http import chat
+    started = time.monotonic()
+    try:
+        chat(cfg.sideApiBase, cfg.sideApiModel, key, "只回答 OK。", "ping",
+             timeout=_JUDGE_TIMEOUT_S)
+    except MemselfError as exc:
+        text = str(exc).replace(key, "***")
+        return Check("旁路判别", False, f"{cfg.sideApiBase}（模型 {cfg.sideApiModel}）请求失败：{text}",
+                     "检查地址、模型名和 apiKey（memself config sideApiBase ...）")
+    elapsed = time.monotonic() - started
+    return Check("旁路判别", True, f"{cfg.sideApiBase}（模型 {cfg.sideApiModel}，apiKey 已配置、"
+                                  f"不显示）真实请求成功，用时 {elapsed:.1f} 秒")
+
+
+def run_checks(paths: DataPaths, home: Path, *, engine_wait_s: float = _ENGINE_WAIT_S,
+               chat: Callable[..., str] | None = None) -> list[Check]:
+    claude_bin = find_claude(home)
+    checks = [check_install(paths)]
+    checks += [check_host(name, home, claude_bin) for name in INSTALLERS]
+    for check in (lambda: check_model(paths), lambda: check_engine(paths, engine_wait_s),
+                  lambda: check_judge(paths, chat)):
+        try:
+            checks.append(check())
+        except Exception as exc:
+            checks.append(Check("检查出错", False, f"{type(exc).__name__}: {exc}"))
+    return checks
+
+
+def render(checks: list[Check], echo: Echo) -> None:
+    marks = {True: "✓", False: "✗", None: "-"}
+    for check in checks:
+        echo(f"{marks[check.ok]} {check.name}：{check.summary}")
+        if check.fix:
+            echo(f"    修复：{check.fix}")
+    problems = sum(1 for c in checks if c.ok is False)
+    echo("一切正常。" if not problems else f"发现 {problems} 个问题，按上面的「修复」处理。")
+
+
+def run_doctor(echo: Echo, *, paths: DataPaths | None = None, home: Path | None = None) -> int:
+    checks = run_checks(paths or DataPaths.default(), home or Path.home())
+    render(checks, echo)
+    return 1 if any(c.ok is False for c in checks) else 0
