@@ -229,3 +229,53 @@ def test_cursor_restore_rebuilds_result_lines_without_file() -> None:
     restored = restore_cursor_prompt(paths, "cursor", "conv-A", f"{NOTICE_HEADER}\n结果：\n{line}")
     assert restored.startswith("MEMORY_CONFIRM_V1\n") and restored.endswith(line)
     assert "不要做其他任何操作" in restored
+
+
+def test_take_followup_real_clock_and_pair_saved() -> None:
+    from memself.side.followup import take_followup
+
+    paths, store = env()
+    set_config_value(paths, "sideWaitMs", "300")
+    sid = start_job(paths, "记住：以后回答都用中文", agent="cursor", session="conv-9")
+    other = ready(paths, "记住：提交前先跑测试", proposal("提交代码前先运行全部测试"),
+                  agent="cursor", session="conv-9", turn="t9")
+    result = take_followup(paths, load_config(paths), "cursor", "conv-9", "AskQuestion", NOW)
+    assert result is not None and other in result[1] and sid not in result[1]
+    assert jobs.load_job(paths, sid)["status"] == "running"  # waited 300 ms, then gave up on it
+    assert restore_cursor_prompt(paths, "cursor", "conv-9", result[0]) == result[1]
+
+
+def test_stale_confirm_pairs_pruned() -> None:
+    import os
+
+    paths, _ = env()
+    jobs.ensure_side_dir(paths)
+    pair = confirm_pair_path(paths, "claude", "old-session")
+    pair.write_text("{}")
+    jobs.list_jobs(paths, NOW)
+    assert pair.exists()
+    old = NOW.timestamp() - 25 * 3600
+    os.utime(pair, (old, old))
+    jobs.list_jobs(paths, NOW)
+    assert not pair.exists()
+
+
+def test_rendered_by_each_host_checklist_21() -> None:
+    from memself.hosts import HOSTS
+    from memself.hosts.base import EventKind, HookEvent, HookReply
+
+    paths, store = env()
+    for agent in HOSTS:
+        ready(paths, "记住：以后回答都用中文", proposal("回答问题时使用中文"), agent=agent,
+              session=f"s-{agent}")
+    for agent, adapter in HOSTS.items():
+        visible, model = stop(paths, store, agent=agent, session=f"s-{agent}", ask=adapter.ASK_TOOL)
+        event = HookEvent(agent, EventKind.STOP, "Stop", f"s-{agent}", "", "", "/tmp", False)
+        out = adapter.render(event, HookReply(continuation=model, visible=visible))
+        if agent == "cursor":
+            assert out == {"followup_message": visible}
+            assert "ask_followup_question" not in model and "update_memory" not in model
+        else:
+            assert out["decision"] == "block" and "hookSpecificOutput" not in out
+            assert out["reason"].startswith(visible) and model in out["reason"]
+            assert "ask_followup_question" in model and "update_memory" in model

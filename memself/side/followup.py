@@ -68,6 +68,23 @@ def followup(paths: DataPaths, store: MemoryStore, config: Config, agent: str, s
     return result
 
 
+def take_followup(paths: DataPaths, config: Config, agent: str, session_key: str,
+                  ask_tool: str, now: datetime, *, keep_model_text: bool = True,
+                  sleep: Callable[[float], None] = time.sleep) -> tuple[str, str] | None:
+    """What the Stop hook calls: ``followup`` with the store and a clock that starts at ``now``.
+
+    ``keep_model_text`` defaults to on for every host: hosts that do not feed the visible text
+    back as a prompt simply never restore it, and stale pair files are pruned after 24 h.
+    """
+    started = time.monotonic()
+
+    def clock() -> datetime:
+        return now + timedelta(seconds=time.monotonic() - started)
+
+    return followup(paths, MemoryStore(paths), config, agent, session_key, ask_tool, clock, sleep,
+                    keep_model_text=keep_model_text)
+
+
 def _wait_for_jobs(paths: DataPaths, agent: str, session_key: str, config: Config,
                    now_fn: Callable[[], datetime],
                    sleep: Callable[[float], None]) -> list[jobs.Job]:

@@ -188,11 +188,16 @@ def is_finished(job: Job) -> bool:
     return status == NONE or (bool(job.get("applied")) and bool(job.get("prompted")))
 
 
-def _job_files(paths: DataPaths) -> list[Path]:
+def _job_files(paths: DataPaths, now: datetime) -> list[Path]:
     try:
         names = sorted(os.listdir(paths.side_dir))
     except OSError:
         return []
+    for name in names:
+        # Confirm pairs (Cursor's hidden follow-up text) are only useful for the next prompt.
+        if name.startswith("confirm-") and _mtime_older(paths.side_dir / name, now, TOMBSTONE_TTL):
+            with contextlib.suppress(OSError):
+                (paths.side_dir / name).unlink()
     return [paths.side_dir / n for n in names
             if n.endswith(".json") and not n.startswith(_SKIP_PREFIXES)]
 
@@ -201,7 +206,7 @@ def list_jobs(paths: DataPaths, now: datetime) -> list[Job]:
     """Every job, oldest first; finished jobs older than 24 h are deleted on the way."""
     jobs: list[Job] = []
     expired: list[Path] = []
-    for path in _job_files(paths):
+    for path in _job_files(paths, now):
         job = read_job(path)
         if job is None:
             if _mtime_older(path, now, TOMBSTONE_TTL):
