@@ -226,3 +226,20 @@ def test_watchdog_answers_before_the_host_kills_the_hook(tmp_path: Path,
     assert proc.rc == 0 and proc.answer() == {}
     assert 3.5 < elapsed < 5.0, elapsed  # Cursor's prompt hook has 5 s
     assert [r.get("note") for r in hook_runs(hook_data)] == ["watchdog"]
+
+
+@pytest.mark.parametrize(("argv", "answer"), [
+    (["--agent", "cursor"], {}),
+    (["--agent", "vscode"], None),
+    ([], None),
+])
+def test_slow_cli_entry_is_the_same_function(argv: list[str], answer: dict | None,
+                                             hook_data: DataPaths) -> None:
+    """``memself hook`` never exits non-zero either (click usage errors would exit 2)."""
+    done = subprocess.run([sys.executable, "-m", "memself", "hook", *argv],
+                          input=json.dumps(CURSOR["stop-2"]).encode(), capture_output=True,
+                          timeout=60)
+    proc = HookProc(done.returncode, done.stdout, done.stderr, 0.0)
+    assert proc.rc == 0 and proc.answer() == answer, done.stderr[-500:]
+    [run] = hook_runs(hook_data)
+    assert run.get("note") == (None if answer is not None else "unknown-agent")

@@ -1,0 +1,24 @@
+"""``memself hook --agent HOST``: the slow twin of ``hooks/entry.py`` (same function, full CLI
+start-up). Installers register the fast entry; this one is for people running a hook by hand."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from memself.cli.app import main
+from memself.hosts import HOSTS
+
+
+@main.command("hook")
+@click.option("--agent", default="", metavar="|".join(HOSTS),
+              help="哪个客户端调用的 hook：" + "、".join(HOSTS))
+def hook_cmd(agent: str) -> None:
+    """读 stdin 的 hook 事件，输出该客户端要的 JSON；无论发生什么都以 0 退出。"""
+    from memself.hookrun import main as run_hook
+
+    # Not click.Choice: a usage error would exit 2, which Claude Code reads as "block the prompt".
+    run_hook(["--agent", agent])
+    sys.stdout.flush()
+    sys.exit(0)
