@@ -243,3 +243,36 @@ def test_slow_cli_entry_is_the_same_function(argv: list[str], answer: dict | Non
     assert proc.rc == 0 and proc.answer() == answer, done.stderr[-500:]
     [run] = hook_runs(hook_data)
     assert run.get("note") == (None if answer is not None else "unknown-agent")
+
+
+def test_entry_finds_the_package_in_a_wheel_layout(tmp_path: Path, hook_data: DataPaths) -> None:
+    """Installed from a wheel the entry is <site>/memself/hooks/entry.py and hosts/ lives at
+    <site>/memself/hosts: the bootstrap must import from that site dir, not the source tree."""
+    site = tmp_path / "site"
+    ignore = shutil.ignore_patterns("__pycache__")
+    shutil.copytree(REPO_ROOT / "memself", site / "memself", ignore=ignore)
+    for sub in ("hosts", "hooks", "installers"):
+        shutil.copytree(REPO_ROOT / sub, site / "memself" / sub, ignore=ignore)
+    marker = "# wheel-copy\n"
+    cursor_mod = site / "memself" / "hosts" / "cursor.py"
+    cursor_mod.write_text(cursor_mod.read_text(encoding="utf-8").replace(
+        'ASK_TOOL = "AskQuestion"', 'ASK_TOOL = "AskQuestion"\nWHEEL_COPY = True') + marker,
+        encoding="utf-8")
+    entry = site / "memself" / "hooks" / "entry.py"
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        "import runpy, sys\n"
+        f"runpy.run_path({str(entry)!r}, run_name='x')['_bootstrap']()\n"
+        "import memself, memself.hosts.cursor as c\n"
+        "print(memself.__file__, c.__file__, getattr(c, 'WHEEL_COPY', False))\n")
+    done = subprocess.run([sys.executable, "-I", "-S", str(probe)], capture_output=True,
+                          timeout=30, text=True)
+    assert done.returncode == 0, done.stderr
+    memself_file, cursor_file, wheel_copy = done.stdout.split()
+    assert memself_file.startswith(str(site)) and cursor_file.startswith(str(site))
+    assert wheel_copy == "True"
+    done = subprocess.run([sys.executable, "-I", "-S", str(entry), "--agent", "cursor"],
+                          input=json.dumps(CURSOR["stop-2"]).encode(), capture_output=True,
+                          timeout=30)
+    assert (done.returncode, done.stdout) == (0, b"{}\n"), done.stderr
+    assert [r["kind"] for r in hook_runs(hook_data)] == ["stop"]
