@@ -19,7 +19,12 @@ from clients import (
     run_codebuddy,
     write_claude_style_hooks,
 )
+
 from memself.hooks.command import hook_command
+from memself.paths import DataPaths
+from tests.hookproc import hook_data
+
+__all__ = ["hook_data"]
 
 pytestmark = pytest.mark.e2e
 
@@ -163,3 +168,54 @@ def test_codebuddy_injection_reaches_the_model_and_stop_continues_once(clients: 
     # removed there, kept in the model message): the core must recognise its own text.
     prompts = [e["prompt"] for e in seen if e["kind"] == "prompt_submit"]
     assert prompts[0] == "hello" and prompts[1].startswith("Stop hook: ") and STOP in prompts[1]
+
+
+# --- the real core: rules injected at session start reach the model -----------------------------
+
+RULE = "E2E-RULE-7d41：回答一律使用简体中文"
+
+
+def seed_rule(paths: DataPaths) -> None:
+    seen = "2026-11-29T08:00:00.000Z"
+    record = {"id": "mem-e2e-rule-1", "text": RULE, "confidence": 0.9, "category": "rule",
+              "evidence": "e2e", "firstSeen": seen, "lastSeen": seen, "deprecated": False,
+              "createdAt": seen}
+    paths.group_file("rule").write_text(json.dumps(record, ensure_ascii=False) + "\n",
+                                        encoding="utf-8")
+
+
+def engine_env() -> dict[str, str]:
+    """Engines spawned by the hooks host the small test service (hook_data stops them)."""
+    import os
+
+    return {key: os.environ[key] for key in ("MEMSELF_RUNTIME_DIR", "MEMSELF_ENGINE_SERVICE",
+                                             "PYTHONPATH")}
+
+
+@pytest.mark.parametrize("client", ["claude", "codebuddy"])
+def test_session_start_rules_reach_the_model(client: str, clients: Clients, workspace,
+                                             hook_data: DataPaths) -> None:
+    seed_rule(hook_data)
+    folder = ".claude" if client == "claude" else ".codebuddy"
+    write_claude_style_hooks(workspace["home"] / folder / "settings.json",
+                             hook_command_line(client), EVENTS)
+
+    def run() -> ClientRun:
+        if client == "claude":
+            return run_claude(clients, workspace["home"], "你好", cwd=workspace["proj"],
+                              memself_home=hook_data.root, extra_env=engine_env())
+        return run_codebuddy(clients, workspace["home"], "你好", cwd=workspace["proj"],
+                             memself_home=hook_data.root, stream_json=False,
+                             extra_env=engine_env())
+
+    enabled = run()
+    assert enabled.rc == 0, enabled.stderr[-2000:]
+    assert enabled.model_requests
+    assert all(RULE in json.dumps(r["body"], ensure_ascii=False)
+               for r in enabled.model_requests)
+    runs = [r for r in hook_runs(hook_data.root) if r["host"] == client]
+    assert all("error" not in r for r in runs), runs
+    hook_data.config.write_text(json.dumps({"enabled": False}), encoding="utf-8")
+    disabled = run()
+    assert disabled.rc == 0 and disabled.model_requests
+    assert not disabled.bodies_containing(RULE)
