@@ -129,6 +129,7 @@ def test_zombie_cleanup_checklist_29() -> None:
     now = max(NOW, midnight + timedelta(hours=1))
     assert jobs.count_unprompted_before_today(paths, now) == 1
     assert jobs.cleanup_zombies(paths, now) == 1
+    assert '"cleaned": 1, "unprompted_earlier": 1' in paths.log_file.read_text()
     assert jobs.load_job(paths, z)["status"] == "none"
     assert jobs.load_job(paths, z)["reason"] == "daily-zombie-cleanup"
     assert jobs.load_job(paths, today)["status"] == "ready"

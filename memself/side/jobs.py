@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from memself.atomic import write_atomic
+from memself.logs import log
 from memself.paths import DataPaths
 from memself.side.session_id import is_session_id
 from memself.timeutil import iso, local_midnight, parse_iso
@@ -284,6 +285,9 @@ def cleanup_zombies(paths: DataPaths, now: datetime) -> int:
             j, now, "daily-zombie-cleanup"))
         if done is not None:
             cleaned += 1
+    # Proposals whose session never answered again stay unprompted; the log says how many.
+    log(paths, "side-zombie-cleanup", cleaned=cleaned,
+        unprompted_earlier=count_unprompted_before_today(paths, now))
     return cleaned
 
 

@@ -1,0 +1,110 @@
+"""Both modes end to end through the real hook entry (``python -I -S hooks/entry.py``):
+prompt hook -> detached judge against the fake server -> Stop hook output ->
+memory_resolve over a real MCP stdio session -> the memory in the store."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+
+import anyio
+import pytest
+
+from memself.hosts import HOSTS
+from memself.hosts.base import EventKind
+from memself.paths import DataPaths
+from memself.side import jobs
+from memself.store import MemoryStore
+from tests.fakes.judge_server import remember, running_judge, sse
+from tests.hookproc import hook_data, run_entry
+from tests.side_helpers import API_KEY, configure
+from tests.test_mcp_stdio import session_calls, text_of
+
+__all__ = ["hook_data"]
+
+PROMPT = "记住：以后回答都用中文"
+
+
+def payload(host: str, kind: EventKind, session: str, **extra: object) -> bytes:
+    data = {"hook_event_name": HOSTS[host].EVENT_NAMES[kind], "session_id": session,
+            "conversation_id": session, "cwd": "/tmp", **extra}
+    return json.dumps(data, ensure_ascii=False).encode()
+
+
+def prompt_hook(host: str, session: str, prompt: str, turn: str) -> dict | None:
+    extra = {"prompt": prompt, "user_prompt": prompt, "prompt_id": turn, "generation_id": turn}
+    proc = run_entry(host, payload(host, EventKind.PROMPT_SUBMIT, session, **extra))
+    assert proc.rc == 0, proc.stderr[-2000:]
+    return proc.answer()
+
+
+def stop_hook(host: str, session: str) -> dict | None:
+    extra = {"stop_hook_active": False, "status": "completed", "loop_count": 0}
+    proc = run_entry(host, payload(host, EventKind.STOP, session, **extra), timeout=60)
+    assert proc.rc == 0, proc.stderr[-2000:]
+    return proc.answer()
+
+
+def wait_for_judge(paths: DataPaths) -> dict:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        found = [jobs.read_job(p) for p in paths.side_dir.glob("s_*.json")]
+        if found and all(j and j["status"] != "running" for j in found):
+            assert len(found) == 1
+            return found[0]
+        time.sleep(0.1)
+    raise AssertionError("no finished judge job")
+
+
+@pytest.mark.parametrize("confirm", [True, False], ids=["confirm", "direct"])
+def test_claude_end_to_end(hook_data: DataPaths, confirm: bool) -> None:
+    paths = hook_data
+    with running_judge() as judge:
+        configure(paths, judge.url, confirm)
+        judge.script(sse(remember("回答问题时一律使用中文", "rule", "以后回答都用中文")))
+        prompt_hook("claude", "sess-e2e", PROMPT, "p-1")
+        prompt_hook("claude", "sess-e2e", PROMPT, "p-1")  # a retried hook: no second judge
+        job = wait_for_judge(paths)
+        assert job["status"] == "ready" and len(judge.requests) == 1
+        assert API_KEY not in judge.requests[0].raw
+        answer = stop_hook("claude", "sess-e2e")
+    assert answer is not None and answer["decision"] == "block"
+    reason = answer["reason"]
+    assert reason.startswith("memory-self-evolution 捕捉到了新的记忆：")
+    assert stop_hook("claude", "sess-e2e") in (None, {})  # shown once, no loop
+    if not confirm:
+        assert "归类：rule（规则与偏好）" in reason and "不要做其他任何操作" in reason
+    else:
+        assert "是否落成记忆" in reason and MemoryStore(paths).all() == []
+        [sid] = re.findall(r"sessionID：(s_[a-f0-9]{64})", reason)
+        assert sid == job["id"]
+        _, _, results = anyio.run(session_calls, "claude",
+                                  [("memory_resolve", {"sessionID": sid, "decision": "create_rule"})])
+        assert not results[0].is_error, text_of(results[0])
+    [memory] = MemoryStore(paths).all()
+    assert (memory.text, memory.category, memory.confidence) == ("回答问题时一律使用中文", "rule", 0.5)
+    assert API_KEY not in paths.log_file.read_text()
+
+
+def test_cursor_confirm_round_trip_with_hidden_text(hook_data: DataPaths) -> None:
+    paths = hook_data
+    with running_judge() as judge:
+        configure(paths, judge.url, confirm=True)
+        judge.script(sse(remember("支付页新流程的灰度开关是 pay_new_flow", "project")))
+        prompt_hook("cursor", "conv-1", "记住：支付页新流程的灰度开关是 pay_new_flow", "gen-1")
+        job = wait_for_judge(paths)
+        answer = stop_hook("cursor", "conv-1")
+        assert set(answer) == {"followup_message"}
+        visible = answer["followup_message"]
+        assert job["id"] not in visible  # the user-visible text carries no sessionID
+        # Cursor submits the follow-up as the next prompt: the hook swaps in the model text.
+        restored = prompt_hook("cursor", "conv-1", visible, "gen-2")
+        assert len(judge.requests) == 1  # the continuation is neither judged ...
+    context = restored["additional_context"]
+    assert f"sessionID：{job['id']}" in context and "MEMORY_CONFIRM_V1" in context
+    _, _, results = anyio.run(session_calls, "cursor", [
+        ("memory_resolve", {"sessionID": job["id"], "decision": "create_project"})])
+    assert not results[0].is_error, text_of(results[0])
+    [memory] = MemoryStore(paths).all()
+    assert (memory.category, memory.confidence) == ("project", 0.5)
