@@ -96,15 +96,23 @@ def check_engine(paths: DataPaths, wait_s: float = _ENGINE_WAIT_S) -> Check:
     from memself.engine.client import engine_status, ensure_started
 
     try:
-        status = engine_status(paths)
-        if status is None:
-            ensure_started(paths)
+        spawns = 0
         deadline = time.monotonic() + wait_s
+        next_nudge = 0.0
         while True:
             status = engine_status(paths)
             if status and (status.get("ready") or status.get("error")):
                 break
-            if time.monotonic() > deadline:
+            now = time.monotonic()
+            if status is None and now >= next_nudge:
+                # "spawned" again means the engine we started has died on start-up.
+                if ensure_started(paths) == "spawned":
+                    spawns += 1
+                    if spawns > 2:
+                        return Check("召回进程", False, "启动后立即退出" + _last_engine_error(paths),
+                                     "memself engine serve 在前台运行以查看错误")
+                next_nudge = now + 3.0
+            if now > deadline:
                 return Check("召回进程", False, f"{wait_s:g} 秒内没有就绪",
                              "memself engine status 查看详情；memself.log 里有启动错误")
             time.sleep(0.2)
@@ -117,6 +125,17 @@ def check_engine(paths: DataPaths, wait_s: float = _ENGINE_WAIT_S) -> Check:
     detail = f"运行中（pid {status.get('pid')}，{status.get('transport', '')}"
     detail += f"，预热 {warm:.1f} 秒）" if isinstance(warm, (int, float)) else "）"
     return Check("召回进程", True, detail)
+
+
+def _last_engine_error(paths: DataPaths) -> str:
+    try:
+        lines = paths.log_file.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return ""
+    for line in reversed(lines[-200:]):
+        if "engine" in line and ("failed" in line or "error" in line):
+            return "：" + line.split(" ", 2)[-1][:300]
+    return ""
 
 
 def check_judge(paths: DataPaths,
