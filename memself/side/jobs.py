@@ -94,8 +94,9 @@ def create_job(paths: DataPaths, job: Job) -> bool:
     payload = (json.dumps(job, ensure_ascii=False, indent=2) + "\n").encode("utf-8")
     fd, tmp = tempfile.mkstemp(prefix=".new-", suffix=".tmp", dir=folder)
     try:
+        # No fsync: this runs inside the prompt hook's budget, and a job lost in a crash only
+        # means a retried hook may judge that prompt again.
         os.write(fd, payload)
-        os.fsync(fd)
         os.close(fd)
         fd = -1
         os.chmod(tmp, 0o600)
@@ -121,7 +122,6 @@ def _create_excl(target: Path, payload: bytes) -> bool:
         return False
     try:
         os.write(fd, payload)
-        os.fsync(fd)
     finally:
         os.close(fd)
     return True

@@ -9,7 +9,6 @@ import contextlib
 import json
 import os
 import re
-import secrets as _random
 import time
 from pathlib import Path
 
@@ -33,7 +32,7 @@ def load_or_create_session_secret(paths: DataPaths) -> str:
     except FileNotFoundError:
         pass
     paths.ensure()
-    value = _random.token_hex(32)
+    value = os.urandom(32).hex()  # what secrets.token_hex does, without its imports
     try:
         fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:

@@ -8,7 +8,6 @@ sessionID still hashes the raw normalised prompt so that a retried hook maps to 
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from collections.abc import Callable
 from datetime import datetime
@@ -47,20 +46,32 @@ def judge_command(job_file: Path) -> list[str]:
 
 
 def spawn_judge(job_file: Path) -> int:
-    """Start the judge in its own session with no stdio, so it outlives the hook and its host;
-    returns its pid."""
+    """Start the judge in its own session with stdio on /dev/null, so it outlives the hook and
+    its host; returns its pid.
+
+    ``os.posix_spawn`` keeps ``subprocess`` (and the threading, signal and selectors modules it
+    pulls in) out of the hook process. Descriptors Python opened are non-inheritable, so only
+    the three standard ones reach the child, and those point at /dev/null.
+    """
     env = dict(os.environ)
     env["MEMORY_SIDE_JUDGE"] = "1"
     # The hook runs with -I, which ignores PYTHONPATH; the child must still see our package even
     # when it is not installed (a source checkout), so hand it the package's parent directory.
     package_parent = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = os.pathsep.join(p for p in (package_parent, env.get("PYTHONPATH", "")) if p)
-    process = subprocess.Popen(
-        judge_command(job_file),
-        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        close_fds=True, start_new_session=True, env=env, cwd=str(job_file.parent),
-    )
-    return process.pid
+    argv = judge_command(job_file)
+    actions = [(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+               (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
+               (os.POSIX_SPAWN_DUP2, 1, 2)]
+    try:
+        return os.posix_spawn(argv[0], argv, env, file_actions=actions, setsid=True)
+    except (AttributeError, NotImplementedError):  # pragma: no cover - platforms without it
+        import subprocess
+
+        process = subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL, close_fds=True, start_new_session=True, env=env)
+        return process.pid
 
 
 def maybe_start_judge(paths: DataPaths, config: Config, agent: str, session_key: str,
