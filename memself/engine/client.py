@@ -17,8 +17,8 @@ import time
 from memself.engine import instance_lock
 from memself.engine.location import (
     code_fingerprint,
+    dir_state,
     ensure_private_dir,
-    is_private_dir,
     locate,
     own_uid,
     package_parent,
@@ -135,7 +135,8 @@ class EngineClient:
     def _connect(self, deadline: float) -> tuple[_socket.socket, str | None]:
         location = self.location
         if hasattr(_socket, "AF_UNIX"):
-            if is_private_dir(location.runtime_dir):
+            state = dir_state(location.runtime_dir)
+            if state == "private":
                 sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
                 try:
                     sock.settimeout(_remaining(deadline))
@@ -154,7 +155,7 @@ class EngineClient:
                 except BaseException:
                     sock.close()
                     raise
-            elif os.path.lexists(location.runtime_dir):
+            elif state == "unsafe":
                 raise EngineRequestError(ERR_UNSAFE_DIR, f"{MESSAGES[ERR_UNSAFE_DIR]}："
                                          f"{location.runtime_dir}")
         return _connect_tcp(location.port_file, deadline)

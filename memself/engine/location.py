@@ -88,18 +88,24 @@ def locate(data_dir: str | os.PathLike[str]) -> EngineLocation:
     return EngineLocation(resolved, candidates[-1], key)
 
 
-def is_private_dir(path: str) -> bool:
-    """True if ``path`` is a real directory (no symlink) owned by us and closed to others."""
+def dir_state(path: str) -> str:
+    """"missing", "private" (a real directory, no symlink, ours, closed to others) or "unsafe".
+
+    One lstat, so a directory created by a concurrent engine between two checks cannot make a
+    missing directory look unsafe.
+    """
     try:
         info = os.lstat(path)
+    except FileNotFoundError:
+        return "missing"
     except OSError:
-        return False
+        return "unsafe"
     if not stat.S_ISDIR(info.st_mode):
-        return False
+        return "unsafe"
     uid = own_uid()
     if uid is None:  # no uids, no modes to check (Windows)
-        return True
-    return info.st_uid == uid and info.st_mode & 0o077 == 0
+        return "private"
+    return "private" if info.st_uid == uid and info.st_mode & 0o077 == 0 else "unsafe"
 
 
 def ensure_private_dir(path: str) -> None:

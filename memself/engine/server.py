@@ -119,7 +119,8 @@ class EngineServer:
         self._token = ""
         self._slots = threading.BoundedSemaphore(max_connections)
         self._stop = threading.Event()
-        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_r: socket.socket | None = None
+        self._wake_w: socket.socket | None = None
         self._counter_lock = threading.Lock()
         self._active = 0
         self._requests = 0
@@ -176,6 +177,7 @@ class EngineServer:
             return False
         self._service = service
         try:
+            self._wake_r, self._wake_w = socket.socketpair()
             if self.transport == "unix":
                 self._listen_unix()
             else:
@@ -252,14 +254,20 @@ class EngineServer:
         if not self._stop.is_set():
             self.stop_reason = reason
             self._stop.set()
-        with contextlib.suppress(OSError):
-            self._wake_w.send(b"x")
+        if self._wake_w is not None:
+            with contextlib.suppress(OSError):
+                self._wake_w.send(b"x")
 
     def serve_forever(self) -> None:
         """Accept connections until stopped or idle, then clean up (socket, port file, lock)."""
-        assert self._listener is not None
+        assert self._listener is not None and self._wake_r is not None
         try:
             while not self._stop.is_set():
+                if not self._socket_file_is_ours():
+                    # Deleted (a /tmp cleaner, a logout emptying /run/user): nobody can reach us,
+                    # and a successor cannot start while we hold the lock.
+                    self.shutdown("socket-removed")
+                    break
                 now = time.monotonic()
                 with self._counter_lock:
                     idle_for = now - self._last_activity if self._active == 0 else 0.0
@@ -275,6 +283,14 @@ class EngineServer:
                     self._accept()
         finally:
             self._close()
+
+    def _socket_file_is_ours(self) -> bool:
+        if self.transport != "unix":
+            return True
+        try:
+            return os.lstat(self.location.socket_path).st_ino == self._bound_inode
+        except OSError:
+            return False
 
     def _accept(self) -> None:
         assert self._listener is not None
@@ -316,8 +332,9 @@ class EngineServer:
         log(self.paths, "engine-exit", pid=self.pid, reason=self.stop_reason or "unknown",
             requests=self._requests)
         self.release()
-        self._wake_r.close()
-        self._wake_w.close()
+        for end in (self._wake_r, self._wake_w):
+            if end is not None:
+                end.close()
 
     def _remove_port_file(self) -> None:
         try:
@@ -356,7 +373,7 @@ class EngineServer:
                     return
             _send(conn, self._dispatch(request))
         except Exception as exc:  # a broken request must not kill the engine
-            log(self.paths, "engine-connection-error", error=_describe_error(exc))
+            log(self.paths, "engine-connection-error", error=_where(exc))
         finally:
             conn.close()
             with self._counter_lock:
@@ -408,7 +425,7 @@ class EngineServer:
             except MemselfError as exc:
                 return _error(ERR_SERVICE, str(exc) or None)
             except Exception as exc:  # report, keep serving
-                log(self.paths, "engine-service-error", op=op[:40], error=_describe_error(exc))
+                log(self.paths, "engine-service-error", op=op[:40], error=_where(exc))
                 return _error(ERR_INTERNAL)
         if not isinstance(result, dict):
             log(self.paths, "engine-service-error", op=op[:40], error="result is not a dict")
@@ -434,7 +451,7 @@ class EngineServer:
             try:
                 self._service.reload()
             except Exception as exc:  # stale data beats no engine
-                log(self.paths, "engine-reload-failed", error=_describe_error(exc))
+                log(self.paths, "engine-reload-failed", error=_where(exc))
             else:
                 self._reloads += 1
 
@@ -498,9 +515,22 @@ def _send(conn: socket.socket, response: dict, timeout: float = _WRITE_TIMEOUT_S
 
 
 def _describe_error(exc: BaseException) -> str:
-    # Type and a short message only: the message of a service error may quote user text.
+    """Type and a short message, for failures that involve no user text (start-up, warm-up):
+    ``engine status`` shows it to the user."""
     text = str(exc).replace("\n", " ")
     return f"{type(exc).__name__}: {text[:200]}" if text else type(exc).__name__
+
+
+def _where(exc: BaseException) -> str:
+    """Type and the innermost source line, never the message: errors raised while handling a
+    request may quote the prompt, and prompts must not reach the log."""
+    frame = exc.__traceback__
+    while frame is not None and frame.tb_next is not None:
+        frame = frame.tb_next
+    if frame is None:
+        return type(exc).__name__
+    code = frame.tb_frame.f_code
+    return f"{type(exc).__name__} at {os.path.basename(code.co_filename)}:{frame.tb_lineno}"
 
 
 def run_engine(paths: DataPaths, idle_minutes: float | None = None,
