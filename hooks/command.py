@@ -27,9 +27,8 @@ _PATTERNS = (
 
 def hook_command(host: str) -> list[str]:
     """Absolute argv for ``host``'s hooks: no shell features, no PATH lookup, no site-packages."""
-    from memself.hosts import HOSTS
-
     from memself.errors import InvalidInput
+    from memself.hosts import HOSTS
 
     if host not in HOSTS:
         raise InvalidInput(f"未知客户端「{host}」，可用：{'、'.join(HOSTS)}")

@@ -24,9 +24,8 @@ def _replies_file(argv: list[str]) -> str:
 def main() -> None:
     # The entry's own bootstrap, so this exercises the same package lookup hosts get.
     runpy.run_path(ENTRY, run_name="memself_entry")["_bootstrap"]()
-    from memself.hosts.base import HookReply
-
     from memself.hookrun import main as hookrun_main
+    from memself.hosts.base import HookReply
 
     replies_path = _replies_file(sys.argv)
     with open(replies_path, encoding="utf-8") as fh:

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+
 from memself.hooks.command import (
     ENTRY,
     hook_command,
