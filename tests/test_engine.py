@@ -294,6 +294,40 @@ def test_installed_code_change_restarts_engine(paths: DataPaths, tmp_path: Path)
     assert "engine-version-mismatch" in log_text(paths)
 
 
+_HOOK_SCRIPT = """
+import sys, time
+sys.path.insert(0, sys.argv[1])
+from memself.engine.client import recall_or_none
+from memself.paths import DataPaths
+assert "site" not in sys.modules  # really -I -S: no site-packages, no editable finder
+started = time.monotonic()
+result = recall_or_none(DataPaths.default(), "hello", 1.0)
+print(result is None, round(time.monotonic() - started, 3))
+"""
+
+
+def test_hook_process_spawns_engine_and_keeps_no_host_pipe(paths: DataPaths) -> None:
+    # The hook runs as ``python -I -S``; the engine it spawns must still import memself, and it
+    # must not inherit the host's pipes (the host would wait for EOF as long as the engine lives).
+    extra_r, extra_w = os.pipe()
+    try:
+        done = subprocess.run(
+            [sys.executable, "-I", "-S", "-c", _HOOK_SCRIPT, str(REPO_ROOT)],
+            capture_output=True, text=True, timeout=20, pass_fds=(extra_w,), check=True)
+        os.close(extra_w)
+        extra_w = -1
+        cold, seconds = done.stdout.split()
+        assert cold == "True" and float(seconds) < 0.5  # no engine yet: answered without recall
+        result = wait_for(lambda: ready_recall(paths), 15)
+        assert result["rules"][0]["id"] == "r1"  # type: ignore[index]
+        os.set_blocking(extra_r, False)
+        assert os.read(extra_r, 1) == b""  # EOF: nobody else holds the write end
+    finally:
+        os.close(extra_r)
+        if extra_w >= 0:
+            os.close(extra_w)
+
+
 def test_cli_engine_commands(paths: DataPaths, monkeypatch: pytest.MonkeyPatch) -> None:
     from click.testing import CliRunner
 

@@ -33,7 +33,11 @@ class EngineService(Protocol):
       "service-error"; an unknown op should raise ``memself.errors.InvalidInput``.
     - ``reload`` is called, under the same lock, before the first request that sees a changed
       data file (``rule.jsonl``, ``project.jsonl``, ``config.json``, the index directory).
-    - Optional: ``describe() -> dict`` adds service details to the ``status`` op.
+      ``reload`` may also follow the service's own writes (an index it saved), so it should be
+      incremental (content hashes) rather than start from scratch.
+    - Optional: ``describe() -> dict`` adds service details to the ``status`` op;
+      ``watched_paths() -> list[Path]`` replaces the default watched files; ``close()`` runs
+      when the engine exits.
     """
 
     def warm_up(self) -> None: ...

@@ -137,7 +137,10 @@ class EngineClient:
         if hasattr(_socket, "AF_UNIX"):
             state = dir_state(location.runtime_dir)
             if state == "private":
-                sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+                try:
+                    sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+                except OSError:  # out of descriptors, say
+                    raise EngineRequestError(ERR_UNREACHABLE) from None
                 try:
                     sock.settimeout(_remaining(deadline))
                     sock.connect(location.socket_path)
@@ -181,7 +184,10 @@ def _connect_tcp(port_file: str, deadline: float) -> tuple[_socket.socket, str |
         raise EngineRequestError(ERR_UNREACHABLE) from None
     except (OSError, ValueError, KeyError, TypeError):
         raise EngineRequestError(ERR_UNREACHABLE) from None
-    sock = _socket.socket(_socket.AF_INET, _socket.SOCK_STREAM)
+    try:
+        sock = _socket.socket(_socket.AF_INET, _socket.SOCK_STREAM)
+    except OSError:
+        raise EngineRequestError(ERR_UNREACHABLE) from None
     try:
         sock.settimeout(_remaining(deadline))
         sock.connect(("127.0.0.1", port))
@@ -231,9 +237,11 @@ def spawn_engine(paths: DataPaths, *, idle_minutes: float | None = None,
     if lock_fd is not None:
         command += ["--lock-fd", str(lock_fd)]
     try:
-        if hasattr(os, "posix_spawn") and os.path.isdir(_FD_DIR):
+        try:
+            if not (hasattr(os, "posix_spawn") and os.path.isdir(_FD_DIR)):
+                raise NotImplementedError
             pid = _spawn_posix(command, env, lock_fd)
-        else:
+        except NotImplementedError:  # no posix_spawn, no /dev/fd, or no POSIX_SPAWN_SETSID
             pid = _spawn_subprocess(command, env, lock_fd)
     except OSError as exc:
         raise EngineRequestError(ERR_SPAWN, f"{MESSAGES[ERR_SPAWN]}：{exc}") from None
@@ -309,6 +317,7 @@ def ensure_started(paths: DataPaths, *, idle_minutes: float | None = None,
     and a new one spawned) or "unresponsive" (one holds the lock but does not answer in time).
     Raises EngineRequestError only for an unsafe runtime directory or a failed spawn.
     """
+    _reap()
     client = client or EngineClient(paths)
     try:
         info = client.ping(timeout_s=0.3)
@@ -341,12 +350,13 @@ def recall_or_none(paths: DataPaths, text: str, budget_s: float, *,
     payload["text"] = text[:RECALL_TEXT_MAX_CHARS]
     try:
         return client.request(OP_RECALL, payload, budget_s, wait_ready_s=budget_s)
-    except EngineRequestError as exc:
+    except (EngineRequestError, OSError) as exc:
+        code = exc.code if isinstance(exc, EngineRequestError) else ERR_UNREACHABLE
         try:
-            if exc.code in (ERR_UNREACHABLE, ERR_VERSION_MISMATCH):
+            if code in (ERR_UNREACHABLE, ERR_VERSION_MISMATCH):
                 # Gone (a no-op if another engine is starting), or exiting: the new one waits
                 # for the old one's lock.
-                spawn_engine(paths, replace=exc.code == ERR_VERSION_MISMATCH)
+                spawn_engine(paths, replace=code == ERR_VERSION_MISMATCH)
         except (OSError, EngineUnavailable):
             pass
         return None

@@ -185,6 +185,9 @@ class EngineServer:
         except BaseException:
             self.release()
             raise
+        watched = getattr(service, "watched_paths", None)
+        if callable(watched):
+            self._watched = [Path(path) for path in watched()]
         self._stamps = [_stamp(path) for path in self._watched]
         self._last_activity = time.monotonic()
         log(self.paths, "engine-start", pid=self.pid, transport=self.transport,
