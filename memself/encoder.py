@@ -135,10 +135,27 @@ def _load_hub(settings: ModelSettings) -> Any:
 def download_failure_message(model_id: str, endpoint: str, exc: BaseException) -> str:
     """The one message a failed download ends with: why, then the three ways out."""
     return (
-        f"无法从 {endpoint} 下载嵌入模型 {model_id}：{_reason(exc)}。"
+        f"无法从 {endpoint} 下载嵌入模型 {model_id}：{_download_reason(exc)}。"
         f"解决办法任选其一：使用镜像，如 HF_ENDPOINT={MIRROR} memself rebuild-index；"
         f"或把模型下载到本地文件夹后运行 memself config model /path/to/folder；"
         f"或改用无需联网的离线模型：memself config model {OFFLINE_MODEL}")
+
+
+def _download_reason(exc: BaseException) -> str:
+    """A short Chinese cause; transformers rewraps hub errors, so look down the whole chain."""
+    chain: list[BaseException] = []
+    cur: BaseException | None = exc
+    while cur is not None and len(chain) < 10:
+        chain.append(cur)
+        cur = cur.__cause__ or cur.__context__
+    names = {type(e).__name__ for e in chain}
+    text = " ".join(str(e) for e in chain).lower()
+    if names & {"RepositoryNotFoundError", "GatedRepoError"} or "404" in text:
+        return "找不到该模型（名称有误、仓库不存在或需要登录）"
+    if names & {"ConnectError", "ConnectTimeout", "ReadTimeout", "TimeoutException",
+                "ConnectionError", "LocalEntryNotFoundError"} or "connect" in text:
+        return "连不上模型仓库"
+    return _reason(exc)
 
 
 def _reason(exc: BaseException) -> str:

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+pytest_plugins = ["tests.model_fixtures"]
+
 REAL_HOME = Path(os.path.expanduser("~")).resolve()
 REPO_ROOT = Path(__file__).resolve().parent.parent
 _HOST_DIRS = (".memory-self-evolution", ".claude", ".claude.json", ".cursor", ".codebuddy",

