@@ -578,6 +578,6 @@ def test_client_is_light_on_the_hook_path() -> None:
                           capture_output=True, text=True, timeout=30, check=True)
     loaded = set(done.stdout.split())
     assert "memself.engine.client" in loaded
-    heavy = {"subprocess", "socket", "selectors", "hashlib", "pathlib", "threading", "typing",
+    heavy = {"subprocess", "socket", "selectors", "hashlib", "pathlib", "threading", "typing", "fcntl",
              "numpy", "torch", "sentence_transformers", "httpx", "mcp", "click", "jieba"}
     assert loaded.isdisjoint(heavy), loaded & heavy

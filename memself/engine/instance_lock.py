@@ -7,18 +7,20 @@ The kernel drops the lock when its holder dies, so a crashed engine never blocks
 from __future__ import annotations
 
 import os
+import sys
 
-try:
-    import fcntl
-except ImportError:  # Windows
-    fcntl = None  # type: ignore[assignment]
+# fcntl is imported where used: a warm engine answers the hook without any lock, so the hook
+# should not pay for loading the extension module.
+_POSIX_LOCKS = sys.platform != "win32"
 
 
 def try_lock(path: str) -> int | None:
     """Take the lock without waiting; the open fd (keep it open to hold the lock) or None."""
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     try:
-        if fcntl is not None:
+        if _POSIX_LOCKS:
+            import fcntl
+
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         else:
             import msvcrt
@@ -33,13 +35,15 @@ def try_lock(path: str) -> int | None:
 def can_hand_over() -> bool:
     """True where a locked fd passed to a child keeps the lock (flock locks belong to the open
     file, which the child shares); Windows' byte-range locks do not survive that."""
-    return fcntl is not None
+    return _POSIX_LOCKS
 
 
 def holds(fd: int) -> bool:
     """True if ``fd`` (handed over by the spawning client) carries the lock for us."""
-    if fcntl is None:
+    if not _POSIX_LOCKS:
         return False
+    import fcntl
+
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # a no-op when this open file holds it
     except OSError:
