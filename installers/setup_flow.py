@@ -166,9 +166,9 @@ def run_setup(opts: SetupOptions, prompter: Prompter, echo: Echo, *,
         echo("没有检测到已安装的客户端（~/.cursor、~/.codebuddy、~/.workbuddy、~/.claude 都不存在）。"
              "装好客户端后重新运行 memself setup，或用 --only 指定一端。")
     answers = Answers()
-    if full and opts.interactive:
+    if full and opts.interactive and not opts.dry_run:
         answers = ask_questions(prompter, hosts, echo)
-    elif full:
+    elif full and not opts.interactive:
         echo("没有终端：不提问，也不改已有配置；照常准备模型并注册。")
 
     if opts.dry_run:
