@@ -148,8 +148,13 @@ def _drive(spec: dict[str, Any], label: str) -> ClientRun:
 
 def run_claude(clients: Clients, home: Path, prompt: str, *, cwd: Path,
                memself_home: Path, extra_args: Sequence[str] = (),
-               extra_env: Mapping[str, str] | None = None, timeout: float = 120) -> ClientRun:
-    """``claude -p PROMPT --output-format json`` in ``home`` against the fake Anthropic API."""
+               extra_env: Mapping[str, str] | None = None, timeout: float = 120,
+               files: Mapping[str, str] | None = None,
+               rules: Sequence[Mapping[str, Any]] = ()) -> ClientRun:
+    """``claude -p PROMPT --output-format json`` in ``home`` against the fake Anthropic API.
+
+    ``files`` are written first (``{base}`` becomes the fake API's address); ``rules`` script
+    the fake API's replies (``fakeapi.match_rule``)."""
     (home / "tmp").mkdir(parents=True, exist_ok=True)
     env = _base_env(home, memself_home) | {
         "ANTHROPIC_BASE_URL": "{base}", "ANTHROPIC_API_KEY": "sk-ant-fake",
@@ -157,7 +162,8 @@ def run_claude(clients: Clients, home: Path, prompt: str, *, cwd: Path,
         "DISABLE_TELEMETRY": "1", "DISABLE_ERROR_REPORTING": "1",
     } | dict(extra_env or {})
     spec = {"argv": [*clients.claude, "-p", prompt, "--output-format", "json", *extra_args],
-            "env": env, "cwd": str(cwd), "mode": "plain", "timeout": timeout}
+            "env": env, "cwd": str(cwd), "mode": "plain", "timeout": timeout,
+            "files": dict(files or {}), "rules": [dict(r) for r in rules]}
     return _drive(spec, "claude runs")
 
 

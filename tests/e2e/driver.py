@@ -6,7 +6,8 @@ fake API and the client share a namespace that has only loopback. Standard libra
 SPEC: ``argv``, ``env``, ``cwd``, ``files`` (path -> text, written first), ``stdin`` (text),
 ``mode`` (``plain``: write stdin and close; ``stream-json``: write stdin, keep it open until the
 session has been idle for ``idle_s`` after a ``result`` message), ``timeout``, ``netns`` (bring
-``lo`` up first). ``{base}`` in env values, argv and files becomes the fake API's address.
+``lo`` up first), ``rules`` (scripted replies of the fake API, see ``fakeapi.match_rule``).
+``{base}`` in env values, argv and files becomes the fake API's address.
 """
 
 from __future__ import annotations
@@ -101,7 +102,7 @@ def main() -> None:
         spec = json.load(fh)
     if spec.get("netns"):
         lo_up()
-    with FakeAPI() as api:
+    with FakeAPI(spec.get("rules")) as api:
         sub = lambda text: text.replace("{base}", api.base)  # noqa: E731
         env = {key: sub(value) for key, value in spec["env"].items()}
         for path, text in spec.get("files", {}).items():

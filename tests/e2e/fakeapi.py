@@ -17,6 +17,7 @@ class Recorder:
         self.lock = threading.Lock()
         self.requests: list[dict[str, Any]] = []
         self.replies = 0
+        self.rules: list[dict[str, Any]] = []  # scripted replies (match_rule); none by default
 
     def add(self, method: str, path: str, body: bytes) -> int:
         try:
@@ -86,6 +87,60 @@ def openai_message(text: str, model: str, n: int) -> dict[str, Any]:
             "usage": {"prompt_tokens": 12, "completion_tokens": 5, "total_tokens": 17}}
 
 
+def anthropic_tool_stream(name: str, tool_input: dict[str, Any], model: str, n: int) -> bytes:
+    usage = {"input_tokens": 12, "output_tokens": 1, "cache_creation_input_tokens": 0,
+             "cache_read_input_tokens": 0}
+    return _sse([
+        ("message_start", {"type": "message_start", "message": {
+            "id": f"msg_fake_{n}", "type": "message", "role": "assistant", "model": model,
+            "content": [], "stop_reason": None, "stop_sequence": None, "usage": usage}}),
+        ("content_block_start", {"type": "content_block_start", "index": 0, "content_block": {
+            "type": "tool_use", "id": f"toolu_fake_{n}", "name": name, "input": {}}}),
+        ("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": {
+            "type": "input_json_delta", "partial_json": json.dumps(tool_input, ensure_ascii=False)}}),
+        ("content_block_stop", {"type": "content_block_stop", "index": 0}),
+        ("message_delta", {"type": "message_delta",
+                           "delta": {"stop_reason": "tool_use", "stop_sequence": None},
+                           "usage": {"output_tokens": 5}}),
+        ("message_stop", {"type": "message_stop"}),
+    ])
+
+
+def match_rule(rules: list[dict[str, Any]], path: str, body: Any) -> dict[str, Any] | None:
+    """The first scripted rule for this request, with ``{name}`` captures filled into its input.
+
+    A rule: ``path`` (suffix), ``scope`` (``body`` or ``last_message``), ``contains`` and
+    ``excludes`` (substrings), optional ``capture`` {field: regex with one group}, and the reply:
+    ``text`` or ``tool_use`` {name, input}. Without rules the server answers "OK" as before.
+    """
+    import re
+
+    for rule in rules:
+        if not path.endswith(rule.get("path", "")):
+            continue
+        target: Any = body
+        if rule.get("scope") == "last_message" and isinstance(body, dict) and body.get("messages"):
+            target = body["messages"][-1]
+        text = json.dumps(target, ensure_ascii=False)
+        if not all(c in text for c in rule.get("contains", [])):
+            continue
+        if any(c in text for c in rule.get("excludes", [])):
+            continue
+        captured: dict[str, str] = {}
+        for field, pattern in rule.get("capture", {}).items():
+            found = re.search(pattern, text)
+            if found is None:
+                break
+            captured[field] = found.group(1)
+        else:
+            out = dict(rule)
+            if "tool_use" in rule:
+                tool_input = {k: captured.get(k, v) for k, v in rule["tool_use"]["input"].items()}
+                out["tool_use"] = {"name": rule["tool_use"]["name"], "input": tool_input}
+            return out
+    return None
+
+
 def make_handler(recorder: Recorder) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -137,14 +192,20 @@ def make_handler(recorder: Recorder) -> type[BaseHTTPRequestHandler]:
                 self._json({"input_tokens": 42})
             elif path.endswith("/messages"):
                 n = recorder.next_reply()
-                text = f"OK (fake reply #{n})"
-                if stream:
+                rule = match_rule(recorder.rules, path, body)
+                text = rule["text"] if rule and "text" in rule else f"OK (fake reply #{n})"
+                if rule and "tool_use" in rule and stream:
+                    tool = rule["tool_use"]
+                    self._send(200, anthropic_tool_stream(tool["name"], tool["input"], model, n),
+                               "text/event-stream")
+                elif stream:
                     self._send(200, anthropic_stream(text, model, n), "text/event-stream")
                 else:
                     self._json(anthropic_message(text, model, n))
             elif path.endswith("/chat/completions"):
                 n = recorder.next_reply()
-                text = f"OK (fake reply #{n})"
+                rule = match_rule(recorder.rules, path, body)
+                text = rule["text"] if rule and "text" in rule else f"OK (fake reply #{n})"
                 if stream:
                     self._send(200, openai_stream(text, model, n), "text/event-stream")
                 else:
@@ -158,8 +219,9 @@ def make_handler(recorder: Recorder) -> type[BaseHTTPRequestHandler]:
 class FakeAPI:
     """One server for both protocols (paths differ); ``base`` is ``http://127.0.0.1:<port>``."""
 
-    def __init__(self) -> None:
+    def __init__(self, rules: list[dict[str, Any]] | None = None) -> None:
         self.recorder = Recorder()
+        self.recorder.rules = list(rules or [])
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), make_handler(self.recorder))
         self.server.daemon_threads = True
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
