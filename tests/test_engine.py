@@ -581,3 +581,41 @@ def test_client_is_light_on_the_hook_path() -> None:
     heavy = {"subprocess", "socket", "selectors", "hashlib", "pathlib", "threading", "typing", "fcntl",
              "numpy", "torch", "sentence_transformers", "httpx", "mcp", "click", "jieba"}
     assert loaded.isdisjoint(heavy), loaded & heavy
+
+
+def test_location_is_short_stable_and_per_data_dir(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(RUNTIME_ENV, raising=False)
+    data = tmp_path / "data"
+    data.mkdir()
+    alias = tmp_path / "alias"
+    alias.symlink_to(data)
+    xdg = tmp_path / "xdg"
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(xdg))
+    here = locate(data)
+    assert here.socket_path == str(xdg / "memself" / f"{here.key}.sock")
+    assert locate(alias).key == here.key  # the resolved directory decides
+    assert locate(tmp_path / "other").key != here.key
+    assert here.port_file == str(data / "engine-port.json")
+
+    long_xdg = tmp_path / ("x" * 120)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(long_xdg))
+    fallback = locate(data)  # sun_path would overflow: the short /tmp directory instead
+    assert fallback.runtime_dir == f"/tmp/memself-{os.getuid()}"
+    assert len(fallback.socket_path.encode()) <= 100
+
+
+def test_hook_with_closed_stdin_still_hands_over_the_lock(paths: DataPaths) -> None:
+    script = (
+        "import os, sys; os.close(0); sys.path.insert(0, sys.argv[1])\n"
+        "from memself.engine.client import ensure_started\n"
+        "from memself.paths import DataPaths\n"
+        "print(ensure_started(DataPaths.default()))\n"
+    )
+    done = subprocess.run([sys.executable, "-I", "-S", "-c", script, str(REPO_ROOT)],
+                          capture_output=True, text=True, timeout=20, check=True)
+    assert done.stdout.strip() == "spawned"
+    assert wait_for(lambda: ready_recall(paths), 15)
+    from memself.engine import instance_lock
+
+    assert instance_lock.is_held(locate(paths.root).lock_path)  # the engine really holds it

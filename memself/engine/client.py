@@ -222,6 +222,8 @@ def spawn_engine(paths: DataPaths, *, idle_minutes: float | None = None,
         try:
             ensure_private_dir(location.runtime_dir)
             lock_fd = instance_lock.try_lock(location.lock_path)
+            if lock_fd is not None:
+                lock_fd = instance_lock.above_stdio(lock_fd)
         except OSError as exc:
             raise EngineRequestError(ERR_UNSAFE_DIR, f"{MESSAGES[ERR_UNSAFE_DIR]}：{exc}") from None
         if lock_fd is None and not replace:

@@ -38,17 +38,33 @@ def can_hand_over() -> bool:
     return _POSIX_LOCKS
 
 
-def holds(fd: int) -> bool:
-    """True if ``fd`` (handed over by the spawning client) carries the lock for us."""
+def holds(fd: int, path: str) -> bool:
+    """True if ``fd`` (handed over by the spawning client) is the lock file ``path`` and carries
+    the lock for us."""
     if not _POSIX_LOCKS:
         return False
     import fcntl
 
     try:
+        mine, theirs = os.fstat(fd), os.stat(path)
+        if (mine.st_dev, mine.st_ino) != (theirs.st_dev, theirs.st_ino):
+            return False
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # a no-op when this open file holds it
     except OSError:
         return False
     return True
+
+
+def above_stdio(fd: int) -> int:
+    """``fd`` moved to a number above 2 (same open file, so the lock stays): a host that closed
+    our stdin would otherwise see the child's /dev/null redirection overwrite the lock fd."""
+    if fd > 2 or not _POSIX_LOCKS:
+        return fd
+    import fcntl
+
+    moved = fcntl.fcntl(fd, fcntl.F_DUPFD, 3)
+    os.close(fd)
+    return moved
 
 
 def release(fd: int) -> None:

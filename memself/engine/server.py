@@ -145,12 +145,12 @@ class EngineServer:
         """
         ensure_private_dir(self.location.runtime_dir)
         if handed_fd is not None:
-            if instance_lock.holds(handed_fd):
+            if instance_lock.holds(handed_fd, self.location.lock_path):
                 os.set_inheritable(handed_fd, False)  # our own children must not keep the lock
                 self._lock_fd = handed_fd
                 instance_lock.write_owner(handed_fd, self.pid)
                 return True
-            instance_lock.release(handed_fd)
+            # Not our lock file (or not locked): leave that descriptor alone and lock normally.
         deadline = time.monotonic() + self.lock_wait_s
         while True:
             fd = instance_lock.try_lock(self.location.lock_path)
