@@ -15,11 +15,11 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from memself.errors import MemselfError
 from memself.hooks.command import ENTRY
 from memself.installers import INSTALLERS
 from memself.installers.base import InstallContext
-
-from memself.errors import MemselfError
 
 FIXTURES = Path(__file__).parent / "fixtures" / "installers"
 SKILL = FIXTURES / "_skill" / "memory-self-evolution-manage"
