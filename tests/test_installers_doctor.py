@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import shutil
+import signal
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from memself.errors import MemselfError
 from memself.installers import doctor
 from memself.installers.base import InstallContext
 from memself.installers.cursor import INSTALLER as CURSOR
@@ -13,6 +20,7 @@ from memself.paths import DataPaths
 from tests.fakes.judge_server import Reply, running_judge, sse
 from tests.side_helpers import API_KEY, configure
 
+REPO = Path(__file__).resolve().parent.parent
 SKILL = Path(__file__).parent / "fixtures" / "installers" / "_skill" / "memory-self-evolution-manage"
 
 
@@ -88,3 +96,45 @@ def test_render_counts_problems() -> None:
                    doctor.Check("c", None, "没装")], lines.append)
     assert lines == ["✓ a：好", "✗ b：坏", "    修复：修它", "- c：没装",
                      "发现 1 个问题，按上面的「修复」处理。"]
+
+
+@pytest.fixture
+def engine_paths(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[DataPaths]:
+    """Spawned engines host the engine tests' small service (no model); all stop at teardown."""
+    from memself.engine import client as engine_client
+    from memself.engine.base import SERVICE_ENV
+    from memself.engine.location import RUNTIME_ENV
+
+    runtime = Path(tempfile.mkdtemp(prefix="msd-", dir="/tmp"))
+    monkeypatch.setenv(RUNTIME_ENV, str(runtime / "rt"))
+    monkeypatch.setenv(SERVICE_ENV, "tests.engine_test_service:make")
+    old = os.environ.get("PYTHONPATH", "")
+    monkeypatch.setenv("PYTHONPATH", str(REPO) + (os.pathsep + old if old else ""))
+    paths = DataPaths.default()
+    paths.ensure()
+    yield paths
+    with contextlib.suppress(MemselfError):
+        engine_client.stop_engine(paths, timeout_s=3.0)
+    for pid in list(engine_client._SPAWNED_PIDS):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, 0)
+    shutil.rmtree(runtime, ignore_errors=True)
+
+
+def test_engine_is_started_and_reported_ready(engine_paths: DataPaths) -> None:
+    check = doctor.check_engine(engine_paths, wait_s=60)
+    assert check.ok is True and "运行中" in check.summary, check.summary
+
+
+def test_engine_that_cannot_load_its_model_is_reported(engine_paths: DataPaths,
+                                                       monkeypatch: pytest.MonkeyPatch,
+                                                       tmp_path: Path) -> None:
+    from tests.engine_test_service import WARM_UP_FAIL_ENV
+
+    marker = tmp_path / "fail"
+    marker.write_text("1")
+    monkeypatch.setenv(WARM_UP_FAIL_ENV, str(marker))
+    check = doctor.check_engine(engine_paths, wait_s=60)
+    assert check.ok is False and "模型文件缺失（测试）" in check.summary, check.summary
