@@ -121,12 +121,16 @@ def convert_legacy_blocking(paths: DataPaths, echo: Echo) -> None:
         echo(f"  {paths.config}：去掉旧的阻塞模式设置 sideJudge=false，改走旁路判别")
 
 
-def render_results(report: HostReport, echo: Echo, show_diff: bool) -> None:
+def render_results(report: HostReport, echo: Echo, show_diff: bool,
+                   only_changed: bool = False) -> None:
     echo(f"{report.label}：")
     if report.error:
         echo(f"  未改动任何文件：{report.error}")
         return
-    for result in report.results:
+    shown = [r for r in report.results if r.changed or r.manual or not only_changed]
+    if not shown:
+        echo("  没有本插件的内容")
+    for result in shown:
         echo(f"  {result.target}")
         echo(f"    {result.purpose}：{result.detail}")
         if result.manual:
@@ -247,7 +251,7 @@ def run_uninstall(only: str | None, dry_run: bool, echo: Echo, *, home: Path | N
     reports = register(hosts, ctx, dry_run, removing=True)
     echo("将要移除：" if dry_run else "移除结果：")
     for report in reports:
-        render_results(report, echo, show_diff=dry_run)
+        render_results(report, echo, show_diff=dry_run, only_changed=True)
     if only is None:
         echo(f"{paths.root}：")
         for name in _REMOVED_DATA:
