@@ -27,7 +27,7 @@ _JUDGE_TIMEOUT_S = 20.0
 @dataclass(frozen=True)
 class Check:
     name: str
-    ok: bool | None  # None: nothing wrong, but nothing there either (a client not installed)
+    ok: bool | None  # None: not a fault, but not there either (a client not installed, no judge)
     summary: str
     fix: str = ""
 
@@ -152,7 +152,9 @@ def check_judge(paths: DataPaths,
                                         ("sideApiModel", cfg.sideApiModel), ("apiKey", key))
                if not value]
     if missing:
-        return Check("旁路判别", False, f"接口没配齐（缺 {'、'.join(missing)}），不会沉淀新记忆",
+        # A supported state (the README's "没配齐接口时"): recall works, nothing new is learnt.
+        return Check("旁路判别", None, f"接口没配齐（缺 {'、'.join(missing)}），已有记忆照常注入和召回，"
+                                    "但不会沉淀新记忆",
                      "memself setup，或 memself config sideApiBase/sideApiModel 并写入 "
                      f"{paths.side_secret}")
     if chat is None:
