@@ -208,3 +208,24 @@ def test_removal_of_a_file_we_created_deletes_it(folder: Path) -> None:
     outcome = jsonfile.apply_removal(path, entries.remove_nested_hooks, install)
     assert outcome.after is None and not path.exists()
     assert os.listdir(folder) == []
+
+
+def test_paths_with_spaces_are_quoted_and_still_recognised(folder: Path) -> None:
+    import shlex
+
+    from memself.installers.base import InstallContext
+    from memself.installers.cursor import INSTALLER
+
+    def command(host: str) -> str:
+        return shlex.join(["/opt/My Python/bin/python", "-I", "-S",
+                           "/Users/dev/My Projects/memself/hooks/entry.py", "--agent", host])
+
+    skill = Path(__file__).parent / "fixtures/installers/_skill/memory-self-evolution-manage"
+    ctx = InstallContext(home=folder, skill_source=skill, hook_command=command)
+    INSTALLER.apply(ctx)
+    first = (folder / ".cursor/hooks.json").read_bytes()
+    assert "'/Users/dev/My Projects/memself/hooks/entry.py'" in first.decode()
+    INSTALLER.apply(ctx)
+    assert (folder / ".cursor/hooks.json").read_bytes() == first
+    INSTALLER.remove(ctx)
+    assert not (folder / ".cursor/hooks.json").exists()
