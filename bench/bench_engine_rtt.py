@@ -58,6 +58,18 @@ _PING = _IMPORT_ONLY + (
 )
 
 
+# The same round trip without memself.paths (dataclasses, inspect, pathlib): how much of the
+# hook's import cost is the engine client's own.
+_PING_BARE = (
+    "import os, sys; sys.path.insert(0, sys.argv[1])\n"
+    "from memself.engine.client import EngineClient\n"
+    "class Paths:\n"
+    "    root = os.environ['MEMSELF_HOME']\n"
+    "info = EngineClient(Paths()).ping(1.0)\n"
+    "assert info['ready'], info\n"
+)
+
+
 def _percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     index = min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))
@@ -97,6 +109,8 @@ def main() -> int:
         "`-I -S`, import engine client": [python, "-I", "-S", "-c", _IMPORT_ONLY, str(REPO_ROOT)],
         "`-I -S`, import client + `ping` (warm engine)": [
             python, "-I", "-S", "-c", _PING, str(REPO_ROOT)],
+        "`-I -S`, client + `ping`, without memself.paths": [
+            python, "-I", "-S", "-c", _PING_BARE, str(REPO_ROOT)],
     }
     try:
         call_engine(paths, "ping", None, timeout_s=30)
