@@ -83,7 +83,7 @@ def test_confirm_on_dialog_contents_checklist_21() -> None:
     paths, store = env()
     target = store.create("git 提交信息使用英文", "rule", NOW - timedelta(days=2))
     a = ready(paths, "记住：以后回答都用中文", proposal("回答问题时使用中文"))
-    b = ready(paths, "提交信息也要写 Conventional Commits", turn="t2",
+    b = ready(paths, "提交信息也要写 Conventional Commits", turn="t2", at=NOW + timedelta(seconds=1),
               prop=proposal("提交信息遵循 Conventional Commits", "merge", target=target,
                             merged="git 提交信息使用英文并遵循 Conventional Commits"))
     visible, model = stop(paths, store)
@@ -234,7 +234,7 @@ def test_cursor_restore_rebuilds_result_lines_without_file() -> None:
 def test_take_followup_real_clock_and_pair_saved() -> None:
     from memself.side.followup import take_followup
 
-    paths, store = env()
+    paths, _ = env()
     set_config_value(paths, "sideWaitMs", "300")
     sid = start_job(paths, "记住：以后回答都用中文", agent="cursor", session="conv-9")
     other = ready(paths, "记住：提交前先跑测试", proposal("提交代码前先运行全部测试"),

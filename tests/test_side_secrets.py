@@ -29,17 +29,22 @@ def test_secret_created_once_mode_600_and_reread() -> None:
 def test_secret_race_gives_one_value() -> None:
     paths = DataPaths.default()
     results: list[str] = []
+    errors: list[BaseException] = []
     barrier = threading.Barrier(8)
 
     def worker() -> None:
         barrier.wait()
-        results.append(load_or_create_session_secret(paths))
+        try:
+            results.append(load_or_create_session_secret(paths))
+        except BaseException as exc:  # a thread's exception would otherwise vanish
+            errors.append(exc)
 
     threads = [threading.Thread(target=worker) for _ in range(8)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
+    assert errors == []
     assert len(set(results)) == 1 and len(results) == 8
 
 

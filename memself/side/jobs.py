@@ -221,7 +221,7 @@ def list_jobs(paths: DataPaths, now: datetime) -> list[Job]:
         jobs.append(job)
     if expired:
         _delete_expired(paths, expired, now)
-    jobs.sort(key=lambda j: str(j.get("startedAt", "")))
+    jobs.sort(key=lambda j: (str(j.get("startedAt", "")), str(j.get("id", ""))))
     return jobs
 
 

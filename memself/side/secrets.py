@@ -28,7 +28,7 @@ def load_or_create_session_secret(paths: DataPaths) -> str:
     """
     target = paths.session_secret
     try:
-        return _read_secret(target)
+        return _read_secret_waiting(target)
     except FileNotFoundError:
         pass
     paths.ensure()
@@ -38,7 +38,7 @@ def load_or_create_session_secret(paths: DataPaths) -> str:
     except FileExistsError:
         return _read_secret_waiting(target)
     try:
-        os.write(fd, (value + "\n").encode("ascii"))
+        os.write(fd, (value + "\n").encode("ascii"))  # one write: readers see 0 or 65 bytes
         os.fsync(fd)
     finally:
         os.close(fd)
@@ -53,14 +53,11 @@ def _read_secret(target: Path) -> str:
 
 
 def _read_secret_waiting(target: Path) -> str:
-    # The winner creates the file and writes 65 bytes right after; give it a moment.
+    # An empty file is another process's exclusive create in progress: give it a moment.
     for _ in range(50):
-        try:
-            return _read_secret(target)
-        except CorruptFile:
-            if target.stat().st_size >= 64:
-                raise
-            time.sleep(0.01)
+        if target.stat().st_size > 0:
+            break
+        time.sleep(0.01)
     return _read_secret(target)
 
 
