@@ -122,7 +122,7 @@ class MemoryTools:
                 dead = sum(1 for m in memories if not m.active)
                 extra = f"（其中已废弃 {dead} 条）" if dead else ""
                 lines.append(f"{group:<7} {len(memories)} 条{extra} —— {hints[group]}")
-        if args.get("open") is True:
+        if args.get("open") in (True, "true"):  # some clients send booleans as strings
             store.refresh_snapshot(self.now_fn())
             self.opener(self.paths.html.resolve().as_uri())
             lines.append(f"已刷新并打开 {self.paths.html}")
