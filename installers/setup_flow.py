@@ -203,9 +203,20 @@ def _prepare(paths: DataPaths, prepare: Callable[[str, Echo], ModelReady], echo:
     ready = prepare(model, echo)
     if ready.fell_back:
         set_config_value(paths, "model", ready.model)
+        _stop_engine(paths)
         echo(f"  {paths.config}：model = {ready.model}（连上模型仓库后可改回："
              f"memself config model {model}，再运行 memself rebuild-index）")
     echo(f"向量模型就绪：{ready.model}")
+
+
+def _stop_engine(paths: DataPaths) -> None:
+    """A running engine still holds the model that failed; the next hook starts a fresh one."""
+    try:
+        from memself.engine.client import stop_engine
+
+        stop_engine(paths, timeout_s=5.0)
+    except (MemselfError, OSError, ImportError):
+        pass
 
 
 def _footer(hosts: Sequence[str], reports: Sequence[HostReport], paths: DataPaths, echo: Echo,
