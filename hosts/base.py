@@ -6,10 +6,9 @@ The core takes a ``HookEvent`` and returns a ``HookReply``; it never sees a host
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 
 class EventKind(str, Enum):
@@ -20,8 +19,9 @@ class EventKind(str, Enum):
     UNKNOWN = "unknown"
 
 
-@dataclass(frozen=True)
-class HookEvent:
+# NamedTuple, not a dataclass: ``dataclasses`` imports ``inspect`` and ``ast``, which costs the
+# prompt hook more than everything else it does with a warm engine.
+class HookEvent(NamedTuple):
     """One host event, normalised."""
 
     host: str
@@ -34,8 +34,7 @@ class HookEvent:
     stop_active: bool  # the host is already continuing because of a Stop hook
 
 
-@dataclass(frozen=True)
-class HookReply:
+class HookReply(NamedTuple):
     """What the core wants the host to do. Every field is optional."""
 
     context: str = ""  # text added to the model's context

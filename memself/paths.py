@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
 
 HOME_ENV = "MEMSELF_HOME"
@@ -19,11 +18,26 @@ def data_root() -> Path:
     return Path.home() / DEFAULT_DIR_NAME
 
 
-@dataclass(frozen=True)
 class DataPaths:
-    """Every file of the data directory, compatible with the original plugin's names."""
+    """Every file of the data directory, compatible with the original plugin's names.
 
-    root: Path
+    A plain class rather than a dataclass: the hook imports this module, and ``dataclasses``
+    pulls in ``inspect`` and ``ast``, tens of milliseconds of a hook's budget.
+    """
+
+    __slots__ = ("root",)
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, DataPaths) and other.root == self.root
+
+    def __hash__(self) -> int:
+        return hash(self.root)
+
+    def __repr__(self) -> str:
+        return f"DataPaths(root={self.root!r})"
 
     @classmethod
     def default(cls) -> DataPaths:

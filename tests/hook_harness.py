@@ -11,7 +11,6 @@ import os
 import runpy
 import sys
 import time
-from dataclasses import asdict
 
 ENTRY = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "hooks",
                      "entry.py")
@@ -32,7 +31,7 @@ def main() -> None:
         replies = json.load(fh)
 
     def handler(event, now, paths):
-        record = asdict(event)
+        record = event._asdict()
         record["kind"] = event.kind.value
         record["now"] = now.isoformat()
         with open(replies_path + ".events", "a", encoding="utf-8") as fh:
