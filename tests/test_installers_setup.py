@@ -284,3 +284,25 @@ def test_uninstall_dry_run_changes_nothing(isolated_home: Path) -> None:
     assert files(home) == before
     assert "将删除 config.json" in out.text
     assert f"--- {home / '.cursor/hooks.json'}（原）" in out.text
+
+
+def test_every_installer_implements_the_interface() -> None:
+    for installer in INSTALLERS.values():
+        for member in ("label", "config_root", "detect", "plan", "plan_removal", "apply",
+                       "remove"):
+            assert hasattr(installer, member), (installer.name, member)
+
+
+@pytest.mark.parametrize(("allow", "expected"), [(True, [RESOLVE_RULE, "Bash(ls:*)"]),
+                                                 (False, ["Bash(ls:*)"]),
+                                                 (None, [RESOLVE_RULE, "Bash(ls:*)"])])
+def test_claude_permission_answer(isolated_home: Path, allow: bool | None,
+                                  expected: list[str]) -> None:
+    from memself.installers.base import InstallContext
+
+    settings = isolated_home / ".claude/settings.json"
+    settings.parent.mkdir()
+    settings.write_text(json.dumps({"permissions": {"allow": [RESOLVE_RULE, "Bash(ls:*)"]}}))
+    INSTALLERS["claude"].apply(InstallContext(home=isolated_home, skill_source=SKILL,
+                                              allow_resolve=allow))
+    assert sorted(json.loads(settings.read_text())["permissions"]["allow"]) == sorted(expected)
