@@ -27,6 +27,7 @@ import math
 import os
 import secrets
 import shutil
+import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -68,8 +69,9 @@ class HasText(Protocol):
     def text(self) -> str: ...
 
 
-def text_hash(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
+def text_hash(text: str) -> bytes:
+    """The stored content hash: the first 32 hex digits of sha256, as ASCII bytes."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32].encode("ascii")
 
 
 @dataclass
@@ -90,23 +92,11 @@ class VectorIndex:
 
     def __init__(self, directory: Path, legacy_file: Path | None = None,
                  paths: DataPaths | None = None) -> None:
-        import numpy as np
-
         self.directory = directory
         self.legacy_file = legacy_file if legacy_file is not None else (
             directory.parent / "embeddings.jsonl")
         self._paths = paths
-        self.model_id: str | None = None
-        self.dim = 0
-        self.generation = ""
-        self.matrix: np.ndarray = np.zeros((0, 0), dtype=np.float32)
-        self._ids: np.ndarray = np.zeros(0, dtype="U1")
-        self._hashes: np.ndarray = np.zeros(0, dtype="S32")
-        self._id_list: list[str] | None = None
-        self._rows: dict[str, int] | None = None
-        self._norm_cache: tuple[bytes, np.ndarray] | None = None
-        # Why the last load found no usable index ("" = fine or simply absent).
-        self.problem = ""
+        self._set(_empty_state())
 
     # ------------------------------------------------------------------ loading
 
@@ -138,33 +128,28 @@ class VectorIndex:
         return True
 
     def _set(self, state: _State) -> None:
-        self.model_id = state.model_id
-        self.dim = state.dim
-        self.generation = state.generation
-        self.matrix = state.vectors
-        self._ids = state.ids
-        self._hashes = state.hashes
-        self.problem = state.problem
-        self._id_list = None
-        self._rows = None
-        self._norm_cache = None
+        self._state = state
+        self.model_id: str | None = state.model_id
+        self.dim: int = state.dim
+        self.generation: str = state.generation
+        # (n, dim) float32 raw unit vectors, row order of ``ids``; read-only (often memory-mapped).
+        self.matrix: np.ndarray = state.vectors
+        # Why the last load found no usable index ("" = fine, or simply absent).
+        self.problem: str = state.problem
+        self._norm_cache: tuple[bytes, np.ndarray] | None = None
 
     # ------------------------------------------------------------------ reading
 
     def __len__(self) -> int:
-        return int(self.matrix.shape[0])
+        return len(self._state)
 
     @property
     def ids(self) -> list[str]:
         """Memory ids in row order."""
-        if self._id_list is None:
-            self._id_list = [str(x) for x in self._ids.tolist()]
-        return self._id_list
+        return self._state.id_list()
 
     def row_of(self, mem_id: str) -> int | None:
-        if self._rows is None:
-            self._rows = {mid: i for i, mid in enumerate(self.ids)}
-        return self._rows.get(mem_id)
+        return self._state.row(mem_id)
 
     def rows(self, ids: Sequence[str]) -> np.ndarray:
         """Row numbers of ``ids`` (int64), -1 where an id has no vector."""
@@ -179,12 +164,11 @@ class VectorIndex:
 
     def is_current(self, memory: HasText) -> bool:
         """True when the memory has a vector for its present text."""
-        row = self.row_of(memory.id)
-        return row is not None and self._hashes[row].decode("ascii") == text_hash(memory.text)
+        return not self._state.stale(_wanted([memory]))
 
     def missing(self, memories: Iterable[HasText]) -> list[str]:
         """Ids of memories whose vector is absent or stale (their text changed)."""
-        return [m.id for m in memories if not self.is_current(m)]
+        return self._state.stale(_wanted(memories))
 
     def scores(self, query_centred: np.ndarray, mean: np.ndarray) -> np.ndarray:
         """Centred cosine of one centred query with every row, aligned with ``ids``.
@@ -222,48 +206,46 @@ class VectorIndex:
         model is bge-base-zh. Encoding runs outside the index lock; the write re-reads the disk
         under the lock so a concurrent writer's rows are merged, not lost.
         """
-        memories = list(memories)
         wanted = _wanted(memories)
         result = SyncResult()
         self.reload_if_changed()
-        if (not self.problem and self.model_id == encoder.model_id and self.dim == encoder.dim
-                and len(self) == len(wanted) and not self.missing(memories)):
-            return result
         base = self._current_state()
+        usable = base.usable_for(encoder)
+        if usable and len(base) == len(wanted) and not base.stale(wanted):
+            return result  # the common case: nothing to do, no lock, no write
         if self.problem:
             result.rebuilt_reason = "corrupt"
             log(self._paths, "index.corrupt", reason=self.problem)
-        elif base.model_id is not None and (base.model_id != encoder.model_id
-                                            or base.dim != encoder.dim):
+        elif base.model_id is not None and not usable:
             result.rebuilt_reason = "model"
             log(self._paths, "index.model_changed", old=base.model_id, new=encoder.model_id)
-        have = base.rows_for(encoder) if not result.rebuilt_reason else {}
-        if not have and base.model_id is None and not self.problem:
-            have = self._legacy_rows(wanted, encoder, result)
-        todo = [(mid, text, h) for mid, (text, h) in wanted.items()
-                if have.get(mid, (None, ""))[1] != h]
+        legacy: dict[str, tuple[np.ndarray, bytes]] = {}
+        if base.model_id is None and not self.problem:
+            legacy = self._legacy_rows(wanted, encoder, result)
+        stale = base.stale(wanted) if usable else list(wanted)
+        todo = [(mid, wanted[mid][0], wanted[mid][1]) for mid in stale if mid not in legacy]
         fresh = self._encode(todo, encoder, result)
-        return self._commit(wanted, have, fresh, encoder, result, backup_stamp=None)
+        return self._commit(wanted, [fresh, legacy], [base] if usable else [], encoder, result,
+                            backup_stamp=None)
 
     def rebuild(self, memories: Iterable[HasText], encoder: Encoder, now: datetime) -> SyncResult:
-        """Re-encode every memory; the previous files move to ``backup-<time>/`` first."""
+        """Re-encode every memory; the previous files are kept in ``backup-<time>/``."""
         wanted = _wanted(memories)
         result = SyncResult(rebuilt_reason="requested")
         todo = [(mid, text, h) for mid, (text, h) in wanted.items()]
         fresh = self._encode(todo, encoder, result)
-        return self._commit(wanted, {}, fresh, encoder, result,
+        return self._commit(wanted, [fresh], [], encoder, result,
                             backup_stamp=now.strftime("%Y%m%dT%H%M%S"))
 
     # ------------------------------------------------------------------ internals
 
     def _current_state(self) -> _State:
-        return _State(self.model_id, self.dim, self.generation, self.matrix, self._ids,
-                      self._hashes, self.problem)
+        return self._state
 
-    def _encode(self, todo: list[tuple[str, str, str]], encoder: Encoder,
-                result: SyncResult) -> dict[str, tuple[np.ndarray, str]]:
+    def _encode(self, todo: list[tuple[str, str, bytes]], encoder: Encoder,
+                result: SyncResult) -> dict[str, tuple[np.ndarray, bytes]]:
         """Encode in batches; a failing batch is retried text by text so one bad text fails alone."""
-        fresh: dict[str, tuple[np.ndarray, str]] = {}
+        fresh: dict[str, tuple[np.ndarray, bytes]] = {}
         streak = 0  # consecutive single-text failures: the encoder itself is broken
         for start in range(0, len(todo), _BATCH):
             batch = todo[start:start + _BATCH]
@@ -299,8 +281,8 @@ class VectorIndex:
         result.encoded = len(fresh)
         return fresh
 
-    def _legacy_rows(self, wanted: dict[str, tuple[str, str]], encoder: Encoder,
-                     result: SyncResult) -> dict[str, tuple[np.ndarray, str]]:
+    def _legacy_rows(self, wanted: dict[str, tuple[str, bytes]], encoder: Encoder,
+                     result: SyncResult) -> dict[str, tuple[np.ndarray, bytes]]:
         """The original's vectors for memories still present, once, and only for bge-base-zh."""
         if encoder.model_id != LEGACY_MODEL or (self.directory / LEGACY_MARKER).exists():
             return {}
@@ -313,34 +295,60 @@ class VectorIndex:
             log(self._paths, "index.legacy_import", vectors=len(rows), used=len(out))
         return out
 
-    def _commit(self, wanted: dict[str, tuple[str, str]], have: dict[str, tuple[np.ndarray, str]],
-                fresh: dict[str, tuple[np.ndarray, str]], encoder: Encoder, result: SyncResult,
-                backup_stamp: str | None) -> SyncResult:
+    def _commit(self, wanted: dict[str, tuple[str, bytes]],
+                loose: list[dict[str, tuple[np.ndarray, bytes]]], states: list[_State],
+                encoder: Encoder, result: SyncResult, backup_stamp: str | None) -> SyncResult:
+        """Under the lock: merge what we have with what is on disk now, write if it changed."""
+        import numpy as np
+
         self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
         with _locked(self.directory):
             disk = _read_state(self.directory, mmap=True)
-            disk_rows = disk.rows_for(encoder) if backup_stamp is None else {}
-            order = list(self.ids) if not result.rebuilt_reason else []
-            merged: dict[str, tuple[np.ndarray, str]] = {}
-            for mid, (_text, h) in wanted.items():
-                for source in (fresh, disk_rows, have):
-                    got = source.get(mid)
-                    if got is not None and got[1] == h:
-                        merged[mid] = got
-                        break
-            # Keep the existing row order and append new ids: a re-sorted store is not a change.
+            sources = ([disk] if backup_stamp is None and disk.usable_for(encoder) else []) + [
+                s for s in states if s.generation != disk.generation or not disk.usable_for(encoder)]
+            # Keep the on-disk row order and append new ids: a re-sorted store is not a change.
+            order = [m for m in disk.id_list() if m in wanted] if sources and sources[0] is disk \
+                else []
             seen = set(order)
-            final_ids = [m for m in order if m in merged] + [m for m in wanted if m in merged
-                                                               and m not in seen]
-            unchanged = (not disk.problem and disk.model_id == encoder.model_id
-                         and disk.dim == encoder.dim and backup_stamp is None
-                         and _same(disk, final_ids, merged))
-            removed_ids = set(disk.id_list()) - set(final_ids) if disk.model_id else set()
-            result.removed = len(removed_ids)
+            order += [m for m in wanted if m not in seen]
+            final_ids: list[str] = []
+            picks: list[tuple[int, int, int]] = []  # (final row, source number, source row)
+            loose_rows: list[np.ndarray] = []
+            for mid in order:
+                h = wanted[mid][1]
+                got = next((d[mid][0] for d in loose if mid in d and d[mid][1] == h), None)
+                if got is not None:
+                    picks.append((len(final_ids), -1, len(loose_rows)))
+                    loose_rows.append(got)
+                    final_ids.append(mid)
+                    continue
+                for k, state in enumerate(sources):
+                    row = state.row(mid)
+                    if row is not None and state.hash_at(row) == h:
+                        picks.append((len(final_ids), k, row))
+                        final_ids.append(mid)
+                        break
+            result.removed = len(set(disk.id_list()) - set(final_ids)) if disk.model_id else 0
+            unchanged = (backup_stamp is None and sources and sources[0] is disk
+                         and not loose_rows and final_ids == disk.id_list())
             if unchanged:
                 self._set(disk)
                 return result
-            state = _write_generation(self.directory, encoder, final_ids, merged,
+            vectors = np.empty((len(final_ids), encoder.dim), dtype=np.float32)
+            hashes = np.empty(len(final_ids), dtype="S32")
+            for k in range(-1, len(sources)):
+                mine = [(f, r) for f, s, r in picks if s == k]
+                if not mine:
+                    continue
+                dst = np.fromiter((f for f, _ in mine), dtype=np.int64, count=len(mine))
+                src = np.fromiter((r for _, r in mine), dtype=np.int64, count=len(mine))
+                if k < 0:
+                    vectors[dst] = np.stack(loose_rows)[src]
+                else:
+                    vectors[dst] = np.asarray(sources[k].vectors)[src]
+            for f, mid in enumerate(final_ids):
+                hashes[f] = wanted[mid][1]
+            state = _write_generation(self.directory, encoder, final_ids, vectors, hashes,
                                       backup_stamp, result)
             if result.imported:
                 write_atomic(self.directory / LEGACY_MARKER, "imported\n")
@@ -364,16 +372,39 @@ class _State:
     ids: Any
     hashes: Any
     problem: str = ""
+    rows_by_id: dict[str, int] | None = None
+    _hash_list: list[bytes] | None = None
+    _id_list: list[str] | None = None
+
+    def __len__(self) -> int:
+        return int(self.ids.shape[0])
 
     def id_list(self) -> list[str]:
-        return [str(x) for x in self.ids.tolist()]
+        if self._id_list is None:
+            self._id_list = self.ids.tolist()
+        return self._id_list
 
-    def rows_for(self, encoder: Encoder) -> dict[str, tuple[np.ndarray, str]]:
-        """Rows usable with ``encoder`` (same model and dimension), else none."""
-        if self.problem or self.model_id != encoder.model_id or self.dim != encoder.dim:
-            return {}
-        hashes = [h.decode("ascii") for h in self.hashes.tolist()]
-        return {mid: (self.vectors[i], hashes[i]) for i, mid in enumerate(self.id_list())}
+    def usable_for(self, encoder: Encoder) -> bool:
+        return not self.problem and self.model_id == encoder.model_id and self.dim == encoder.dim
+
+    def row(self, mem_id: str) -> int | None:
+        if self.rows_by_id is None:
+            self.rows_by_id = {m: i for i, m in enumerate(self.id_list())}
+        return self.rows_by_id.get(mem_id)
+
+    def hash_at(self, row: int) -> bytes:
+        if self._hash_list is None:
+            self._hash_list = self.hashes.tolist()
+        return self._hash_list[row]
+
+    def stale(self, wanted: dict[str, tuple[str, bytes]]) -> list[str]:
+        """Wanted ids with no row or a row for another text."""
+        out = []
+        for mid, (_text, h) in wanted.items():
+            row = self.row(mid)
+            if row is None or self.hash_at(row) != h:
+                out.append(mid)
+        return out
 
 
 def _empty_state(problem: str = "") -> _State:
@@ -417,35 +448,25 @@ def _read_state(directory: Path, mmap: bool) -> _State:
         if ids.shape != (count,) or hashes.shape != (count,) or ids.dtype.kind != "U" \
                 or hashes.dtype != np.dtype("S32"):
             raise ValueError("ids/hashes shape")
-        if len(set(ids.tolist())) != count:
-            raise ValueError("duplicate ids")
         if not isinstance(model, str) or not model or dim <= 0:
             raise ValueError("model/dim")
     except (OSError, ValueError, KeyError, TypeError, EOFError) as exc:
         return _empty_state(problem=str(exc)[:200] or type(exc).__name__)
-    return _State(model, dim, str(header.get("generation", "")), vectors, ids, hashes)
-
-
-def _same(disk: _State, final_ids: list[str], merged: dict[str, tuple[Any, str]]) -> bool:
-    if disk.id_list() != final_ids:
-        return False
-    hashes = [h.decode("ascii") for h in disk.hashes.tolist()]
-    return all(merged[mid][1] == hashes[i] for i, mid in enumerate(final_ids))
+    # Duplicate ids cannot come from our writer; a hand-edited index is caught cheaply here.
+    state = _State(model, dim, str(header.get("generation", "")), vectors, ids, hashes)
+    if count and len(state.id_list()) != len(set(state.id_list())):
+        return _empty_state(problem="duplicate ids")
+    return state
 
 
 def _write_generation(directory: Path, encoder: Encoder, final_ids: list[str],
-                      merged: dict[str, tuple[Any, str]], backup_stamp: str | None,
+                      vectors: np.ndarray, hashes: np.ndarray, backup_stamp: str | None,
                       result: SyncResult) -> _State:
     """Write the arrays, back up the old generation if asked, then switch the header."""
     import numpy as np
 
     gen = secrets.token_hex(6)
-    dim = encoder.dim
-    vectors = np.zeros((len(final_ids), dim), dtype=np.float32)
-    for i, mid in enumerate(final_ids):
-        vectors[i] = merged[mid][0]
     ids = np.array(final_ids, dtype=f"U{max([len(m) for m in final_ids] + [1])}")
-    hashes = np.array([merged[mid][1] for mid in final_ids], dtype="S32")
     names = {"vectors": f"vectors-{gen}.npy", "ids": f"ids-{gen}.npy",
              "hashes": f"hashes-{gen}.npy"}
     for key, array in (("vectors", vectors), ("ids", ids), ("hashes", hashes)):
@@ -454,21 +475,29 @@ def _write_generation(directory: Path, encoder: Encoder, final_ids: list[str],
     # than moving them: a reader never finds the index missing.
     if backup_stamp is not None:
         result.backup = _backup(directory, backup_stamp, exclude=gen)
-    header = {"format": FORMAT, "version": VERSION, "model": encoder.model_id, "dim": dim,
-              "count": len(final_ids), "generation": gen, **names}
+    header = {"format": FORMAT, "version": VERSION, "model": encoder.model_id,
+              "dim": encoder.dim, "count": len(final_ids), "generation": gen, **names}
     write_atomic(directory / HEADER, json.dumps(header, ensure_ascii=False, indent=2) + "\n")
     _remove_other_generations(directory, gen)
-    return _State(encoder.model_id, dim, gen, vectors, ids, hashes)
+    return _State(encoder.model_id, encoder.dim, gen, vectors, ids, hashes)
 
 
 def _save_npy(path: Path, array: Any) -> None:
-    import io
-
+    """np.save straight into a temp file beside ``path``, fsync, rename (no copy in memory)."""
     import numpy as np
 
-    buf = io.BytesIO()
-    np.save(buf, array, allow_pickle=False)
-    write_atomic(path, buf.getvalue())
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.tmp.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            np.save(fh, array, allow_pickle=False)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, 0o600)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 def _remove_other_generations(directory: Path, keep: str) -> None:
@@ -523,7 +552,7 @@ def _locked(directory: Path) -> Any:
 # ---------------------------------------------------------------------- helpers
 
 
-def _wanted(memories: Iterable[HasText]) -> dict[str, tuple[str, str]]:
+def _wanted(memories: Iterable[HasText]) -> dict[str, tuple[str, bytes]]:
     """id -> (text, hash), in the order given; a repeated id keeps its last text."""
     out: dict[str, tuple[str, str]] = {}
     for m in memories:
