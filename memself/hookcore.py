@@ -10,7 +10,9 @@ Every failure inside is logged and degrades to a smaller answer, never to an err
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
+from typing import Any
 
 from memself import texts
 from memself.config import Config, load_config
@@ -35,14 +37,20 @@ _PLUGIN_TRAFFIC = {SKIP_EMPTY, SKIP_PLUGIN_CONTINUATION, SKIP_PLUGIN_NOTICE, SKI
 RECALL_BUDGET_S = 1.0
 
 
-def handle(event: HookEvent, now: datetime, paths: DataPaths) -> HookReply:
+RecallFn = Callable[[str, datetime], "dict[str, Any] | None"]
+
+
+def handle(event: HookEvent, now: datetime, paths: DataPaths, *, recall: RecallFn | None = None,
+           in_engine: bool = False) -> HookReply:
+    """Answer one event. ``recall`` defaults to asking the warm engine; inside the engine it is
+    the engine's own recall, and the engine does not need warming."""
     config = load_config(paths)
     if not config.enabled:
         return HookReply()
     if event.kind is EventKind.SESSION_START:
-        return session_start(event, config, now, paths)
+        return session_start(event, config, now, paths, warm=not in_engine)
     if event.kind is EventKind.PROMPT_SUBMIT:
-        return prompt_submit(event, config, now, paths)
+        return prompt_submit(event, config, now, paths, recall or _engine_recall(paths))
     if event.kind is EventKind.STOP:
         return stop(event, config, now, paths)
     return HookReply()
@@ -63,14 +71,16 @@ def deposition_state(paths: DataPaths, config: Config) -> str:
     return "on" if deposition_configured(paths, config) else "off"
 
 
-def session_start(event: HookEvent, config: Config, now: datetime, paths: DataPaths) -> HookReply:
+def session_start(event: HookEvent, config: Config, now: datetime, paths: DataPaths,
+                  warm: bool = True) -> HookReply:
     from memself.maintenance import run_daily_maintenance
 
     try:
         run_daily_maintenance(paths, config.decayDays, now)
     except (MemselfError, OSError) as exc:
         log(paths, "daily-maintenance-failed", error=str(exc))
-    _warm_engine(paths, config)
+    if warm:
+        _warm_engine(paths, config)
     adapter = _adapter(event)
     rules = MemoryStore(paths).active("rule")
     text = texts.session_start(rules, adapter.PLUGIN_SCOPED_WORDING, deposition_state(paths, config),
@@ -87,7 +97,8 @@ def _warm_engine(paths: DataPaths, config: Config) -> None:
         log(paths, "engine-start-failed", error=type(exc).__name__)
 
 
-def prompt_submit(event: HookEvent, config: Config, now: datetime, paths: DataPaths) -> HookReply:
+def prompt_submit(event: HookEvent, config: Config, now: datetime, paths: DataPaths,
+                  recall: RecallFn) -> HookReply:
     adapter = _adapter(event)
     restored = _restore_hidden_confirmation(event, paths)
     if restored is not None:
@@ -100,7 +111,7 @@ def prompt_submit(event: HookEvent, config: Config, now: datetime, paths: DataPa
         _start_judge(event, config, now, paths)
     block = ""
     if not verdict.skipped:
-        block = _recall(verdict.recall_text, config, now, paths)
+        block = _recall_block(recall, verdict.recall_text, now, paths)
     reminder = texts.reminder(adapter.PLUGIN_SCOPED_WORDING, deposition)
     context = "\n\n".join(p for p in (block, reminder) if p)
     user_message = block if block and config.showRecall else ""
@@ -130,11 +141,18 @@ def _start_judge(event: HookEvent, config: Config, now: datetime, paths: DataPat
         log(paths, "judge-start-failed", error=str(exc))
 
 
-def _recall(text: str, config: Config, now: datetime, paths: DataPaths) -> str:
-    from memself.engine.client import recall_or_none
+def _engine_recall(paths: DataPaths) -> RecallFn:
+    def recall(text: str, now: datetime) -> dict[str, Any] | None:
+        from memself.engine.client import recall_or_none
 
+        return recall_or_none(paths, text, RECALL_BUDGET_S, options={"now": now.isoformat()})
+
+    return recall
+
+
+def _recall_block(recall: RecallFn, text: str, now: datetime, paths: DataPaths) -> str:
     try:
-        result = recall_or_none(paths, text, RECALL_BUDGET_S, options={"now": now.isoformat()})
+        result = recall(text, now)
     except (MemselfError, OSError) as exc:
         log(paths, "recall-failed", error=str(exc))
         return ""

@@ -73,7 +73,7 @@ def main(
             run.note = run.note or "no-session"
         budget = adapter.TIMEOUTS.get(event.kind, 10) * WATCHDOG_SHARE
         watchdog = _start_watchdog(budget, out, adapter.render(event, HookReply()), paths, run)
-        reply = (handler or _core_handler(run))(event, now or _now(env), paths)
+        reply = (handler or _engine_first(run))(event, now or _now(env), paths)
         out.write(adapter.render(event, reply))
     except BaseException as exc:  # a hook must answer whatever went wrong
         run.error = _describe(exc)
@@ -198,14 +198,40 @@ def decode_payload(raw: bytes, truncated: bool) -> tuple[dict[str, Any], str]:
     return value, ""
 
 
-def _core_handler(run: _Run) -> Handler:
-    try:
-        from memself.hookcore import handle
-    except ModuleNotFoundError as exc:
-        if exc.name != "memself.hookcore":
-            raise
-        run.note = run.note or "no-hookcore"
-        return lambda event, now, paths: HookReply()
+# Seconds the hook gives a warm engine to answer a whole session-start or prompt hook.
+ENGINE_HOOK_TIMEOUT_S = 2.0
+
+
+def _engine_first(run: _Run) -> Handler:
+    """Session start and prompt go to the warm engine, which has everything loaded; the hook
+    process then imports almost nothing. Without a ready engine, the core runs here (no recall
+    this turn, and the engine is started for the next one). Stop always runs here: it may wait
+    seconds for judge jobs and must not hold the engine."""
+
+    def handler(event: HookEvent, now: datetime, paths: DataPaths) -> HookReply:
+        if event.kind in (EventKind.SESSION_START, EventKind.PROMPT_SUBMIT):
+            from memself.engine.client import EngineClient, EngineRequestError
+            from memself.engine.protocol import ERR_TIMEOUT
+
+            payload = {"event": {**event._asdict(), "kind": event.kind.value},
+                       "now": now.isoformat()}
+            try:
+                answer = EngineClient(paths).request("hook", payload, ENGINE_HOOK_TIMEOUT_S)
+                run.note = run.note or "engine"
+                return HookReply(**{k: str(v) for k, v in answer.items() if k in HookReply._fields})
+            except EngineRequestError as exc:
+                run.note = run.note or f"local:{exc.code}"
+                if exc.code == ERR_TIMEOUT:
+                    # A hung engine would eat the rest of the budget again: answer without recall.
+                    return _core_handler(run)(event, now, paths, recall=lambda text, when: None)
+        return _core_handler(run)(event, now, paths)
+
+    return handler
+
+
+def _core_handler(run: _Run) -> Callable[..., HookReply]:
+    from memself.hookcore import handle
+
     return handle
 
 
