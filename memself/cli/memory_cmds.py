@@ -10,6 +10,7 @@ from memself.cli.app import echo_json, main, now_utc
 from memself.config import KEYS, load_config, set_config_value
 from memself.paths import DataPaths
 from memself.records import GROUPS, fmt_confidence
+from memself.side.resolve import invalidate_for_memories
 from memself.store import MemoryStore
 
 GROUP_TITLES = {"rule": "规则与偏好", "project": "项目事实"}
@@ -94,7 +95,11 @@ def project_add(text: str) -> None:
 @click.argument("ids", nargs=-1, required=True)
 def delete_cmd(ids: tuple[str, ...]) -> None:
     """把记忆移入回收站（保留 30 天）。"""
-    removed = _store().delete(ids, now_utc())
+    store = _store()
+    now = now_utc()
+    removed = store.delete(ids, now)
+    # A pending popup about a memory that is gone would describe something that no longer exists.
+    invalidate_for_memories(store.paths, [m.id for m in removed], now)
     click.echo(f"已删除 {len(removed)} 条，移入回收站（保留 30 天，可用 memself restore <id> 恢复）：")
     for memory in removed:
         click.echo(f"- {memory.text}（id {memory.id}）")
