@@ -97,6 +97,8 @@ def bench_encoder(model: str, cache: Path) -> tuple[object, list[str]]:
 
     encoder = load_encoder(model, cache)
     load_s = time.perf_counter() - t0
+    loaded_rss = current_rss_mb()
+    import torch
     for p in PROMPTS[:3]:
         encoder.encode_queries([p])  # warm-up
     single: list[float] = []
@@ -109,10 +111,12 @@ def bench_encoder(model: str, cache: Path) -> tuple[object, list[str]]:
     encoder.encode_passages(PROMPTS * 4)
     per_batched = (time.perf_counter() - batch_t) / (len(PROMPTS) * 4)
     rows = [
-        "| model | load (import + model) | encode 1 prompt p50 | p95 | batched, per text | peak RSS |",
-        "|---|---|---|---|---|---|",
-        f"| {encoder.model_id} | {load_s:.1f} s | {ms(statistics.median(single))} ms | "
-        f"{ms(pct(single, 95))} ms | {ms(per_batched)} ms | {rss_mb():.0f} MB |",
+        "| model | torch threads | load (import + model) | encode 1 prompt p50 | p95 "
+        "| batched, per text | RSS after load | peak RSS |",
+        "|---|---|---|---|---|---|---|---|",
+        f"| {encoder.model_id} | {torch.get_num_threads()} | {load_s:.1f} s | "
+        f"{ms(statistics.median(single))} ms | {ms(pct(single, 95))} ms | {ms(per_batched)} ms | "
+        f"{loaded_rss:.0f} MB | {rss_mb():.0f} MB |",
     ]
     return encoder, rows
 

