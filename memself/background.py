@@ -10,7 +10,7 @@ mean centres both queries and memory vectors, as in the original (one mean for b
 sentences are prompts, so the query side is their natural encoding. Measured on dev-cases.json with
 multilingual-e5-small (dense cosine, original gate, best floor with project leaks <= 12% / rule
 leaks <= 28%): query mean on both sides 81% project / 61% rule hits; passage mean on both 72% /
-58%; separate query and passage means 72% / 55%. For prefix-free models (bge) the sides agree.
+58%; separate query and passage means 72% / 58%. For prefix-free models (bge) the sides agree.
 
 Cached per model as ``<model cache>/backgrounds/<model>-<id hash>-<sentences sha256[:16]>.npy``
 (a ``(dim,)`` float32 array); ``memself build-background`` rebuilds it.
