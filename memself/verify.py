@@ -1,0 +1,538 @@
+"""``memself verify``: run labelled recall cases and say whether recall is good enough.
+
+Two case formats:
+
+- memself's (``dev-cases.json``): ``{"memories": [{key, group, text}], "relevant": [{prompt,
+  expect: [keys]}], "irrelevant": [{prompt, near?}], "single_memory": [{memory: {group, text},
+  relevant: [...], irrelevant: [...]}]}``. The pool is built from the file, so the user's own
+  memories are never read.
+- the original's (``verify-cases.json``): ``{"relevant": [["input", "expected text fragment"]],
+  "irrelevant": [...]?, "minHit": int?}``, run against the user's own active memories, read only.
+  Without ``irrelevant``, built-in unrelated inputs are used, as the original did.
+
+Nothing is written anywhere: memory records are made in memory (``Memory.create``), vectors come
+from ``recall.encode_memories`` (what the vector index stores), and no reward is given.
+
+Counting, per group: a relevant case counts for a group when it expects a memory of that group,
+and is a hit for it when that group's recall returns one of its expected memories of that group.
+An irrelevant prompt leaks a group when that group returns anything. A single-memory case is run
+with a pool that holds only its memory. The sweep re-gates the same scores at every floor, so the
+best line per group is exact for these cases.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from memself.errors import InvalidInput
+from memself.recall import GateParams, Recaller, encode_memories, gate_explained
+from memself.records import GROUPS, Memory
+
+if TYPE_CHECKING:
+    import numpy as np
+
+# The targets of issue 3 (per group: hit rate >= goal while leak rate <= limit).
+HIT_GOAL = {"project": 0.85, "rule": 0.80}
+LEAK_LIMIT = {"project": 0.05, "rule": 0.20}
+SINGLE_GOAL = 0.90
+GROUP_NAMES = {"rule": "规则", "project": "项目事实"}
+
+# The original's 11 built-in unrelated inputs (its list, in the user's language).
+BUILTIN_IRRELEVANT = (
+    "帮我把这段 JSON 格式化一下",
+    "今天天气怎么样",
+    "把这句话翻译成英文：我明天上午有空",
+    "用 Python 写一个快速排序",
+    "写一个匹配邮箱地址的正则表达式",
+    "这个按钮点了没反应",
+    "把这个变量重命名一下",
+    "这个报错是什么意思",
+    "帮我跑一下测试",
+    "帮我看看这个文件",
+    "这个方法怎么用",
+)
+
+
+# --------------------------------------------------------------------------------- case files
+
+
+@dataclass(frozen=True)
+class CaseMemory:
+    key: str
+    group: str
+    text: str
+
+
+@dataclass(frozen=True)
+class RelevantCase:
+    prompt: str
+    expect: tuple[str, ...]  # memory keys (dev format) or text fragments (original format)
+
+
+@dataclass(frozen=True)
+class IrrelevantCase:
+    prompt: str
+    near: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class SingleCase:
+    memory: CaseMemory
+    relevant: tuple[str, ...]
+    irrelevant: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class CaseSet:
+    """Cases of either format; ``fmt`` is ``"dev"`` or ``"original"``."""
+
+    fmt: str
+    source: str
+    memories: tuple[CaseMemory, ...] = ()
+    relevant: tuple[RelevantCase, ...] = ()
+    irrelevant: tuple[IrrelevantCase, ...] = ()
+    single: tuple[SingleCase, ...] = ()
+    min_hit: int | None = None
+
+
+def load_cases(path: Path) -> CaseSet:
+    """Read a case file of either format; a malformed file raises ``InvalidInput`` (Chinese)."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise InvalidInput(f"找不到用例文件：{path}") from exc
+    except (OSError, ValueError) as exc:
+        raise InvalidInput(f"用例文件 {path} 不是有效的 JSON：{exc}") from exc
+    return parse_cases(data, str(path))
+
+
+def parse_cases(data: object, source: str = "") -> CaseSet:
+    if not isinstance(data, dict):
+        raise InvalidInput(f"用例文件 {source} 顶层必须是 JSON 对象")
+    if "memories" in data:
+        return _parse_dev(data, source)
+    if "relevant" in data:
+        return _parse_original(data, source)
+    raise InvalidInput(f"用例文件 {source} 既没有 memories 也没有 relevant，无法识别格式")
+
+
+def _strs(value: object, what: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
+        raise InvalidInput(f"用例文件格式错误：{what} 必须是非空字符串数组")
+    return tuple(value)
+
+
+def _parse_dev(data: dict[str, Any], source: str) -> CaseSet:
+    memories: list[CaseMemory] = []
+    for i, raw in enumerate(data.get("memories") or []):
+        if not isinstance(raw, dict) or raw.get("group") not in GROUPS \
+                or not isinstance(raw.get("text"), str) or not isinstance(raw.get("key"), str):
+            raise InvalidInput(f"用例文件格式错误：memories[{i}] 需要 key、group（rule/project）和 text")
+        memories.append(CaseMemory(raw["key"], raw["group"], raw["text"]))
+    keys = {m.key for m in memories}
+    if len(keys) != len(memories):
+        raise InvalidInput("用例文件格式错误：memories 里有重复的 key")
+    relevant = []
+    for i, raw in enumerate(data.get("relevant") or []):
+        if not isinstance(raw, dict) or not isinstance(raw.get("prompt"), str):
+            raise InvalidInput(f"用例文件格式错误：relevant[{i}] 需要 prompt 和 expect")
+        expect = _strs(raw.get("expect"), f"relevant[{i}].expect")
+        unknown = [k for k in expect if k not in keys]
+        if unknown:
+            raise InvalidInput(f"用例文件格式错误：relevant[{i}] 引用了不存在的记忆 {'、'.join(unknown)}")
+        relevant.append(RelevantCase(raw["prompt"], expect))
+    irrelevant = []
+    for i, raw in enumerate(data.get("irrelevant") or []):
+        if not isinstance(raw, dict) or not isinstance(raw.get("prompt"), str):
+            raise InvalidInput(f"用例文件格式错误：irrelevant[{i}] 需要 prompt")
+        near = _strs(raw["near"], f"irrelevant[{i}].near") if raw.get("near") else ()
+        irrelevant.append(IrrelevantCase(raw["prompt"], near))
+    single = []
+    for i, raw in enumerate(data.get("single_memory") or []):
+        mem = raw.get("memory") if isinstance(raw, dict) else None
+        if not isinstance(mem, dict) or mem.get("group") not in GROUPS \
+                or not isinstance(mem.get("text"), str):
+            raise InvalidInput(f"用例文件格式错误：single_memory[{i}].memory 需要 group 和 text")
+        single.append(SingleCase(
+            CaseMemory(f"single-{i + 1}", mem["group"], mem["text"]),
+            _strs(raw.get("relevant") or [], f"single_memory[{i}].relevant"),
+            _strs(raw.get("irrelevant") or [], f"single_memory[{i}].irrelevant")
+            if raw.get("irrelevant") else ()))
+    return CaseSet("dev", source, tuple(memories), tuple(relevant), tuple(irrelevant),
+                   tuple(single))
+
+
+def _parse_original(data: dict[str, Any], source: str) -> CaseSet:
+    relevant = []
+    for i, pair in enumerate(data.get("relevant") or []):
+        if not (isinstance(pair, list) and len(pair) == 2
+                and all(isinstance(p, str) and p for p in pair)):
+            raise InvalidInput(f"用例文件格式错误：relevant[{i}] 应为 [\"输入\", \"期望记忆片段\"]")
+        relevant.append(RelevantCase(pair[0], (pair[1],)))
+    raw_irr = data.get("irrelevant")
+    prompts = _strs(raw_irr, "irrelevant") if raw_irr is not None else BUILTIN_IRRELEVANT
+    min_hit = data.get("minHit")
+    if min_hit is not None and (not isinstance(min_hit, int) or isinstance(min_hit, bool)
+                                or min_hit < 0):
+        raise InvalidInput("用例文件格式错误：minHit 必须是非负整数")
+    return CaseSet("original", source, (), tuple(relevant),
+                   tuple(IrrelevantCase(p) for p in prompts), (), min_hit)
+
+
+# ------------------------------------------------------------------------------------ results
+
+
+@dataclass(frozen=True)
+class Miss:
+    prompt: str
+    expected: tuple[str, ...]
+    got: tuple[str, ...]       # what the group returned (texts)
+    best_expected: float       # ungated score of the best expected memory
+    top1: float | None
+
+
+@dataclass(frozen=True)
+class Leak:
+    prompt: str
+    texts: tuple[str, ...]
+    near: bool
+
+
+@dataclass
+class GroupReport:
+    group: str
+    floor: float
+    cases: int = 0
+    hits: int = 0
+    irrelevant: int = 0
+    leaks: int = 0
+    single_cases: int = 0
+    single_hits: int = 0
+    single_leaks: int = 0
+    misses: list[Miss] = field(default_factory=list)
+    leaked: list[Leak] = field(default_factory=list)
+
+    @property
+    def hit_rate(self) -> float:
+        return self.hits / self.cases if self.cases else 0.0
+
+    @property
+    def leak_rate(self) -> float:
+        return self.leaks / self.irrelevant if self.irrelevant else 0.0
+
+
+@dataclass(frozen=True)
+class SweepPoint:
+    floor: float
+    hits: int
+    leaks: int
+    single_hits: int
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    value: float
+    goal: float
+    at_most: bool
+    met: bool
+
+
+@dataclass
+class VerifyResult:
+    fmt: str
+    source: str
+    model: str
+    params: GateParams
+    groups: dict[str, GroupReport]
+    sweep: dict[str, list[SweepPoint]]
+    best: dict[str, SweepPoint | None]
+    targets: list[Target]
+    single_cases: int = 0
+    single_hits: int = 0
+    # original format only
+    min_hit: int | None = None
+    relevant_total: int = 0
+    relevant_hits: int = 0
+    harmful: int = 0
+    unmatched: list[str] = field(default_factory=list)  # fragments no memory contains
+
+    @property
+    def passed(self) -> bool:
+        if self.fmt == "original":
+            need = self.relevant_total if self.min_hit is None else self.min_hit
+            return self.harmful == 0 and self.relevant_hits >= need
+        return all(t.met for t in self.targets)
+
+
+# ------------------------------------------------------------------------------------ running
+
+
+@dataclass
+class _Scored:
+    """Ungated fused scores of one prompt over one pool, per group: ``[(memory, score)]``."""
+
+    prompt: str
+    by_group: dict[str, list[tuple[Memory, float]]]  # best first
+
+
+def _score_pool(recaller: Recaller, prompts: Sequence[str], pool: Sequence[Memory],
+                matrix: np.ndarray) -> list[_Scored]:
+    out = []
+    for prompt in prompts:
+        fused, _ = recaller.score(prompt, pool, matrix)
+        by_group: dict[str, list[tuple[Memory, float]]] = {g: [] for g in GROUPS}
+        for memory, score in zip(pool, fused, strict=True):
+            by_group[memory.category].append((memory, float(score)))
+        for pairs in by_group.values():
+            pairs.sort(key=lambda pair: pair[1], reverse=True)
+        out.append(_Scored(prompt, by_group))
+    return out
+
+
+def _kept(scored: _Scored, group: str, floor: float, params: GateParams) -> list[Memory]:
+    # Only the top k (and top2, for the margin) of a ranked group can matter to the gate.
+    head = scored.by_group[group][:max(params.top_k, 2)]
+    return [m for m, _ in gate_explained(head, floor, params.margin, params.top_k).kept]
+
+
+def _floor_grid(values: Sequence[float]) -> list[float]:
+    """The scores that can change a count (those of each group's top k) plus a 0.01 grid."""
+    grid = {round(x / 100, 2) for x in range(-20, 101)}
+    grid.update(round(v, 4) for v in values)
+    return sorted(grid)
+
+
+def run_cases(cases: CaseSet, recaller: Recaller, params: GateParams, now: datetime,
+              pool: Sequence[Memory] = (), model: str = "") -> VerifyResult:
+    """Score every case once, gate at the configured floors, sweep the floors, check targets.
+
+    ``pool`` is used only for the original format (the user's active memories, read only).
+    """
+    if cases.fmt == "dev":
+        memories = [Memory.create(m.text, m.group, now) for m in cases.memories]
+        by_key = {m.key: mem for m, mem in zip(cases.memories, memories, strict=True)}
+    else:
+        memories = [m for m in pool if m.active]
+        by_key = {}
+    matrix = encode_memories(recaller.encoder, [m.text for m in memories])
+    rel = _score_pool(recaller, [c.prompt for c in cases.relevant], memories, matrix)
+    irr = _score_pool(recaller, [c.prompt for c in cases.irrelevant], memories, matrix)
+
+    def expected(case: RelevantCase, group: str) -> set[str]:
+        """Ids of this case's expected memories in ``group``."""
+        if cases.fmt == "dev":
+            return {by_key[k].id for k in case.expect if by_key[k].category == group}
+        return {m.id for m in memories if m.category == group
+                and any(frag in m.text for frag in case.expect)}
+
+    single: list[tuple[str, list[_Scored], list[_Scored]]] = []
+    for sc in cases.single:
+        mem = Memory.create(sc.memory.text, sc.memory.group, now)
+        vec = encode_memories(recaller.encoder, [mem.text])
+        single.append((mem.category, _score_pool(recaller, sc.relevant, [mem], vec),
+                       _score_pool(recaller, sc.irrelevant, [mem], vec)))
+
+    groups = {g: _group_report(g, params.floors[g], cases, rel, irr, single, expected, params)
+              for g in GROUPS}
+    sweep, best = {}, {}
+    for g in GROUPS:
+        head = max(params.top_k, 1)
+        scores = [s for sc in rel + irr for _, s in sc.by_group[g][:head]]
+        scores += [s for grp, r, i in single if grp == g
+                   for sc in r + i for _, s in sc.by_group[g][:head]]
+        points = []
+        for floor in _floor_grid(scores):
+            rep = _group_report(g, floor, cases, rel, irr, single, expected, params, detail=False)
+            points.append(SweepPoint(floor, rep.hits, rep.leaks, rep.single_hits))
+        sweep[g] = points
+        best[g] = _best_line(points, groups[g].cases, groups[g].irrelevant, LEAK_LIMIT[g])
+    result = VerifyResult(cases.fmt, cases.source, model, params, groups, sweep, best, [])
+    result.single_cases = sum(groups[g].single_cases for g in GROUPS)
+    result.single_hits = sum(groups[g].single_hits for g in GROUPS)
+    if cases.fmt == "dev":
+        result.targets = _targets(result)
+    else:
+        _original_summary(result, cases, rel, irr, memories, params)
+    return result
+
+
+def _group_report(group: str, floor: float, cases: CaseSet, rel: list[_Scored],
+                  irr: list[_Scored], single: list[tuple[str, list[_Scored], list[_Scored]]],
+                  expected: Any, params: GateParams, detail: bool = True) -> GroupReport:
+    rep = GroupReport(group, floor)
+    for case, scored in zip(cases.relevant, rel, strict=True):
+        want = expected(case, group)
+        if not want:
+            continue
+        rep.cases += 1
+        kept = _kept(scored, group, floor, params)
+        if want & {m.id for m in kept}:
+            rep.hits += 1
+        elif detail:
+            ranked = scored.by_group[group]
+            best = max((s for m, s in ranked if m.id in want), default=float("nan"))
+            rep.misses.append(Miss(case.prompt, tuple(m.text for m, _ in ranked if m.id in want),
+                                   tuple(m.text for m in kept), best,
+                                   ranked[0][1] if ranked else None))
+    for case, scored in zip(cases.irrelevant, irr, strict=True):
+        rep.irrelevant += 1
+        kept = _kept(scored, group, floor, params)
+        if kept:
+            rep.leaks += 1
+            if detail:
+                rep.leaked.append(Leak(case.prompt, tuple(m.text for m in kept), bool(case.near)))
+    for grp, r, i in single:
+        if grp != group:
+            continue
+        for scored in r:
+            rep.single_cases += 1
+            rep.single_hits += bool(_kept(scored, group, floor, params))
+        for scored in i:
+            rep.single_leaks += bool(_kept(scored, group, floor, params))
+    return rep
+
+
+def _best_line(points: list[SweepPoint], cases: int, irrelevant: int,
+               limit: float) -> SweepPoint | None:
+    """Most hits with leaks within the limit; then fewest leaks; then the middle of that run of
+    floors (the robust choice: equally far from both edges of the plateau)."""
+    allowed = [p for p in points if not irrelevant or p.leaks <= limit * irrelevant + 1e-9]
+    if not allowed or not cases:
+        return None
+    top = max(p.hits for p in allowed)
+    least = min(p.leaks for p in allowed if p.hits == top)
+    run = [p for p in allowed if p.hits == top and p.leaks == least]
+    return run[len(run) // 2]
+
+
+def _targets(result: VerifyResult) -> list[Target]:
+    out = []
+    for g in ("project", "rule"):
+        rep = result.groups[g]
+        out.append(Target(f"{g}-hits", rep.hit_rate, HIT_GOAL[g], False,
+                          rep.cases > 0 and rep.hit_rate >= HIT_GOAL[g]))
+        out.append(Target(f"{g}-leaks", rep.leak_rate, LEAK_LIMIT[g], True,
+                          rep.leak_rate <= LEAK_LIMIT[g] + 1e-9))
+    rate = result.single_hits / result.single_cases if result.single_cases else 0.0
+    out.append(Target("single-hits", rate, SINGLE_GOAL, False,
+                      result.single_cases > 0 and rate >= SINGLE_GOAL))
+    return out
+
+
+def _original_summary(result: VerifyResult, cases: CaseSet, rel: list[_Scored],
+                      irr: list[_Scored], memories: Sequence[Memory], params: GateParams) -> None:
+    """The original's pass rule: a relevant input passes when a hit's text contains its fragment;
+    an irrelevant input with any project hit is harmful."""
+    result.min_hit = cases.min_hit
+    result.relevant_total = len(cases.relevant)
+    for case, scored in zip(cases.relevant, rel, strict=True):
+        frag = case.expect[0]
+        if not any(frag in m.text for m in memories):
+            result.unmatched.append(frag)
+        hits = [m for g in GROUPS for m in _kept(scored, g, params.floors[g], params)]
+        result.relevant_hits += any(frag in m.text for m in hits)
+    result.harmful = sum(bool(_kept(s, "project", params.floors["project"], params)) for s in irr)
+
+
+def run_verify(cases_path: Path, recaller: Recaller, params: GateParams, now: datetime,
+               pool: Sequence[Memory] = (), model: str = "") -> VerifyResult:
+    """Load ``cases_path`` and run it (the CLI's entry point)."""
+    return run_cases(load_cases(cases_path), recaller, params, now, pool, model)
+
+
+# ---------------------------------------------------------------------------------- rendering
+
+
+def _pct(n: int, d: int) -> str:
+    return f"{n}/{d}（{n / d:.0%}）" if d else "0/0"
+
+
+def render_text(result: VerifyResult, max_items: int = 8) -> str:
+    """The human report, in Chinese."""
+    p = result.params
+    lines = [f"召回验证：{result.source}（模型 {result.model or '未知'}）",
+             f"当前阈值：规则 {p.floors['rule']:g}，项目事实 {p.floors['project']:g}，"
+             f"margin {p.margin:g}，每组最多 {p.top_k} 条", ""]
+    if result.fmt == "original":
+        need = result.relevant_total if result.min_hit is None else result.min_hit
+        lines.append(f"相关输入命中 {result.relevant_hits}/{result.relevant_total}（要求 ≥ {need}）；"
+                     f"无关输入带出项目事实 {result.harmful} 条（要求 0）")
+        if result.unmatched:
+            lines.append("以下期望片段不在任何记忆里：" + "、".join(result.unmatched[:max_items]))
+    for g in ("project", "rule"):
+        rep = result.groups[g]
+        name = GROUP_NAMES[g]
+        lines.append(f"【{name}】相关命中 {_pct(rep.hits, rep.cases)}，"
+                     f"无关输入泄漏 {_pct(rep.leaks, rep.irrelevant)}"
+                     + (f"，单条记忆命中 {_pct(rep.single_hits, rep.single_cases)}"
+                        if rep.single_cases else ""))
+        for miss in rep.misses[:max_items]:
+            lines.append(f"  未命中：{miss.prompt}（期望记忆最高分 {miss.best_expected:.3f}，"
+                         f"本组第一 {miss.top1 if miss.top1 is None else round(miss.top1, 3)}）")
+        for leak in rep.leaked[:max_items]:
+            tag = "（近邻干扰）" if leak.near else ""
+            lines.append(f"  泄漏{tag}：{leak.prompt} → {leak.texts[0][:40]}")
+        best = result.best[g]
+        if best is not None:
+            lines.append(f"  阈值扫描：泄漏不超过 {LEAK_LIMIT[g]:.0%} 时最好的线是 {best.floor:.3f}，"
+                         f"命中 {_pct(best.hits, rep.cases)}，泄漏 {_pct(best.leaks, rep.irrelevant)}"
+                         + (f"，单条 {best.single_hits}/{rep.single_cases}" if rep.single_cases else ""))
+        else:
+            lines.append(f"  阈值扫描：没有哪条线能把泄漏压到 {LEAK_LIMIT[g]:.0%} 以内")
+        lines.append("")
+    if result.single_cases:
+        lines.append(f"单条记忆召回：{_pct(result.single_hits, result.single_cases)}")
+    if result.targets:
+        lines.append("目标：")
+        for t in result.targets:
+            sign = "≤" if t.at_most else "≥"
+            lines.append(f"  {'✓' if t.met else '✗'} {_TARGET_NAMES[t.name]} {t.value:.0%}"
+                         f"（目标 {sign} {t.goal:.0%}）")
+    lines.append("结论：" + ("通过" if result.passed else "未通过"))
+    return "\n".join(lines)
+
+
+_TARGET_NAMES = {
+    "project-hits": "项目事实命中率", "project-leaks": "项目事实泄漏率",
+    "rule-hits": "规则命中率", "rule-leaks": "规则泄漏率", "single-hits": "单条记忆命中率",
+}
+
+
+def render_json(result: VerifyResult) -> dict[str, Any]:
+    """The ``--json`` form: counts, the sweep's best lines, targets and the verdict."""
+    def group(rep: GroupReport) -> dict[str, Any]:
+        best = result.best[rep.group]
+        return {
+            "floor": rep.floor, "cases": rep.cases, "hits": rep.hits,
+            "irrelevant": rep.irrelevant, "leaks": rep.leaks,
+            "singleCases": rep.single_cases, "singleHits": rep.single_hits,
+            "singleLeaks": rep.single_leaks,
+            "misses": [{"prompt": m.prompt, "bestExpected": round(m.best_expected, 4),
+                        "top1": None if m.top1 is None else round(m.top1, 4)} for m in rep.misses],
+            "leaked": [{"prompt": lk.prompt, "texts": list(lk.texts), "near": lk.near}
+                       for lk in rep.leaked],
+            "best": None if best is None else {"floor": best.floor, "hits": best.hits,
+                                               "leaks": best.leaks, "singleHits": best.single_hits},
+            "sweep": [[p.floor, p.hits, p.leaks, p.single_hits] for p in result.sweep[rep.group]],
+        }
+
+    out: dict[str, Any] = {
+        "format": result.fmt, "source": result.source, "model": result.model,
+        "topK": result.params.top_k, "margin": result.params.margin,
+        "rule": group(result.groups["rule"]), "project": group(result.groups["project"]),
+        "single": {"cases": result.single_cases, "hits": result.single_hits},
+        "targets": [{"name": t.name, "value": round(t.value, 4), "goal": t.goal,
+                     "atMost": t.at_most, "met": t.met} for t in result.targets],
+        "passed": result.passed,
+    }
+    if result.fmt == "original":
+        out["original"] = {"relevant": result.relevant_total, "hits": result.relevant_hits,
+                           "minHit": result.min_hit, "harmful": result.harmful,
+                           "unmatched": result.unmatched}
+    return out

@@ -1,0 +1,151 @@
+"""`memself verify` with the real offline model (multilingual-e5-small): small case files of both
+formats, the renderings, and (slow) the whole dev-cases file against the issue's targets."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+from memself.errors import InvalidInput
+from memself.models import MODELS, OFFLINE_MODEL
+from memself.recall import GateParams, encode_memories, load_recaller
+from memself.records import Memory
+from memself.verify import load_cases, parse_cases, render_json, render_text, run_cases, run_verify
+
+NOW = datetime(2026, 11, 30, 9, 0, tzinfo=timezone.utc)
+DEV_CASES = Path(__file__).resolve().parents[2] / "shared" / "eval" / "dev-cases.json"
+
+SMALL = {
+    "memories": [
+        {"key": "r1", "group": "rule", "text": "写 Dockerfile 用多阶段构建，基础镜像不要用 latest 标签。"},
+        {"key": "r2", "group": "rule", "text": "回答和代码注释里都不要用 emoji。"},
+        {"key": "p1", "group": "project",
+         "text": "订单服务的日志统一在 Kibana 查：kibana.example-corp.com，索引按服务名拆分。"},
+        {"key": "p2", "group": "project",
+         "text": "测试环境的管理员账号是 admin_test，密码在 1Password 的 QA 保险库里。"},
+    ],
+    "relevant": [
+        {"prompt": "帮我给订单服务写个 Dockerfile", "expect": ["r1"]},
+        {"prompt": "想查下昨天订单服务的报错日志，去哪看", "expect": ["p1"]},
+        {"prompt": "测试环境的管理员账号是哪个", "expect": ["p2"]},
+    ],
+    "irrelevant": [
+        {"prompt": "冒泡排序的时间复杂度是多少"},
+        {"prompt": "给我讲个笑话吧"},
+        {"prompt": "Kibana 的 KQL 语法怎么写", "near": ["p1"]},
+    ],
+    "single_memory": [
+        {"memory": {"group": "project", "text": "订单服务的日志统一在 Kibana 查：kibana.example-corp.com。"},
+         "relevant": ["订单服务的日志在哪里查"], "irrelevant": ["周末去哪里爬山比较好"]},
+    ],
+}
+
+
+@pytest.fixture(scope="module")
+def recaller(e5_encoder, tmp_path_factory):
+    return load_recaller(e5_encoder, OFFLINE_MODEL, tmp_path_factory.mktemp("space"))
+
+
+def e5_params() -> GateParams:
+    e5 = MODELS[OFFLINE_MODEL]
+    return GateParams({"rule": e5.rule_floor, "project": e5.project_floor}, -1.0, 3)
+
+
+def test_small_dev_file_counts_and_sweep(recaller, tmp_path: Path) -> None:
+    path = tmp_path / "cases.json"
+    path.write_text(json.dumps(SMALL, ensure_ascii=False), encoding="utf-8")
+    res = run_verify(path, recaller, e5_params(), NOW, model=OFFLINE_MODEL)
+    rule, project = res.groups["rule"], res.groups["project"]
+    assert (rule.cases, project.cases) == (1, 2)
+    assert rule.irrelevant == project.irrelevant == 3
+    # These are easy for the real model at the calibrated floors.
+    assert rule.hits == 1 and project.hits == 2, (rule.misses, project.misses)
+    assert rule.leaks == 0 and project.leaks == 0, (rule.leaked, project.leaked)
+    assert res.single_cases == 1 and res.single_hits == 1
+    # The sweep: at a floor above every score nothing is hit or leaked; the best line is feasible.
+    top = res.sweep["project"][-1]
+    assert top.hits == 0 and top.leaks == 0
+    best = res.best["project"]
+    assert best is not None and best.hits == 2 and best.leaks == 0
+    # Lowering the floor to "off" must let the irrelevant prompts leak (plain relative line).
+    lowest = res.sweep["project"][0]
+    assert lowest.leaks >= 1
+    names = {t.name: t.met for t in res.targets}
+    assert names == {"project-hits": True, "project-leaks": True, "rule-hits": True,
+                     "rule-leaks": True, "single-hits": True}
+    assert res.passed
+    text = render_text(res)
+    assert "项目事实" in text and "规则" in text and "结论：通过" in text
+    js = render_json(res)
+    assert js["passed"] is True and js["project"]["hits"] == 2 and js["rule"]["leaks"] == 0
+    json.dumps(js, ensure_ascii=False)  # serialisable
+
+
+def test_failing_floor_reports_misses_and_fails(recaller) -> None:
+    cases = parse_cases(SMALL, "inline")
+    res = run_cases(cases, recaller, GateParams({"rule": 0.99, "project": 0.99}, -1.0, 3), NOW)
+    assert res.groups["project"].hits == 0 and len(res.groups["project"].misses) == 2
+    miss = res.groups["project"].misses[0]
+    assert miss.got == () and miss.best_expected < 0.99
+    assert not res.passed
+    assert "结论：未通过" in render_text(res)
+
+
+def test_original_format_against_own_pool(recaller, tmp_path: Path) -> None:
+    pool = [Memory.create(m["text"], m["group"], NOW) for m in SMALL["memories"]]
+    deprecated = Memory.create("测试环境数据库只读账号是 reader，已废弃的旧记忆。", "project", NOW)
+    deprecated.deprecated = True
+    path = tmp_path / "verify-cases.json"
+    path.write_text(json.dumps({
+        "relevant": [["帮我给订单服务写个 Dockerfile", "多阶段构建"],
+                     ["测试环境的管理员账号是哪个", "admin_test"],
+                     ["随便问一句", "根本不存在的片段"]],
+        "minHit": 2,
+    }, ensure_ascii=False), encoding="utf-8")
+    res = run_verify(path, recaller, e5_params(), NOW, pool=[*pool, deprecated])
+    assert res.fmt == "original" and res.relevant_total == 3
+    assert res.relevant_hits == 2
+    assert res.unmatched == ["根本不存在的片段"]
+    assert res.groups["project"].irrelevant == 11  # the built-in unrelated inputs
+    assert res.harmful == 0
+    assert res.passed  # minHit 2 reached, nothing harmful
+    js = render_json(res)
+    assert js["original"]["hits"] == 2 and js["original"]["minHit"] == 2
+
+
+def test_bad_case_files_are_refused(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json", encoding="utf-8")
+    with pytest.raises(InvalidInput, match="不是有效的 JSON"):
+        load_cases(bad)
+    with pytest.raises(InvalidInput, match="无法识别"):
+        parse_cases({"foo": 1})
+    with pytest.raises(InvalidInput, match="不存在的记忆"):
+        parse_cases({"memories": [{"key": "a", "group": "rule", "text": "xxxxxxxx"}],
+                     "relevant": [{"prompt": "p", "expect": ["zz"]}]})
+    with pytest.raises(InvalidInput, match="relevant\\[0\\]"):
+        parse_cases({"relevant": [["only one"]]})
+    with pytest.raises(InvalidInput, match="找不到"):
+        load_cases(tmp_path / "missing.json")
+
+
+def test_memory_vectors_use_the_calibrated_side(e5_encoder) -> None:
+    # e5 is calibrated symmetric: memories are encoded like prompts ("query: ").
+    text = "回答和代码注释里都不要用 emoji。"
+    mem = encode_memories(e5_encoder, [text])[0]
+    assert float(mem @ e5_encoder.encode_queries([text])[0]) > 0.9999
+    assert float(mem @ e5_encoder.encode_passages([text])[0]) < 0.999
+
+
+@pytest.mark.slow
+def test_dev_cases_meet_rule_and_project_targets(recaller) -> None:
+    res = run_verify(DEV_CASES, recaller, e5_params(), NOW, model=OFFLINE_MODEL)
+    met = {t.name: t for t in res.targets}
+    for name in ("project-hits", "project-leaks", "rule-hits", "rule-leaks"):
+        assert met[name].met, render_text(res)
+    # Single-memory recall is the one target not met with this model (README): hold the line
+    # we reached so that a regression shows.
+    assert res.single_hits >= 16, render_text(res)
