@@ -124,10 +124,7 @@ def _load_hub(settings: ModelSettings) -> Any:
     endpoint = os.environ.get("HF_ENDPOINT", "").strip() or "https://huggingface.co"
     print(f"正在从 {endpoint} 下载嵌入模型 {settings.source}（只需一次）…", file=sys.stderr)
     try:
-        from huggingface_hub.utils import enable_progress_bars
-
-        enable_progress_bars()
-        model = _construct(settings.source, local_files_only=False)
+        model = _construct(settings.source, local_files_only=False, progress=True)
     except Exception as exc:
         raise ModelUnavailable(download_failure_message(settings.source, endpoint, exc)) from exc
     return _apply_pooling(model, settings)
@@ -164,14 +161,17 @@ def _reason(exc: BaseException) -> str:
     return text if len(text) <= 160 else text[:157] + "..."
 
 
-def _construct(name_or_path: str, *, local_files_only: bool) -> Any:
+def _construct(name_or_path: str, *, local_files_only: bool, progress: bool = False) -> Any:
     import torch
     from sentence_transformers import SentenceTransformer
     from transformers.utils import logging as hf_logging
 
-    # transformers' own "Loading weights" bar and init warnings are noise in a CLI; hub download
-    # bars come from huggingface_hub and stay on.
-    hf_logging.disable_progress_bar()
+    # Bars only while downloading. transformers' switch drives huggingface_hub's download bars
+    # too; its "Loading weights" bar and init warnings are noise in a CLI otherwise.
+    if progress:
+        hf_logging.enable_progress_bar()
+    else:
+        hf_logging.disable_progress_bar()
     hf_logging.set_verbosity_error()
     torch.set_num_threads(torch_threads())
     return SentenceTransformer(

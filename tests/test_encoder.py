@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import http.server
 import json
 import os
@@ -133,29 +134,65 @@ def test_mean_pooling_is_forced_where_the_table_says_so(shared_model_cache, e5_e
 # huggingface_hub reads HF_ENDPOINT and the cache variables at import, as a real CLI run does.
 
 
-class _Recorder(http.server.BaseHTTPRequestHandler):
+COMMIT = "0123456789abcdef0123456789abcdef01234567"
+
+
+class _FakeHub(http.server.BaseHTTPRequestHandler):
+    """Just enough of the Hugging Face hub protocol to serve one repo from a folder."""
+
+    protocol_version = "HTTP/1.1"
+    repo_id: ClassVar[str] = ""
+    files: ClassVar[dict[str, Path]] = {}
     requests: ClassVar[list[str]] = []
 
     def do_GET(self) -> None:
-        self._fail()
+        self._serve(body=True)
 
     def do_HEAD(self) -> None:
-        self._fail()
+        self._serve(body=False)
 
-    def _fail(self) -> None:
-        _Recorder.requests.append(self.path)
-        self.send_response(404)
-        self.send_header("Content-Length", "0")
+    def _serve(self, body: bool) -> None:
+        _FakeHub.requests.append(f"{self.command} {self.path}")
+        path = self.path.split("?")[0]
+        api, resolve = f"/api/models/{self.repo_id}", f"/{self.repo_id}/resolve/"
+        if path.startswith(api + "/tree/"):
+            return self._send(200, b"[]", body, {"Content-Type": "application/json"})
+        if path == api or path.startswith(api + "/revision/"):
+            info = {"id": self.repo_id, "sha": COMMIT,
+                    "siblings": [{"rfilename": name} for name in self.files]}
+            return self._send(200, json.dumps(info).encode(), body,
+                              {"Content-Type": "application/json"})
+        if path.startswith(resolve):
+            name = path[len(resolve):].split("/", 1)[-1]
+            if name in self.files:
+                data = self.files[name].read_bytes()
+                return self._send(200, data, body, {
+                    "X-Repo-Commit": COMMIT, "ETag": f'"{hashlib.sha1(data).hexdigest()}"'})
+            return self._send(404, b"", body, {"X-Error-Code": "EntryNotFound",
+                                               "X-Repo-Commit": COMMIT})
+        return self._send(404, b"", body, {"X-Error-Code": "RepoNotFound"})
+
+    def _send(self, status: int, data: bytes, body: bool, headers: dict[str, str]) -> None:
+        self.send_response(status)
+        for key, value in headers.items():
+            self.send_header(key, value)
+        self.send_header("Content-Length", str(len(data)))
         self.end_headers()
+        if body:
+            self.wfile.write(data)
 
     def log_message(self, *args: object) -> None:
         pass
 
 
 @pytest.fixture
-def fake_hub() -> Iterator[str]:
-    _Recorder.requests = []
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
+def fake_hub(shared_model_cache) -> Iterator[str]:
+    folder = expanded_path(shared_model_cache)
+    _FakeHub.repo_id = "memself-test/e5-served"
+    _FakeHub.files = {str(p.relative_to(folder)): p for p in folder.rglob("*")
+                      if p.is_file() and p.name != "memself-expansion.json"}
+    _FakeHub.requests = []
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _FakeHub)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
@@ -188,29 +225,36 @@ def test_download_failure_names_mirror_folder_and_offline_model(tmp_path, fake_h
     assert proc.returncode == 3, proc.stdout + proc.stderr
     message = proc.stdout.strip()
     assert message.startswith("ERR 无法从 " + fake_hub + " 下载嵌入模型 someone/not-cached-model")
+    assert "找不到该模型" in message
     assert "HF_ENDPOINT=https://hf-mirror.com" in message
     assert "memself config model /path/to/folder" in message
     assert "memself config model multilingual-e5-small" in message
     assert len(message.splitlines()) == 1
     # HF_ENDPOINT was honoured: the request reached our server, not huggingface.co.
-    assert any("not-cached-model" in path for path in _Recorder.requests)
-    assert "下载嵌入模型" in proc.stderr  # the progress notice went to stderr
+    assert any("someone/not-cached-model" in r for r in _FakeHub.requests)
 
 
-def test_cached_hub_model_loads_without_touching_the_endpoint(tmp_path, fake_hub,
-                                                              shared_model_cache):
-    """A model already in the standard HF cache is used offline: no request at all."""
-    repo = tmp_path / "hf" / "hub" / "models--memself-test--e5-copy"
-    commit = "0123456789abcdef0123456789abcdef01234567"
-    snapshot = repo / "snapshots" / commit
-    shutil.copytree(expanded_path(shared_model_cache), snapshot, symlinks=False,
-                    copy_function=os.symlink)
-    (repo / "refs").mkdir()
-    (repo / "refs" / "main").write_text(commit)
-    proc = _run_load("memself-test/e5-copy", _hub_env(tmp_path, fake_hub))
+def test_hub_download_shows_progress_then_loads_offline_from_the_cache(tmp_path, fake_hub):
+    env = _hub_env(tmp_path, fake_hub)
+    env["TQDM_POSITION"] = "-1"  # huggingface_hub draws bars on a non-terminal only with this
+    proc = _run_load("memself-test/e5-served", env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert proc.stdout.split()[:3] == ["OK", "memself-test/e5-copy", "384"]
-    assert _Recorder.requests == []
+    assert proc.stdout.split()[:3] == ["OK", "memself-test/e5-served", "384"]
+    assert "正在从 " + fake_hub + " 下载嵌入模型 memself-test/e5-served" in proc.stderr
+    bar_lines = [line for line in proc.stderr.replace("\r", "\n").splitlines()
+                 if "model.safetensors" in line and "100%" in line]
+    assert bar_lines, proc.stderr[-2000:]
+    cached = list((tmp_path / "hf" / "hub").glob("models--memself-test--e5-served/snapshots/*/"
+                                                 "model.safetensors"))
+    assert len(cached) == 1
+    assert any("model.safetensors" in r for r in _FakeHub.requests)
+
+    # Second start: the standard HF cache answers, the endpoint is not asked anything.
+    _FakeHub.requests = []
+    again = _run_load("memself-test/e5-served", _hub_env(tmp_path, fake_hub))
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert _FakeHub.requests == []
+    assert "下载嵌入模型" not in again.stderr
 
 
 def test_failure_message_is_one_memself_error():
