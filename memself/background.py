@@ -97,11 +97,18 @@ def cache_file(model_id: str, digest: str, cache_dir: Path | None = None) -> Pat
     return root / "backgrounds" / f"{safe}-{tag}-{digest[:16]}.npy"
 
 
-def build_background(encoder: Encoder, cache_dir: Path | None = None,
+def build_background(encoder: Encoder | str, cache_dir: Path | None = None,
                      sentences_path: Path | None = None) -> Background:
-    """Encode the sentences as queries, store their mean, return it (always recomputes)."""
+    """Encode the sentences as queries, store their mean, return it (always recomputes).
+
+    ``encoder`` may be a model name (what ``memself build-background`` has); it is loaded then.
+    """
     import numpy as np
 
+    if isinstance(encoder, str):
+        from memself.encoder import load_encoder
+
+        encoder = load_encoder(encoder, cache_dir)
     sentences = load_sentences(sentences_path)
     digest = sentences_digest(sentences)
     mean = encoder.encode_queries(sentences).mean(axis=0).astype(np.float32)

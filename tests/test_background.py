@@ -100,6 +100,15 @@ def test_build_caches_per_model_and_sentence_file(e5_encoder, tmp_path):
     assert len(list((tmp_path / "backgrounds").glob("*.npy"))) == 2
 
 
+def test_build_accepts_a_model_name(model_cache, e5_encoder):
+    # One cache for models and their backgrounds: $MEMSELF_MODEL_CACHE (the shared test cache).
+    bg = build_background("multilingual-e5-small")
+    assert bg.model_id == "multilingual-e5-small"
+    expected = e5_encoder.encode_queries(load_sentences()).mean(axis=0)
+    assert np.allclose(bg.mean, expected, atol=1e-5)
+    assert cache_file(bg.model_id, bg.digest).parent == model_cache / "backgrounds"
+
+
 def test_centring_spreads_e5_scores(e5_encoder, tmp_path):
     """Raw e5 cosines of unrelated texts sit near 0.8; centred, they drop while a match stays."""
     bg = load_background(e5_encoder, cache_dir=tmp_path)
