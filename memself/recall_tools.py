@@ -1,0 +1,116 @@
+"""What the CLI's ``memself recall`` and ``memself verify`` call: load the model and the pool, run,
+render. Business logic stays in ``memself.recall`` and ``memself.verify``; this module only wires
+them to the store, the config and the vector index, and turns a ``RecallResult`` into Chinese.
+
+Nothing here rewards a memory: ``memself recall`` shows what a prompt *would* recall.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from memself.errors import InvalidInput
+from memself.records import GROUPS, fmt_confidence
+
+if TYPE_CHECKING:
+    from memself.config import Config
+    from memself.paths import DataPaths
+    from memself.recall import GroupRecall, Recaller, RecallResult
+    from memself.verify import VerifyResult
+
+GROUP_NAMES = {"rule": "规则", "project": "项目事实"}
+
+
+def _recaller(config: Config, cache_dir: Path | None = None) -> Recaller:
+    from memself.encoder import load_encoder
+    from memself.recall import load_recaller
+
+    encoder = load_encoder(config.model, cache_dir)
+    return load_recaller(encoder, config.model, cache_dir)
+
+
+def local_recall(text: str, paths: DataPaths, config: Config,
+                 cache_dir: Path | None = None, recaller: Recaller | None = None) -> RecallResult:
+    """Recall for ``text`` in this process (model loaded here), over the user's store, unrewarded.
+
+    The vector index is synced first (new or changed memories are encoded), as the engine does.
+    """
+    from memself.models import resolve_model
+    from memself.recall import gate_params
+    from memself.store import MemoryStore
+    from memself.vector_index import VectorIndex
+
+    if not text.strip():
+        raise InvalidInput("要召回的文本为空")
+    recaller = recaller or _recaller(config, cache_dir)
+    memories = MemoryStore(paths).all()
+    index = VectorIndex.for_paths(paths)
+    index.sync(memories, recaller.encoder)
+    row_of = {mem_id: i for i, mem_id in enumerate(index.ids)}
+    pool = [m for m in memories if m.id in row_of]
+    params = gate_params(config, resolve_model(config.model))
+    return recaller.recall(text, pool, index.matrix, params, rows=[row_of[m.id] for m in pool],
+                           matrix_key=getattr(index, "generation", None))
+
+
+def render_recall_text(result: RecallResult) -> str:
+    """``memself recall`` for a person: each group's hits with scores, and the line it had to pass."""
+    lines = [f"输入：{result.text}"]
+    for group in GROUPS:
+        lines.extend(_group_lines(result.groups[group]))
+    if not result.hit_ids:
+        lines.append("这句话不会召回任何记忆。")
+    lines.append("（只是预览：不加置信度，不写任何文件）")
+    return "\n".join(lines)
+
+
+def _group_lines(g: GroupRecall) -> list[str]:
+    name = GROUP_NAMES[g.group]
+    floor = "关闭" if g.floor < 0 else f"{g.floor:.3f}"
+    head = f"【{name}】候选 {g.candidates} 条，底线 {floor}"
+    if g.reason == "empty":
+        return [head + "：没有可召回的记忆"]
+    top1 = f"{g.top1:.3f}" if g.top1 is not None else "无"
+    if g.reason == "below-floor":
+        return [head + f"：最高分 {top1} 低于底线，本组不召回"]
+    if g.reason == "margin":
+        return [head + f"：最高分 {top1} 领先第二名不足 {g.margin:g}，本组不召回"]
+    if g.reason == "top-k":
+        line = "：底线和 margin 都关闭，直接取前几条"
+    else:
+        line = f"：本轮的线 {g.line:.3f}（取底线与 0.6 × 最高分 {top1} 中较大者）"
+    out = [head + line]
+    for hit in g.hits:
+        lex = f"，字面 +{hit.lexical:.3f}" if hit.lexical > 0 else ""
+        out.append(f"  - {hit.text}（相关度 {hit.score:.3f}{lex}，置信度 "
+                   f"{fmt_confidence(hit.confidence)}，id {hit.id}）")
+    return out
+
+
+def render_recall_json(result: RecallResult) -> dict[str, Any]:
+    """``memself recall --json``: ``{"rule": [{"id","text","score","confidence"}...], "project": [...]}``."""
+    return result.to_json()
+
+
+def verify_command(cases: Path | None, paths: DataPaths, config: Config, now: datetime,
+                   cache_dir: Path | None = None,
+                   recaller: Recaller | None = None) -> VerifyResult:
+    """``memself verify [--cases FILE]``: FILE, or the original's ``verify-cases.json`` in the data
+    directory. The original format runs against the user's active memories (read only)."""
+    from memself.models import resolve_model
+    from memself.recall import gate_params
+    from memself.store import MemoryStore
+    from memself.verify import load_cases, run_cases
+
+    path = cases or paths.verify_cases
+    if not path.is_file():
+        raise InvalidInput(f"找不到用例文件 {path}：用 --cases 指定，或按原插件格式写 {paths.verify_cases}")
+    case_set = load_cases(path)
+    pool = MemoryStore(paths).all() if case_set.fmt == "original" else []
+    if case_set.fmt == "original" and not any(m.active for m in pool):
+        raise InvalidInput("记忆库里没有可用的记忆，无法按 verify-cases.json 验证")
+    recaller = recaller or _recaller(config, cache_dir)
+    params = gate_params(config, resolve_model(config.model))
+    return run_cases(case_set, recaller, params, now, pool, model=config.model)
