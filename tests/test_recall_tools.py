@@ -47,7 +47,7 @@ def test_local_recall_explains_without_rewarding(seeded: DataPaths, recaller) ->
     before = {m.id: (m.confidence, m.lastSeen) for m in MemoryStore(seeded).all()}
     config = load_config(seeded)
     res = local_recall("帮我给订单服务写个 Dockerfile", seeded, config, recaller=recaller)
-    assert [h.text[:12] for h in res.groups["rule"].hits] == ["写 Dockerfile "]
+    assert [h.text.split("，")[0] for h in res.groups["rule"].hits] == ["写 Dockerfile 用多阶段构建"]
     js = render_recall_json(res)
     assert set(js) == {"rule", "project"} and js["rule"][0]["confidence"] == 0.5
     text = render_recall_text(res)
