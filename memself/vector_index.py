@@ -95,7 +95,9 @@ class VectorIndex:
         self.directory = directory
         self.legacy_file = legacy_file if legacy_file is not None else (
             directory.parent / "embeddings.jsonl")
-        self._paths = paths
+        # The index lives in <data dir>/index: its log lines belong to that data dir's log, never
+        # to the default one (a benchmark or test on a temp index must not touch the user's).
+        self._paths = paths or DataPaths(directory.parent)
         self._set(_empty_state())
 
     # ------------------------------------------------------------------ loading
