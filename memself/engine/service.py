@@ -34,7 +34,8 @@ class RecallService:
         self.store = MemoryStore(paths)
         self.model = ""
         self.encoder: Any = None
-        self.background: Any = None
+        self.memory_encoder: Any = None
+        self.recaller: Any = None
         self.index: Any = None
         self.memories: dict[str, Memory] = {}
 
@@ -45,12 +46,13 @@ class RecallService:
         self.reload()
 
     def _load_model(self, config: Config) -> None:
-        from memself.background import load_background
         from memself.encoder import load_encoder
+        from memself.recall import load_recaller
         from memself.vector_index import VectorIndex
 
         self.encoder = load_encoder(config.model)
-        self.background = load_background(self.encoder)
+        self.memory_encoder = MemorySideEncoder(self.encoder)
+        self.recaller = load_recaller(self.encoder, config.model)
         self.index = VectorIndex.for_paths(self.paths)
         self.model = config.model
 
@@ -61,7 +63,7 @@ class RecallService:
             self._load_model(config)
         memories = self.store.all()
         self.memories = {m.id: m for m in memories}
-        result = self.index.sync(memories, self.encoder)
+        result = self.index.sync(memories, self.memory_encoder)
         if result.failed:
             log(self.paths, "index-encode-failed", count=len(result.failed))
 
@@ -81,37 +83,30 @@ class RecallService:
             return self.hook(payload)
         raise InvalidInput(f"召回引擎不支持的操作「{op}」")
 
-    def _query_scores(self, text: str) -> dict[str, float]:
-        query = self.background.centre(self.encoder.encode_queries([text])[0])
-        scores = self.index.scores(query, self.background.mean)
-        return dict(zip(self.index.ids, (float(s) for s in scores), strict=True))
-
-    def ranked(self, text: str, group: str | None = None) -> list[tuple[Memory, float]]:
-        """Active memories (of one group, or all) by centred cosine, best first."""
-        scores = self._query_scores(text)
-        pool = [(m, scores[m.id]) for m in self.memories.values()
-                if m.active and m.id in scores and (group is None or m.category == group)]
-        return sorted(pool, key=lambda pair: pair[1], reverse=True)
+    def _indexed(self) -> tuple[list[Memory], list[int]]:
+        """Memories that have a vector, with their rows (a memory not yet encoded waits a turn)."""
+        memories = list(self.memories.values())
+        rows = self.index.rows([m.id for m in memories])
+        kept = [(m, int(r)) for m, r in zip(memories, rows, strict=True) if r >= 0]
+        return [m for m, _ in kept], [r for _, r in kept]
 
     def nearest(self, text: str, k: int) -> list[tuple[Memory, float]]:
-        return self.ranked(text)[:max(k, 0)]
+        """The k nearest active memories, ungated and unrewarded (the judge's dedup)."""
+        memories, rows = self._indexed()
+        return self.recaller.top_k(text, memories, self.index.matrix, k, rows,
+                                   matrix_key=self.index.generation)
 
     def recall(self, text: str, now: datetime) -> dict[str, Any]:
-        from memself.recall import gate
+        """Gated per-group recall; the hits are rewarded (once per memory per day)."""
+        from memself.models import resolve_model
+        from memself.recall import gate_params
 
         config = load_config(self.paths)
-        floors = _floors(config)
-        scores = self._query_scores(text)
-        result: dict[str, list[dict[str, Any]]] = {}
-        for group in GROUPS:
-            pool = sorted(((m, scores[m.id]) for m in self.memories.values()
-                           if m.category == group and m.active and m.id in scores),
-                          key=lambda pair: pair[1], reverse=True)
-            kept = gate(pool, floors[group], config.recallMinMargin, config.recallTopK)
-            result[group] = [{"id": m.id, "text": m.text, "score": round(s, 4),
-                              "confidence": m.confidence} for m, s in kept]
-        hit_ids = [h["id"] for hits in result.values() for h in hits]
-        gains = self.store.reward_recall(hit_ids, now)
+        memories, rows = self._indexed()
+        params = gate_params(config, resolve_model(config.model))
+        result = self.recaller.recall(text, memories, self.index.matrix, params, rows,
+                                      matrix_key=self.index.generation).to_json()
+        gains = self.store.reward_recall([h["id"] for g in GROUPS for h in result[g]], now)
         for hits in result.values():
             for hit in hits:
                 hit["confidence"] = round(hit["confidence"] + gains.get(hit["id"], 0.0), 10)
@@ -129,14 +124,26 @@ class RecallService:
         return reply._asdict()
 
 
-def _floors(config: Config) -> dict[str, float]:
-    from memself.models import resolve_model
+class MemorySideEncoder:
+    """The encoder as the vector index sees it: memories are encoded on the side recall compares
+    them on (e5 is calibrated symmetric: ``query: `` on memories too), and that side is part of
+    the index's model identity, so a calibration change re-encodes instead of mixing sides."""
 
-    settings = resolve_model(config.model)
-    rule = config.recallMinScore if config.is_set("recallMinScore") else settings.rule_floor
-    project = (config.recallMinScoreProject if config.is_set("recallMinScoreProject")
-               else settings.project_floor)
-    return {"rule": float(rule), "project": float(project)}
+    def __init__(self, encoder: Any) -> None:
+        from memself.recall import ScoringSettings
+
+        self.inner = encoder
+        self.dim = encoder.dim
+        symmetric = ScoringSettings.for_model_id(encoder.model_id).symmetric
+        self.model_id = encoder.model_id + ("#query-side" if symmetric else "")
+
+    def encode_passages(self, texts: Any) -> Any:
+        from memself.recall import encode_memories
+
+        return encode_memories(self.inner, texts)
+
+    def encode_queries(self, texts: Any) -> Any:
+        return self.inner.encode_queries(texts)
 
 
 def _now(payload: dict[str, Any]) -> datetime:

@@ -1,0 +1,82 @@
+"""The real recall service in a real engine process with the real offline model.
+
+One engine per module (loading the model costs seconds); each test uses its own memories.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+from memself.config import set_config_value
+from memself.engine.client import call_engine, stop_engine
+from memself.paths import DataPaths
+from memself.store import MemoryStore
+
+ENTRY = Path(__file__).resolve().parent.parent / "hooks" / "entry.py"
+NOW = datetime(2026, 11, 30, 9, 0, tzinfo=timezone.utc)
+
+
+@pytest.fixture
+def engine_home(model_cache: Path) -> Iterator[DataPaths]:
+    paths = DataPaths.default()
+    paths.ensure()
+    set_config_value(paths, "model", "multilingual-e5-small")
+    os.environ.pop("MEMSELF_ENGINE_SERVICE", None)
+    yield paths
+    stop_engine(paths)
+
+
+def _hook(payload: dict, host: str = "claude") -> dict | None:
+    result = subprocess.run([sys.executable, "-I", "-S", str(ENTRY), "--agent", host],
+                            input=json.dumps(payload).encode(), capture_output=True, timeout=60,
+                            env=os.environ.copy())
+    assert result.returncode == 0
+    return json.loads(result.stdout) if result.stdout.strip() else None
+
+
+def test_recall_finds_the_relevant_fact_and_not_for_unrelated(engine_home: DataPaths) -> None:
+    store = MemoryStore(engine_home)
+    fact = store.create("支付页新流程的灰度开关是 pay_new_flow，在配置中心 payment 命名空间下", "project",
+                        NOW.replace(day=1))
+    store.create("回答和代码注释里都不要用 emoji", "rule", NOW.replace(day=1))
+    question = {"text": "支付页新流程的灰度开关叫什么", "now": NOW.isoformat()}
+    hits = call_engine(engine_home, "recall", question, timeout_s=120)
+    assert [h["id"] for h in hits["project"]] == [fact.id]
+    assert hits["project"][0]["confidence"] == 0.55  # rewarded once
+    assert store.get(fact.id).confidence == 0.55
+    again = call_engine(engine_home, "recall", {"text": "支付页新流程的灰度开关叫什么",
+                                                "now": NOW.isoformat()}, timeout_s=60)
+    assert again["project"][0]["confidence"] == 0.55  # once per day
+    unrelated = call_engine(engine_home, "recall", {"text": "讲讲 TCP 的拥塞控制算法",
+                                                    "now": NOW.isoformat()}, timeout_s=60)
+    assert unrelated["project"] == []
+
+
+def test_new_memory_is_indexed_and_nearest_serves_dedup(engine_home: DataPaths) -> None:
+    store = MemoryStore(engine_home)
+    call_engine(engine_home, "recall", {"text": "随便问一句", "now": NOW.isoformat()}, timeout_s=120)
+    added = store.create("Go 的错误要用 fmt.Errorf 加 %w 包装上下文再返回", "rule", NOW.replace(day=1))
+    nearest = call_engine(engine_home, "nearest", {"text": "Go 里面错误怎么包装", "k": 3}, timeout_s=60)
+    assert nearest["items"][0]["id"] == added.id
+
+
+def test_prompt_hook_through_the_warm_engine(engine_home: DataPaths) -> None:
+    store = MemoryStore(engine_home)
+    store.create("司机端 App 的热修复用 Shorebird，补丁脚本是 driver-app 仓库的 scripts/patch.sh", "project",
+                 NOW.replace(day=1))
+    call_engine(engine_home, "ping", {}, timeout_s=5)
+    call_engine(engine_home, "recall", {"text": "预热", "now": NOW.isoformat()}, timeout_s=120)
+    reply = _hook({"hook_event_name": "UserPromptSubmit", "session_id": "s1", "prompt_id": "p1",
+                   "prompt": "司机端的热修复补丁怎么发出去"})
+    context = reply["hookSpecificOutput"]["additionalContext"]
+    assert "## 项目事实" in context and "scripts/patch.sh" in context
+    log = engine_home.log_file.read_text()
+    assert '"note": "engine"' in log
