@@ -26,7 +26,7 @@ import re
 import threading
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import numpy as np
@@ -121,7 +121,7 @@ def overlap_score(query: dict[str, float], memory: dict[str, float],
 
 class LexicalIndex:
     """Token postings over a list of texts, so one query touches only the texts it shares a word
-    with (a linear scan of 100k memories per prompt would cost far more than the dense product).
+    with (a Python loop over 100k memories per prompt would cost far more than the dense product).
 
     Tokens of each distinct text are cached across rebuilds, so adding one memory re-tokenises one
     text.
@@ -129,7 +129,7 @@ class LexicalIndex:
 
     def __init__(self) -> None:
         self._token_cache: dict[str, dict[str, float]] = {}
-        self._postings: dict[str, list[tuple[int, float]]] = {}
+        self._postings: dict[str, tuple[Any, Any]] = {}  # token -> (rows int64, weights float32)
         self._texts: tuple[str, ...] = ()
 
     def __len__(self) -> int:
@@ -137,10 +137,12 @@ class LexicalIndex:
 
     def set_texts(self, texts: Sequence[str]) -> None:
         """Index exactly these texts (row order = scores order); cheap when nothing changed."""
+        import numpy as np
+
         new = tuple(texts)
-        if new == self._texts:
+        if new == self._texts and (new or not self._postings):
             return
-        postings: dict[str, list[tuple[int, float]]] = {}
+        lists: dict[str, tuple[list[int], list[float]]] = {}
         cache: dict[str, dict[str, float]] = {}
         for row, text in enumerate(new):
             toks = self._token_cache.get(text)
@@ -148,20 +150,25 @@ class LexicalIndex:
                 toks = tokens(text)
             cache[text] = toks
             for token, weight in toks.items():
-                postings.setdefault(token, []).append((row, weight))
+                rows, weights = lists.setdefault(token, ([], []))
+                rows.append(row)
+                weights.append(weight)
         self._token_cache = cache
-        self._postings = postings
+        self._postings = {t: (np.asarray(r, dtype=np.int64), np.asarray(w, dtype=np.float32))
+                          for t, (r, w) in lists.items()}
         self._texts = new
 
     def scores(self, query: str, tau: float = DEFAULT_TAU) -> np.ndarray:
         """``overlap_score`` of ``query`` against every indexed text, float32, row order."""
         import numpy as np
 
-        shared = np.zeros(len(self._texts), dtype=np.float64)
+        shared = np.zeros(len(self._texts), dtype=np.float32)
         for token, q_weight in tokens(query).items():
-            for row, m_weight in self._postings.get(token, ()):
-                shared[row] += min(q_weight, m_weight)
-        return (1.0 - np.exp(-shared / tau)).astype(np.float32)
+            posting = self._postings.get(token)
+            if posting is not None:
+                rows, weights = posting  # a text holds a token once: rows are unique
+                shared[rows] += np.minimum(weights, np.float32(q_weight))
+        return (1.0 - np.exp(-shared / np.float32(tau))).astype(np.float32, copy=False)
 
 
 def scores(query: str, texts: Iterable[str], tau: float = DEFAULT_TAU) -> np.ndarray:

@@ -303,13 +303,68 @@ def query_views(text: str, sentence_views: bool) -> list[str]:
     return views
 
 
+class RecallPool:
+    """Memories prepared for repeated scoring: matrix rows, groups, the active mask and (built on
+    first use) the lexical postings. Build one when the memories change and reuse it per prompt;
+    a plain list is turned into a throwaway pool.
+
+    ``rows[i]`` is the matrix row of ``memories[i]`` (default: row i). Active-ness is read once,
+    here: rewards only raise confidence, and a deprecation comes with a reload of the memories.
+    """
+
+    def __init__(self, memories: Sequence[Memory], rows: Sequence[int] | None = None) -> None:
+        import numpy as np
+
+        self.memories = list(memories)
+        n = len(self.memories)
+        self.rows = (np.arange(n, dtype=np.int64) if rows is None
+                     else np.asarray(rows, dtype=np.int64).reshape(n))
+        self.active = np.fromiter((m.active for m in self.memories), dtype=bool, count=n)
+        codes = {g: i for i, g in enumerate(GROUPS)}
+        self.group = np.fromiter((codes.get(m.category, -1) for m in self.memories),
+                                 dtype=np.int8, count=n)
+        self._lexical: LexicalIndex | None = None
+        self._lexical_groups: tuple[str, ...] = ()
+        self._lexical_rows: np.ndarray | None = None
+
+    def __len__(self) -> int:
+        return len(self.memories)
+
+    def lexical_scores(self, text: str, groups: tuple[str, ...], tau: float) -> np.ndarray:
+        """Lexical overlap of ``text`` with the memories of ``groups`` (0 for the others); the
+        postings cover only those groups and are built on first use."""
+        import numpy as np
+
+        if self._lexical is None or self._lexical_groups != groups:
+            from memself.lexical import LexicalIndex
+
+            codes = [GROUPS.index(g) for g in groups]
+            self._lexical_rows = np.flatnonzero(np.isin(self.group, codes))
+            index = LexicalIndex()
+            index.set_texts([self.memories[i].text for i in self._lexical_rows])
+            self._lexical, self._lexical_groups = index, groups
+        out = np.zeros(len(self.memories), dtype=np.float32)
+        out[self._lexical_rows] = self._lexical.scores(text, tau)
+        return out
+
+    def members(self, group: str | None) -> np.ndarray:
+        """Positions of the active memories of ``group`` (or of all groups)."""
+        import numpy as np
+
+        mask = self.active if group is None else self.active & (self.group == GROUPS.index(group))
+        return np.flatnonzero(mask)
+
+
+def _as_pool(memories: RecallPool | Sequence[Memory], rows: Sequence[int] | None) -> RecallPool:
+    return memories if isinstance(memories, RecallPool) else RecallPool(memories, rows)
+
+
 class Recaller:
     """Scores prompts against memory vectors in one model's recall space.
 
-    ``matrix`` is the raw (not centred) vector matrix, e.g. ``VectorIndex.matrix``; ``rows[i]`` is
-    the row of ``memories[i]`` in it (default: row i). Per-row norms in the space are cached under
-    ``matrix_key`` (e.g. the index generation; None = no caching), so with a key one prompt costs
-    one matrix-vector product per view.
+    ``matrix`` is the raw (not centred) vector matrix, e.g. ``VectorIndex.matrix``. Per-row norms
+    in the space are cached under ``matrix_key`` (e.g. the index generation; None = no caching),
+    so with a key one prompt costs one matrix-vector product per view.
     """
 
     def __init__(self, encoder: Encoder, space: RecallSpace, scoring: ScoringSettings) -> None:
@@ -318,7 +373,6 @@ class Recaller:
         self.scoring = scoring
         self._norms_key: object = None
         self._norms: np.ndarray | None = None
-        self._lexical: LexicalIndex | None = None
 
     # -- pieces
 
@@ -354,69 +408,79 @@ class Recaller:
         out = raw / self._row_norms(matrix, matrix_key)[:, None]
         return out.max(axis=1).astype(np.float32, copy=False)
 
-    def lexical_scores(self, text: str, texts: Sequence[str]) -> np.ndarray:
-        from memself.lexical import LexicalIndex
-
-        if self._lexical is None:
-            self._lexical = LexicalIndex()
-        self._lexical.set_texts(texts)
-        return self._lexical.scores(text, self.scoring.lexical_tau)
-
-    def score(self, text: str, memories: Sequence[Memory], matrix: np.ndarray,
+    def score(self, text: str, memories: RecallPool | Sequence[Memory], matrix: np.ndarray,
               rows: Sequence[int] | None = None,
               matrix_key: object = None) -> tuple[np.ndarray, np.ndarray]:
-        """``(fused, dense)`` scores aligned with ``memories`` (fused = dense + w_group x lexical)."""
+        """``(fused, dense)`` aligned with the pool (fused = dense + w_group x lexical)."""
         import numpy as np
 
-        dense_all = self.dense_scores(text, matrix, matrix_key)
-        idx = np.arange(len(memories)) if rows is None else np.asarray(rows, dtype=np.int64)
-        dense = dense_all[idx] if len(idx) else np.zeros(0, dtype=np.float32)
+        pool = _as_pool(memories, rows)
+        if not len(pool):
+            empty = np.zeros(0, dtype=np.float32)
+            return empty, empty
+        dense = self.dense_scores(text, matrix, matrix_key)[pool.rows]
         fused = dense.copy()
-        if self.scoring.uses_lexical and len(memories):
-            weights = np.array([self.scoring.lexical.get(m.category, 0.0) for m in memories],
-                               dtype=np.float32)
-            fused += weights * self.lexical_scores(text, [m.text for m in memories])
+        weighted = tuple(g for g in GROUPS if self.scoring.lexical.get(g, 0.0))
+        if weighted:
+            per_group = np.array([self.scoring.lexical.get(g, 0.0) for g in GROUPS] + [0.0],
+                                 dtype=np.float32)
+            lex = pool.lexical_scores(text, weighted, self.scoring.lexical_tau)
+            fused += per_group[pool.group] * lex
         return fused, dense
 
     # -- recall
 
-    def recall(self, text: str, memories: Sequence[Memory], matrix: np.ndarray,
+    def recall(self, text: str, memories: RecallPool | Sequence[Memory], matrix: np.ndarray,
                params: GateParams, rows: Sequence[int] | None = None,
                matrix_key: object = None) -> RecallResult:
-        """Gated per-group recall over the active ones among ``memories``. No side effects."""
-        active = [(i, m) for i, m in enumerate(memories) if m.active]
-        pool = [m for _, m in active]
-        sub_rows = [i if rows is None else rows[i] for i, _ in active]
-        fused, dense = self.score(text, pool, matrix, sub_rows, matrix_key)
-        lexical = fused - dense
+        """Gated per-group recall over the active memories of the pool. No side effects."""
+        pool = _as_pool(memories, rows)
+        fused, dense = self.score(text, pool, matrix, matrix_key=matrix_key)
+        head = max(params.top_k, 2)  # the gate looks at top1, top2 and the top k, nothing else
         groups: dict[str, GroupRecall] = {}
         for group in GROUPS:
-            cands = [(j, float(fused[j])) for j, m in enumerate(pool) if m.category == group]
-            out = gate_explained(cands, params.floors[group], params.margin, params.top_k)
-            hits = [Hit(pool[j].id, pool[j].text, s, pool[j].confidence, float(dense[j]),
-                        float(lexical[j])) for j, s in out.kept]
+            members = pool.members(group)
+            top = _best(members, fused, head)
+            out = gate_explained([(int(j), float(fused[j])) for j in top], params.floors[group],
+                                 params.margin, params.top_k)
+            hits = [Hit(pool.memories[j].id, pool.memories[j].text, s,
+                        pool.memories[j].confidence, float(dense[j]), s - float(dense[j]))
+                    for j, s in out.kept]
             groups[group] = GroupRecall(group, hits, out.reason, out.line, out.top1, out.floor,
-                                        out.margin, len(cands))
+                                        out.margin, len(members))
         return RecallResult(text, groups)
 
-    def ranked(self, text: str, memories: Sequence[Memory], matrix: np.ndarray,
+    def top_k(self, text: str, memories: RecallPool | Sequence[Memory], matrix: np.ndarray,
+              k: int, rows: Sequence[int] | None = None, group: str | None = None,
+              matrix_key: object = None) -> list[tuple[Memory, float]]:
+        """The raw top-k of the active memories (of one group, or all) by fused score, best
+        first: the ungated (``gate:false``) view for dedup and eval. No floor, no rewards."""
+        pool = _as_pool(memories, rows)
+        fused, _ = self.score(text, pool, matrix, matrix_key=matrix_key)
+        top = _best(pool.members(group), fused, max(k, 0))
+        return [(pool.memories[j], float(fused[j])) for j in top]
+
+    def ranked(self, text: str, memories: RecallPool | Sequence[Memory], matrix: np.ndarray,
                rows: Sequence[int] | None = None, group: str | None = None,
                matrix_key: object = None) -> list[tuple[Memory, float]]:
-        """Active memories (of one group, or all) by fused score, best first: the ungated
-        (``gate:false``) view used by dedup and eval."""
-        active = [(i, m) for i, m in enumerate(memories)
-                  if m.active and (group is None or m.category == group)]
-        pool = [m for _, m in active]
-        sub_rows = [i if rows is None else rows[i] for i, _ in active]
-        fused, _ = self.score(text, pool, matrix, sub_rows, matrix_key)
-        order = sorted(range(len(pool)), key=lambda j: float(fused[j]), reverse=True)
-        return [(pool[j], float(fused[j])) for j in order]
+        """Every active memory (of one group, or all) by fused score, best first."""
+        pool = _as_pool(memories, rows)
+        return self.top_k(text, pool, matrix, len(pool), group=group, matrix_key=matrix_key)
 
-    def top_k(self, text: str, memories: Sequence[Memory], matrix: np.ndarray, k: int,
-              rows: Sequence[int] | None = None, group: str | None = None,
-              matrix_key: object = None) -> list[tuple[Memory, float]]:
-        """The raw top-k (no floor, no relative line, no rewards)."""
-        return self.ranked(text, memories, matrix, rows, group, matrix_key)[:max(k, 0)]
+
+def _best(members: np.ndarray, scores: np.ndarray, k: int) -> np.ndarray:
+    """The ``k`` members with the highest scores, best first (ties: lower position first)."""
+    import numpy as np
+
+    if k <= 0 or not len(members):
+        return members[:0]
+    sub = scores[members]
+    if k < len(members):
+        part = np.argpartition(-sub, k - 1)[:k]
+        order = part[np.lexsort((part, -sub[part]))]
+    else:
+        order = np.lexsort((np.arange(len(sub)), -sub))
+    return members[order]
 
 
 def load_recaller(encoder: Encoder, model: str, cache_dir: Path | None = None) -> Recaller:

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memself.errors import InvalidInput
-from memself.recall import GateParams, Recaller, encode_memories, gate_explained
+from memself.recall import GateParams, Recaller, RecallPool, encode_memories, gate_explained
 from memself.records import GROUPS, Memory
 
 if TYPE_CHECKING:
@@ -284,8 +284,9 @@ class _Scored:
 def _score_pool(recaller: Recaller, prompts: Sequence[str], pool: Sequence[Memory],
                 matrix: np.ndarray) -> list[_Scored]:
     out = []
+    prepared = RecallPool(pool)  # one lexical index for all prompts
     for prompt in prompts:
-        fused, _ = recaller.score(prompt, pool, matrix)
+        fused, _ = recaller.score(prompt, prepared, matrix)
         by_group: dict[str, list[tuple[Memory, float]]] = {g: [] for g in GROUPS}
         for memory, score in zip(pool, fused, strict=True):
             by_group[memory.category].append((memory, float(score)))

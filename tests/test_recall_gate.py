@@ -206,3 +206,28 @@ def test_offline_model_has_calibration() -> None:
     scoring = ScoringSettings.from_model(MODELS[OFFLINE_MODEL])
     assert scoring.symmetric and scoring.space_dims > 0 and scoring.uses_lexical
     assert ScoringSettings.for_model_id("not/in-table-model").space_dims == 0
+
+
+def test_lexical_fusion_only_for_weighted_groups_and_pool_reuse() -> None:
+    from memself.recall import RecallPool
+
+    # Same dense vector everywhere: any score difference is the lexical part.
+    same = [1.0, 0, 0, 0]
+    table = {"帮我写个 Dockerfile": same}
+    rec = Recaller(TableEncoder(table),
+                   RecallSpace("t", np.zeros(4, np.float32), np.zeros((0, 4), np.float32)),
+                   ScoringSettings(lexical={"rule": 0.4, "project": 0.0}))
+    mems = [memory("写 Dockerfile 用多阶段构建", "rule"), memory("回答里不要用 emoji 表情", "rule"),
+            memory("镜像的 Dockerfile 在 deploy 目录", "project")]
+    pool = RecallPool(mems)
+    matrix = np.stack([np.asarray(same, np.float32)] * 3)
+    fused, dense = rec.score("帮我写个 Dockerfile", pool, matrix)
+    assert np.allclose(dense, 1.0)
+    assert fused[0] > 1.0 + 0.05          # shares the rare word "dockerfile"
+    assert fused[1] == pytest.approx(1.0)  # shares nothing
+    assert fused[2] == pytest.approx(1.0)  # project: weight 0, although it shares the word
+    # The pool keeps its lexical index: a second prompt reuses it and gives the same numbers.
+    again, _ = rec.score("帮我写个 Dockerfile", pool, matrix)
+    assert np.allclose(again, fused)
+    top = rec.top_k("帮我写个 Dockerfile", pool, matrix, 1, group="rule")
+    assert [m.text for m, _ in top] == ["写 Dockerfile 用多阶段构建"]
