@@ -60,14 +60,14 @@ class Side:
 
 
 STEPS = [
-    # name, sentences, symmetric, dims, lexical rule weight, sentence views
+    # name, sentences, symmetric, dims, lexical rule weight (tau 10), sentence views
     ("original: everyday-sentence mean, passages", EVERYDAY, False, 0, 0.0, False),
     ("coding-request background (background_sentences.json)", None, False, 0, 0.0, False),
     ("+ memories encoded like prompts (symmetric e5)", None, True, 0, 0.0, False),
     ("+ general-prompt background (mean only)", "general", True, 0, 0.0, False),
     ("+ remove 8 principal directions", "general", True, 8, 0.0, False),
-    ("+ lexical overlap for rules (w 0.4)", "general", True, 8, 0.4, False),
-    ("+ sentence views (= shipped calibration)", "general", True, 8, 0.4, True),
+    ("+ lexical overlap for rules (w 0.5)", "general", True, 8, 0.5, False),
+    ("+ sentence views (= shipped calibration)", "general", True, 8, 0.5, True),
 ]
 
 
@@ -89,7 +89,7 @@ def main() -> None:
                 else default_sentences_path() if sentences is None else sentences)
         space = build_space(enc.model_id, enc.encode_queries(load_sentences(path)), dims)
         scoring = ScoringSettings(space_dims=dims, lexical={"rule": lex, "project": 0.0},
-                                  sentence_views=views, symmetric=symmetric)
+                                  lexical_tau=10.0, sentence_views=views, symmetric=symmetric)
         rec = Recaller(enc, space, scoring)
         rows = []
         if sentences == EVERYDAY:
