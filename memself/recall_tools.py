@@ -37,6 +37,7 @@ def local_recall(text: str, paths: DataPaths, config: Config,
 
     The vector index is synced first (new or changed memories are encoded), as the engine does.
     """
+    from memself.memory_encoder import memory_side
     from memself.models import resolve_model
     from memself.recall import gate_params
     from memself.store import MemoryStore
@@ -47,7 +48,7 @@ def local_recall(text: str, paths: DataPaths, config: Config,
     recaller = recaller or _recaller(config, cache_dir)
     memories = MemoryStore(paths).all()
     index = VectorIndex.for_paths(paths)
-    index.sync(memories, recaller.encoder)
+    index.sync(memories, memory_side(recaller.encoder))
     row_of = {mem_id: i for i, mem_id in enumerate(index.ids)}
     pool = [m for m in memories if m.id in row_of]
     params = gate_params(config, resolve_model(config.model))
@@ -62,7 +63,7 @@ def render_recall_text(result: RecallResult) -> str:
         lines.extend(_group_lines(result.groups[group]))
     if not result.hit_ids:
         lines.append("这句话不会召回任何记忆。")
-    lines.append("（只是预览：不加置信度，不写任何文件）")
+    lines.append("（只是预览：不给任何记忆加分）")
     return "\n".join(lines)
 
 

@@ -47,11 +47,12 @@ class RecallService:
 
     def _load_model(self, config: Config) -> None:
         from memself.encoder import load_encoder
+        from memself.memory_encoder import memory_side
         from memself.recall import load_recaller
         from memself.vector_index import VectorIndex
 
         self.encoder = load_encoder(config.model)
-        self.memory_encoder = MemorySideEncoder(self.encoder)
+        self.memory_encoder = memory_side(self.encoder)
         self.recaller = load_recaller(self.encoder, config.model)
         self.index = VectorIndex.for_paths(self.paths)
         self.model = config.model
@@ -122,28 +123,6 @@ class RecallService:
         reply = handle(event, _now(payload), self.paths,
                        recall=lambda text, now: self.recall(text, now), in_engine=True)
         return reply._asdict()
-
-
-class MemorySideEncoder:
-    """The encoder as the vector index sees it: memories are encoded on the side recall compares
-    them on (e5 is calibrated symmetric: ``query: `` on memories too), and that side is part of
-    the index's model identity, so a calibration change re-encodes instead of mixing sides."""
-
-    def __init__(self, encoder: Any) -> None:
-        from memself.recall import ScoringSettings
-
-        self.inner = encoder
-        self.dim = encoder.dim
-        symmetric = ScoringSettings.for_model_id(encoder.model_id).symmetric
-        self.model_id = encoder.model_id + ("#query-side" if symmetric else "")
-
-    def encode_passages(self, texts: Any) -> Any:
-        from memself.recall import encode_memories
-
-        return encode_memories(self.inner, texts)
-
-    def encode_queries(self, texts: Any) -> Any:
-        return self.inner.encode_queries(texts)
 
 
 def _now(payload: dict[str, Any]) -> datetime:

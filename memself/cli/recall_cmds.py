@@ -1,0 +1,77 @@
+"""Recall commands: preview a prompt's recall, run labelled cases, rebuild the index or background."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from memself.cli.app import echo_json, main, now_utc
+from memself.config import load_config
+from memself.errors import InvalidInput
+from memself.paths import DataPaths
+
+
+@main.command("recall")
+@click.argument("text")
+@click.option("--json", "as_json", is_flag=True, help="输出 JSON")
+def recall_cmd(text: str, as_json: bool) -> None:
+    """预览一句输入会召回哪些记忆、分数和每组要过的线（不加分，不写文件）。"""
+    from memself.recall_tools import local_recall, render_recall_json, render_recall_text
+
+    paths = DataPaths.default()
+    result = local_recall(text, paths, load_config(paths))
+    if as_json:
+        echo_json(render_recall_json(result))
+    else:
+        click.echo(render_recall_text(result))
+
+
+@main.command("verify")
+@click.option("--cases", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="用例文件（dev-cases.json 格式或原插件的 verify-cases.json 格式）")
+@click.option("--json", "as_json", is_flag=True, help="输出 JSON")
+def verify_cmd(cases: Path | None, as_json: bool) -> None:
+    """用标注用例评测召回：命中、泄漏、单条记忆召回和逐组阈值扫描。"""
+    from memself.recall_tools import verify_command
+    from memself.verify import render_json, render_text
+
+    paths = DataPaths.default()
+    result = verify_command(cases, paths, load_config(paths), now_utc())
+    if as_json:
+        echo_json(render_json(result))
+    else:
+        click.echo(render_text(result))
+
+
+@main.command("rebuild-index")
+def rebuild_index_cmd() -> None:
+    """备份旧索引后按当前模型重建全部向量（换模型或手改过记忆正文后用）。"""
+    from memself.encoder import load_encoder
+    from memself.memory_encoder import memory_side
+    from memself.store import MemoryStore
+    from memself.vector_index import VectorIndex
+
+    paths = DataPaths.default()
+    memories = MemoryStore(paths).all()
+    if not memories:
+        raise InvalidInput("记忆库为空，没有可重建的向量")
+    encoder = memory_side(load_encoder(load_config(paths).model))
+    result = VectorIndex.for_paths(paths).rebuild(memories, encoder, now_utc())
+    click.echo(f"已重建 {result.encoded} 条向量，模型 {encoder.model_id}，维度 {encoder.dim}")
+    if result.backup:
+        click.echo(f"旧索引备份在 {result.backup}")
+    if result.failed:
+        click.echo(f"有 {len(result.failed)} 条编码失败，记忆仍在，下次同步时重试", err=True)
+
+
+@main.command("build-background")
+def build_background_cmd() -> None:
+    """按当前模型重新生成背景均值（换模型或改了 background_sentences.json 后用）。"""
+    from memself.background import build_background
+
+    paths = DataPaths.default()
+    model = load_config(paths).model
+    background = build_background(model)
+    click.echo(f"已生成 {background.model_id} 的背景均值（维度 {background.mean.shape[0]}），"
+               "请再运行 memself verify 检查阈值")
