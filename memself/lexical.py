@@ -127,8 +127,11 @@ class LexicalIndex:
     text.
     """
 
-    def __init__(self) -> None:
-        self._token_cache: dict[str, dict[str, float]] = {}
+    def __init__(self, token_cache: dict[str, dict[str, float]] | None = None) -> None:
+        # Shared with the next index when the caller passes the same dict; pruned on each
+        # rebuild to the texts indexed, so it never outgrows the pool.
+        self._token_cache: dict[str, dict[str, float]] = (
+            token_cache if token_cache is not None else {})
         self._postings: dict[str, tuple[Any, Any]] = {}  # token -> (rows int64, weights float32)
         self._texts: tuple[str, ...] = ()
 
@@ -153,7 +156,8 @@ class LexicalIndex:
                 rows, weights = lists.setdefault(token, ([], []))
                 rows.append(row)
                 weights.append(weight)
-        self._token_cache = cache
+        self._token_cache.clear()
+        self._token_cache.update(cache)
         self._postings = {t: (np.asarray(r, dtype=np.int64), np.asarray(w, dtype=np.float32))
                           for t, (r, w) in lists.items()}
         self._texts = new

@@ -330,9 +330,12 @@ class RecallPool:
     def __len__(self) -> int:
         return len(self.memories)
 
-    def lexical_scores(self, text: str, groups: tuple[str, ...], tau: float) -> np.ndarray:
+    def lexical_scores(self, text: str, groups: tuple[str, ...], tau: float,
+                       token_cache: dict[str, dict[str, float]] | None = None) -> np.ndarray:
         """Lexical overlap of ``text`` with the memories of ``groups`` (0 for the others); the
-        postings cover only those groups and are built on first use."""
+        postings cover only those groups and are built on first use (``token_cache``, text ->
+        tokens, carries tokens over from an earlier pool so a reload re-tokenises only new
+        texts)."""
         import numpy as np
 
         if self._lexical is None or self._lexical_groups != groups:
@@ -340,7 +343,7 @@ class RecallPool:
 
             codes = [GROUPS.index(g) for g in groups]
             self._lexical_rows = np.flatnonzero(np.isin(self.group, codes))
-            index = LexicalIndex()
+            index = LexicalIndex(token_cache)
             index.set_texts([self.memories[i].text for i in self._lexical_rows])
             self._lexical, self._lexical_groups = index, groups
         out = np.zeros(len(self.memories), dtype=np.float32)
@@ -353,10 +356,6 @@ class RecallPool:
 
         mask = self.active if group is None else self.active & (self.group == GROUPS.index(group))
         return np.flatnonzero(mask)
-
-
-def _as_pool(memories: RecallPool | Sequence[Memory], rows: Sequence[int] | None) -> RecallPool:
-    return memories if isinstance(memories, RecallPool) else RecallPool(memories, rows)
 
 
 class Recaller:
@@ -373,6 +372,22 @@ class Recaller:
         self.scoring = scoring
         self._norms_key: object = None
         self._norms: np.ndarray | None = None
+        self._pool_key: tuple[object, ...] | None = None
+        self._pool: RecallPool | None = None
+        self._tokens: dict[str, dict[str, float]] = {}
+
+    def _as_pool(self, memories: RecallPool | Sequence[Memory],
+                 rows: Sequence[int] | None) -> RecallPool:
+        """A list becomes a pool, reused while the same memory objects and rows come back (the
+        engine passes its list per prompt; rebuilding would re-read every memory and rebuild the
+        lexical postings). The key holds object ids; the cached pool keeps those objects alive,
+        so an id cannot be reused by a different object while it is cached."""
+        if isinstance(memories, RecallPool):
+            return memories
+        key = (tuple(map(id, memories)), None if rows is None else tuple(rows))
+        if self._pool is None or self._pool_key != key:
+            self._pool, self._pool_key = RecallPool(memories, rows), key
+        return self._pool
 
     # -- pieces
 
@@ -414,7 +429,7 @@ class Recaller:
         """``(fused, dense)`` aligned with the pool (fused = dense + w_group x lexical)."""
         import numpy as np
 
-        pool = _as_pool(memories, rows)
+        pool = self._as_pool(memories, rows)
         if not len(pool):
             empty = np.zeros(0, dtype=np.float32)
             return empty, empty
@@ -424,7 +439,7 @@ class Recaller:
         if weighted:
             per_group = np.array([self.scoring.lexical.get(g, 0.0) for g in GROUPS] + [0.0],
                                  dtype=np.float32)
-            lex = pool.lexical_scores(text, weighted, self.scoring.lexical_tau)
+            lex = pool.lexical_scores(text, weighted, self.scoring.lexical_tau, self._tokens)
             fused += per_group[pool.group] * lex
         return fused, dense
 
@@ -434,7 +449,7 @@ class Recaller:
                params: GateParams, rows: Sequence[int] | None = None,
                matrix_key: object = None) -> RecallResult:
         """Gated per-group recall over the active memories of the pool. No side effects."""
-        pool = _as_pool(memories, rows)
+        pool = self._as_pool(memories, rows)
         fused, dense = self.score(text, pool, matrix, matrix_key=matrix_key)
         head = max(params.top_k, 2)  # the gate looks at top1, top2 and the top k, nothing else
         groups: dict[str, GroupRecall] = {}
@@ -455,7 +470,7 @@ class Recaller:
               matrix_key: object = None) -> list[tuple[Memory, float]]:
         """The raw top-k of the active memories (of one group, or all) by fused score, best
         first: the ungated (``gate:false``) view for dedup and eval. No floor, no rewards."""
-        pool = _as_pool(memories, rows)
+        pool = self._as_pool(memories, rows)
         fused, _ = self.score(text, pool, matrix, matrix_key=matrix_key)
         top = _best(pool.members(group), fused, max(k, 0))
         return [(pool.memories[j], float(fused[j])) for j in top]
@@ -464,7 +479,7 @@ class Recaller:
                rows: Sequence[int] | None = None, group: str | None = None,
                matrix_key: object = None) -> list[tuple[Memory, float]]:
         """Every active memory (of one group, or all) by fused score, best first."""
-        pool = _as_pool(memories, rows)
+        pool = self._as_pool(memories, rows)
         return self.top_k(text, pool, matrix, len(pool), group=group, matrix_key=matrix_key)
 
 

@@ -231,3 +231,33 @@ def test_lexical_fusion_only_for_weighted_groups_and_pool_reuse() -> None:
     assert np.allclose(again, fused)
     top = rec.top_k("帮我写个 Dockerfile", pool, matrix, 1, group="rule")
     assert [m.text for m, _ in top] == ["写 Dockerfile 用多阶段构建"]
+
+
+def test_list_pools_are_reused_and_tokens_carried_over(monkeypatch: pytest.MonkeyPatch) -> None:
+    import memself.lexical as lexical
+
+    calls: list[str] = []
+    real = lexical.tokens
+    monkeypatch.setattr(lexical, "tokens", lambda text: calls.append(text) or real(text))
+    same = [1.0, 0, 0, 0]
+    rec = Recaller(TableEncoder({"写个 Dockerfile": same}),
+                   RecallSpace("t", np.zeros(4, np.float32), np.zeros((0, 4), np.float32)),
+                   ScoringSettings(lexical={"rule": 0.5, "project": 0.0}, lexical_tau=10.0))
+    mems = [memory("写 Dockerfile 用多阶段构建", "rule"), memory("回答里不要用 emoji 表情", "rule")]
+    matrix = np.stack([np.asarray(same, np.float32)] * 3)
+    params = GateParams({"rule": 0.0, "project": 0.0})
+    rec.recall("写个 Dockerfile", mems, matrix, params)
+    memory_calls = [c for c in calls if c != "写个 Dockerfile"]
+    assert sorted(memory_calls) == sorted(m.text for m in mems)
+    first_pool = rec._pool
+    rec.recall("写个 Dockerfile", mems, matrix, params)
+    assert rec._pool is first_pool  # same objects, same rows: nothing rebuilt
+    calls.clear()
+    # A reload: new objects (one deprecated, one new text). Only the new text is tokenised.
+    reloaded = [memory("写 Dockerfile 用多阶段构建", "rule"),
+                memory("回答里不要用 emoji 表情", "rule", deprecated=True),
+                memory("Dockerfile 基础镜像固定版本号", "rule")]
+    res = rec.recall("写个 Dockerfile", reloaded, matrix, params)
+    assert rec._pool is not first_pool
+    assert [c for c in calls if c != "写个 Dockerfile"] == ["Dockerfile 基础镜像固定版本号"]
+    assert res.groups["rule"].candidates == 2  # the deprecated one is out
