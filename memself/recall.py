@@ -203,9 +203,10 @@ def build_space(model_id: str, sentence_vectors: np.ndarray, dims: int) -> Recal
     return RecallSpace(model_id, mean, comps)
 
 
-def load_space(encoder: Encoder, scoring: ScoringSettings,
-               cache_dir: Path | None = None) -> RecallSpace:
-    """The recall space of this model, cached beside the background means.
+def load_space(encoder: Encoder, scoring: ScoringSettings, cache_dir: Path | None = None,
+               rebuild: bool = False) -> RecallSpace:
+    """The recall space of this model, cached beside the background means (``rebuild``: encode
+    the sentences again and overwrite the cache, for ``memself build-background``).
 
     Without principal directions and without the general prompts it is exactly the background
     mean of ``memself.background`` (same cache file).
@@ -215,7 +216,8 @@ def load_space(encoder: Encoder, scoring: ScoringSettings,
     from memself import background
 
     if scoring.space_dims == 0 and not scoring.general_space:
-        bg = background.load_background(encoder, cache_dir)
+        load = background.build_background if rebuild else background.load_background
+        bg = load(encoder, cache_dir)
         return RecallSpace(encoder.model_id, np.asarray(bg.mean, dtype=np.float32),
                            np.zeros((0, encoder.dim), dtype=np.float32))
     path = general_prompts_path() if scoring.general_space else None
@@ -224,6 +226,8 @@ def load_space(encoder: Encoder, scoring: ScoringSettings,
     cache = background.cache_file(encoder.model_id, digest, cache_dir)
     rows = 1 + scoring.space_dims
     try:
+        if rebuild:
+            raise FileNotFoundError(cache)
         stored = np.load(cache, allow_pickle=False)
         if stored.shape[1:] == (encoder.dim,) and 1 <= len(stored) <= rows \
                 and stored.dtype == np.float32 and np.isfinite(stored).all():
@@ -498,12 +502,14 @@ def _best(members: np.ndarray, scores: np.ndarray, k: int) -> np.ndarray:
     return members[order]
 
 
-def load_recaller(encoder: Encoder, model: str, cache_dir: Path | None = None) -> Recaller:
-    """A ``Recaller`` for ``model`` (the configured name) with its table calibration."""
+def load_recaller(encoder: Encoder, model: str, cache_dir: Path | None = None,
+                  rebuild_space: bool = False) -> Recaller:
+    """A ``Recaller`` for ``model`` (the configured name) with its table calibration;
+    ``rebuild_space`` re-encodes the space's sentences instead of reading the cache."""
     from memself.models import resolve_model
 
     scoring = ScoringSettings.from_model(resolve_model(model))
-    return Recaller(encoder, load_space(encoder, scoring, cache_dir), scoring)
+    return Recaller(encoder, load_space(encoder, scoring, cache_dir, rebuild_space), scoring)
 
 
 def gate_params(config: Any, model_settings: ModelSettings) -> GateParams:

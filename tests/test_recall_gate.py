@@ -261,3 +261,37 @@ def test_list_pools_are_reused_and_tokens_carried_over(monkeypatch: pytest.Monke
     assert rec._pool is not first_pool
     assert [c for c in calls if c != "写个 Dockerfile"] == ["Dockerfile 基础镜像固定版本号"]
     assert res.groups["rule"].candidates == 2  # the deprecated one is out
+
+
+def test_space_is_cached_and_rebuilt_on_request(tmp_path) -> None:
+    import hashlib
+
+    from memself.recall import load_space
+
+    class HashEncoder:
+        model_id, dim = "test:hash", 8
+
+        def __init__(self) -> None:
+            self.calls = 0
+
+        def encode_queries(self, texts):
+            self.calls += 1
+            rows = [np.frombuffer(hashlib.sha256(t.encode()).digest()[:32], dtype=np.uint8)[:8]
+                    .astype(np.float32) - 127.5 for t in texts]
+            v = np.stack(rows)
+            return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+        encode_passages = encode_queries
+
+    enc = HashEncoder()
+    scoring = ScoringSettings(space_dims=3, general_space=True)
+    first = load_space(enc, scoring, tmp_path)
+    assert first.components.shape == (3, 8) and enc.calls == 1
+    again = load_space(enc, scoring, tmp_path)
+    assert enc.calls == 1 and np.allclose(again.mean, first.mean)
+    assert np.allclose(again.components, first.components)
+    load_space(enc, scoring, tmp_path, rebuild=True)
+    assert enc.calls == 2
+    # A different number of directions is a different cache entry.
+    other = load_space(enc, ScoringSettings(space_dims=2, general_space=True), tmp_path)
+    assert other.components.shape == (2, 8) and enc.calls == 3
