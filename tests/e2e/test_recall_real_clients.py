@@ -1,0 +1,68 @@
+"""Per-prompt recall in the real clients, with the real offline model in a warm engine: a relevant
+project fact reaches the model with the matching prompt, and not with an unrelated one."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+from clients import Clients, hook_command_line, run_claude, run_codebuddy, write_claude_style_hooks
+
+from memself.config import set_config_value
+from memself.engine.client import call_engine, stop_engine
+from memself.paths import DataPaths
+from memself.store import MemoryStore
+
+pytestmark = pytest.mark.e2e
+
+EVENTS = {"SessionStart": 10, "UserPromptSubmit": 10, "Stop": 20}
+FACT = "订单服务的数据库迁移脚本放在 order-svc 仓库的 migrations 目录，执行前要在 #db-change 频道报备"
+MARKER = "#db-change"
+RELEVANT = "订单服务要加个字段，数据库迁移脚本放在哪，执行前要做什么"
+UNRELATED = "讲讲 TCP 的拥塞控制算法，慢启动和拥塞避免有什么区别"
+
+
+@pytest.mark.parametrize("client", ["claude", "codebuddy"])
+def test_relevant_fact_reaches_the_model_only_with_the_matching_prompt(
+        client: str, clients: Clients, tmp_path: Path, model_cache: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    home, proj = tmp_path / "client-home", tmp_path / "proj"
+    home.mkdir()
+    proj.mkdir()
+    runtime = tmp_path / "rt"
+    runtime.mkdir(mode=0o700)
+    data = DataPaths(tmp_path / "memself-data")
+    data.ensure()
+    monkeypatch.setenv("MEMSELF_HOME", str(data.root))
+    monkeypatch.setenv("MEMSELF_RUNTIME_DIR", str(runtime))
+    monkeypatch.delenv("MEMSELF_ENGINE_SERVICE", raising=False)
+    set_config_value(data, "model", "multilingual-e5-small")
+    MemoryStore(data).create(FACT, "project", datetime(2026, 11, 1, tzinfo=timezone.utc))
+    folder = ".claude" if client == "claude" else ".codebuddy"
+    write_claude_style_hooks(home / folder / "settings.json", hook_command_line(client), EVENTS)
+    env = {"MEMSELF_RUNTIME_DIR": str(runtime), "MEMSELF_MODEL_CACHE": str(model_cache)}
+    try:
+        # Warm the engine first, as a session start does: the first prompt of a cold engine is
+        # answered without recall by design.
+        call_engine(data, "recall", {"text": "预热", "now": datetime.now(timezone.utc).isoformat()},
+                    timeout_s=300)
+
+        def run(prompt: str):
+            if client == "claude":
+                return run_claude(clients, home, prompt, cwd=proj, memself_home=data.root,
+                                  extra_env=env)
+            return run_codebuddy(clients, home, prompt, cwd=proj, memself_home=data.root,
+                                 stream_json=False, extra_env=env)
+
+        relevant = run(RELEVANT)
+        assert relevant.rc == 0, relevant.stderr[-2000:]
+        assert relevant.bodies_containing(MARKER), "the relevant fact did not reach the model"
+        body = json.dumps(relevant.bodies_containing(MARKER)[0]["body"], ensure_ascii=False)
+        assert "项目事实" in body
+        unrelated = run(UNRELATED)
+        assert unrelated.rc == 0 and unrelated.model_requests
+        assert not unrelated.bodies_containing(MARKER)
+    finally:
+        stop_engine(data)
