@@ -67,11 +67,18 @@ def rebuild_index_cmd() -> None:
 
 @main.command("build-background")
 def build_background_cmd() -> None:
-    """按当前模型重新生成背景均值（换模型或改了 background_sentences.json 后用）。"""
+    """按当前模型重新生成背景均值和召回空间（换模型或改了背景句子后用）。"""
     from memself.background import build_background
+    from memself.encoder import load_encoder
+    from memself.recall import load_recaller
 
     paths = DataPaths.default()
     model = load_config(paths).model
-    background = build_background(model)
+    encoder = load_encoder(model)
+    background = build_background(encoder)
+    # A calibrated model scores in a space built from the shipped general prompts; it has its own
+    # cache, rebuilt here too so both stay in step with the model and the sentence files.
+    recaller = load_recaller(encoder, model, rebuild_space=True)
     click.echo(f"已生成 {background.model_id} 的背景均值（维度 {background.mean.shape[0]}），"
+               f"召回空间去掉了 {len(recaller.space.components)} 个公共方向；"
                "请再运行 memself verify 检查阈值")
