@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from memself.errors import InvalidInput, NotFound, WriteFailed
+from memself.errors import InvalidInput, NotFound
 from memself.records import Memory
 from memself.store import MemoryStore
 from tests.helpers import T0, by_id, days, make_store, record, write_records
