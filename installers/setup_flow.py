@@ -264,6 +264,7 @@ def run_uninstall(only: str | None, dry_run: bool, echo: Echo, *, home: Path | N
     for report in reports:
         render_results(report, echo, show_diff=dry_run, only_changed=True)
     if only is None:
+        _stop_engine_for_uninstall(paths, dry_run, echo)
         echo(f"{paths.root}：")
         for name in _REMOVED_DATA:
             target = paths.root / name
@@ -280,6 +281,17 @@ def run_uninstall(only: str | None, dry_run: bool, echo: Echo, *, home: Path | N
     if not dry_run:
         echo("卸完后请重启各客户端，MCP 才会从已经打开的会话里消失。")
     return 1 if any(r.error for r in reports) else 0
+
+
+def _stop_engine_for_uninstall(paths: DataPaths, dry_run: bool, echo: Echo) -> None:
+    """A running engine would keep serving (and holding the model) until its idle exit."""
+    from memself.engine.client import engine_status
+
+    if engine_status(paths) is None:
+        return
+    if not dry_run:
+        _stop_engine(paths)
+    echo(f"{'将停止' if dry_run else '已停止'}常驻召回进程")
 
 
 def _remove_model_copies(dry_run: bool, echo: Echo) -> None:

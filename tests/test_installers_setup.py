@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import stat
 from pathlib import Path
 
@@ -17,6 +18,9 @@ from memself.installers.entries import RESOLVE_RULE
 from memself.installers.model_prep import ModelReady, prepare_model
 from memself.installers.setup_flow import SetupOptions, run_setup, run_uninstall
 from memself.paths import DataPaths
+from tests.hookproc import hook_data
+
+__all__ = ["hook_data"]  # the engine fixture, for the uninstall test
 
 SKILL = Path(__file__).parent / "fixtures" / "installers" / "_skill" / "memory-self-evolution-manage"
 KEY = "sk-test-0123456789abcdef"
@@ -306,3 +310,14 @@ def test_claude_permission_answer(isolated_home: Path, allow: bool | None,
     INSTALLERS["claude"].apply(InstallContext(home=isolated_home, skill_source=SKILL,
                                               allow_resolve=allow))
     assert sorted(json.loads(settings.read_text())["permissions"]["allow"]) == sorted(expected)
+
+
+def test_full_uninstall_stops_a_running_engine(hook_data: DataPaths) -> None:
+    from memself.engine.client import call_engine, engine_status
+
+    call_engine(hook_data, "ping", {}, timeout_s=30)
+    assert engine_status(hook_data) is not None
+    lines: list[str] = []
+    run_uninstall(None, False, lines.append, home=Path(os.environ["HOME"]), paths=hook_data)
+    assert engine_status(hook_data) is None
+    assert "已停止常驻召回进程" in lines
