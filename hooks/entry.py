@@ -33,9 +33,10 @@ def _bootstrap() -> None:
 def _run() -> int:
     try:
         _bootstrap()
-        from memself.hookrun import main
+        # The warm engine answers through the fast path; without one it runs hookrun.main.
+        from memself.engine.fasthook import run
 
-        main(sys.argv[1:])
+        run(sys.argv[1:])
     except BaseException as exc:  # the host must never see a failure
         try:
             sys.stderr.write(f"memself hook: {type(exc).__name__}\n")

@@ -41,14 +41,15 @@ RecallFn = Callable[[str, datetime], "dict[str, Any] | None"]
 
 
 def handle(event: HookEvent, now: datetime, paths: DataPaths, *, recall: RecallFn | None = None,
-           in_engine: bool = False) -> HookReply:
+           in_engine: bool = False, store: MemoryStore | None = None) -> HookReply:
     """Answer one event. ``recall`` defaults to asking the warm engine; inside the engine it is
-    the engine's own recall, and the engine does not need warming."""
+    the engine's own recall, and the engine does not need warming. ``store``: the engine's store,
+    whose reads are cached between hooks."""
     config = load_config(paths)
     if not config.enabled:
         return HookReply()
     if event.kind is EventKind.SESSION_START:
-        return session_start(event, config, now, paths, warm=not in_engine)
+        return session_start(event, config, now, paths, warm=not in_engine, store=store)
     if event.kind is EventKind.PROMPT_SUBMIT:
         return prompt_submit(event, config, now, paths, recall or _engine_recall(paths))
     if event.kind is EventKind.STOP:
@@ -72,7 +73,7 @@ def deposition_state(paths: DataPaths, config: Config) -> str:
 
 
 def session_start(event: HookEvent, config: Config, now: datetime, paths: DataPaths,
-                  warm: bool = True) -> HookReply:
+                  warm: bool = True, store: MemoryStore | None = None) -> HookReply:
     from memself.maintenance import run_daily_maintenance
 
     try:
@@ -82,7 +83,7 @@ def session_start(event: HookEvent, config: Config, now: datetime, paths: DataPa
     if warm:
         _warm_engine(paths, config)
     adapter = _adapter(event)
-    rules = MemoryStore(paths).active("rule")
+    rules = (store or MemoryStore(paths)).active("rule")
     text = texts.session_start(rules, adapter.PLUGIN_SCOPED_WORDING, deposition_state(paths, config),
                                adapter.CONTEXT_LIMIT)
     return HookReply(context=text)

@@ -18,13 +18,19 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from memself.engine.fasthook import (
+    ENGINE_HOOK_TIMEOUT_S,
+    MAX_STDIN_BYTES,
+    STDIN_TIMEOUT_S,
+    _stdin_buffer,
+    agent_arg,
+    read_bounded,
+)
 from memself.hosts.base import EventKind, HookEvent, HookReply
 from memself.paths import DataPaths
 
 Handler = Callable[[HookEvent, datetime, DataPaths], HookReply]
 
-MAX_STDIN_BYTES = 1 << 20  # a larger payload is read to the end and dropped, not parsed
-STDIN_TIMEOUT_S = 3.0  # hosts close stdin at once; never wait on one that does not
 # Share of the host's timeout after which the watchdog answers "nothing" and exits, so a stuck
 # core costs the user this long at most instead of the host's full timeout.
 WATCHDOG_SHARE = 0.8
@@ -40,16 +46,28 @@ def main(
     env: Mapping[str, str] | None = None,
     home: Path | None = None,
     now: datetime | None = None,
+    paths: DataPaths | None = None,
+    prefetched: tuple[bytes, bool, bool] | None = None,
+    engine_error: str | None = None,
+    spent_s: float = 0.0,
+    handler_note: str = "",
+    watchdog_on: bool = True,
 ) -> int:
-    """Run one hook. Returns 0, always; writes at most one JSON object to ``stdout``."""
-    started = time.monotonic()
+    """Run one hook. Returns 0, always; writes at most one JSON object to ``stdout``.
+
+    From the fast path (``memself.engine.fasthook``): ``prefetched`` is what it read from stdin
+    (``read_bounded``'s triple), ``engine_error`` what the engine answered instead of the hook
+    (not asked again), ``spent_s`` the time already used (off the watchdog's budget, in the log).
+    Inside the engine (``run_forwarded``): ``paths`` is the engine's, ``handler_note`` the log
+    note of a handled run, and no watchdog (its ``os._exit`` would end the engine).
+    """
+    started = time.monotonic() - spent_s
     env = os.environ if env is None else env
     out = _Output(stdout if stdout is not None else _stdout_buffer())
-    run = _Run(host=_agent_arg(argv))
-    paths: DataPaths | None = None
+    run = _Run(host=agent_arg(argv))
     watchdog: threading.Timer | None = None
     try:
-        paths = DataPaths.default()
+        paths = paths or DataPaths.default()
         from memself.hosts import HOSTS
 
         adapter = HOSTS.get(run.host)
@@ -57,7 +75,10 @@ def main(
             run.note = "unknown-agent"
             return 0
         run.adapter = adapter
-        raw, run.truncated, timed_out = read_bounded(stdin, MAX_STDIN_BYTES, STDIN_TIMEOUT_S)
+        if prefetched is None:
+            prefetched = read_bounded(stdin if stdin is not None else _stdin_buffer(),
+                                      MAX_STDIN_BYTES, STDIN_TIMEOUT_S)
+        raw, run.truncated, timed_out = prefetched
         payload, decode_note = decode_payload(raw, run.truncated)
         run.note = "stdin-timeout" if timed_out else decode_note
         if adapter.steps_aside(payload, env, home or Path.home()):
@@ -71,9 +92,12 @@ def main(
             return 0
         if not event.session_key:
             run.note = run.note or "no-session"
-        budget = adapter.TIMEOUTS.get(event.kind, 10) * WATCHDOG_SHARE
-        watchdog = _start_watchdog(budget, out, adapter.render(event, HookReply()), paths, run)
-        reply = (handler or _engine_first(run))(event, now or _now(env), paths)
+        if watchdog_on:
+            budget = max(adapter.TIMEOUTS.get(event.kind, 10) * WATCHDOG_SHARE - spent_s, 0.1)
+            watchdog = _start_watchdog(budget, out, adapter.render(event, HookReply()), paths,
+                                       run)
+        reply = (handler or _engine_first(run, engine_error))(event, now or _now(env), paths)
+        run.note = run.note or handler_note
         out.write(adapter.render(event, reply))
     except BaseException as exc:  # a hook must answer whatever went wrong
         run.error = _describe(exc)
@@ -128,60 +152,6 @@ class _Output:
             return True
 
 
-def read_bounded(
-    stream: BinaryIO | None, limit: int, timeout_s: float
-) -> tuple[bytes, bool, bool]:
-    """Read at most ``limit`` bytes; drain and drop the rest (the host must not block on a full
-    pipe). Returns ``(data, truncated, timed_out)``."""
-    if stream is None:
-        stream = _stdin_buffer()
-        if stream is None:
-            return b"", False, False
-    try:
-        fd = stream.fileno()
-    except (AttributeError, OSError, ValueError):
-        fd = -1
-    if fd < 0:
-        data = stream.read(limit + 1) or b""
-        truncated = len(data) > limit
-        while truncated and stream.read(1 << 16):
-            pass
-        return data[:limit], truncated, False
-    if os.isatty(fd):
-        return b"", False, False  # started by hand: do not wait for someone to type
-    chunks: list[bytes] = []
-    size = 0
-    truncated = False
-    deadline = time.monotonic() + timeout_s
-    while True:
-        if not _wait_readable(fd, deadline):
-            return b"".join(chunks), truncated, True
-        chunk = os.read(fd, 1 << 16)
-        if not chunk:
-            return b"".join(chunks), truncated, False
-        room = limit - size
-        if room > 0:
-            chunks.append(chunk[:room])
-            size += min(room, len(chunk))
-        if len(chunk) > max(room, 0):
-            truncated = True
-
-
-def _wait_readable(fd: int, deadline: float) -> bool:
-    if os.name == "nt":  # select() takes sockets only there; rely on the host closing the pipe
-        return True
-    import select
-
-    remaining = deadline - time.monotonic()
-    if remaining <= 0:
-        return False
-    try:
-        readable, _, _ = select.select([fd], [], [], remaining)
-    except (OSError, ValueError):
-        return True
-    return bool(readable)
-
-
 def decode_payload(raw: bytes, truncated: bool) -> tuple[dict[str, Any], str]:
     """The payload as a dict, ``{}`` for anything else, and a note saying why."""
     if truncated:
@@ -198,24 +168,26 @@ def decode_payload(raw: bytes, truncated: bool) -> tuple[dict[str, Any], str]:
     return value, ""
 
 
-# Seconds the hook gives a warm engine to answer a whole session-start or prompt hook.
-ENGINE_HOOK_TIMEOUT_S = 2.0
+ENGINE_KINDS = (EventKind.SESSION_START, EventKind.PROMPT_SUBMIT)
 
 
-def _engine_first(run: _Run) -> Handler:
+def _engine_first(run: _Run, engine_error: str | None = None) -> Handler:
     """Session start and prompt go to the warm engine, which has everything loaded; the hook
     process then imports almost nothing. Without a ready engine, the core runs here (no recall
     this turn, and the engine is started for the next one). Stop always runs here: it may wait
-    seconds for judge jobs and must not hold the engine."""
+    seconds for judge jobs and must not hold the engine. ``engine_error``: the fast path already
+    asked the engine and got this error code; it is not asked again."""
 
     def handler(event: HookEvent, now: datetime, paths: DataPaths) -> HookReply:
-        if event.kind in (EventKind.SESSION_START, EventKind.PROMPT_SUBMIT):
+        if event.kind in ENGINE_KINDS:
             from memself.engine.client import EngineClient, EngineRequestError
             from memself.engine.protocol import ERR_TIMEOUT
 
             payload = {"event": {**event._asdict(), "kind": event.kind.value},
                        "now": now.isoformat()}
             try:
+                if engine_error is not None:
+                    raise EngineRequestError(engine_error)
                 answer = EngineClient(paths).request("hook", payload, ENGINE_HOOK_TIMEOUT_S)
                 run.note = run.note or "engine"
                 return HookReply(**{k: str(v) for k, v in answer.items() if k in HookReply._fields})
@@ -265,16 +237,6 @@ def _now(env: Mapping[str, str]) -> datetime:
     return datetime.now().astimezone()
 
 
-def _agent_arg(argv: Sequence[str]) -> str:
-    args = list(argv)
-    for i, arg in enumerate(args):
-        if arg == "--agent" and i + 1 < len(args):
-            return args[i + 1].strip().lower()
-        if arg.startswith("--agent="):
-            return arg.split("=", 1)[1].strip().lower()
-    return ""
-
-
 def _describe(exc: BaseException) -> str:
     """Exception type and where it was raised; not its message, which may quote the prompt."""
     import traceback
@@ -315,10 +277,51 @@ def _stdout_buffer() -> BinaryIO:
     return getattr(sys.stdout, "buffer", sys.stdout)  # type: ignore[return-value]
 
 
-def _stdin_buffer() -> BinaryIO | None:
-    if sys.stdin is None:
-        return None
-    return getattr(sys.stdin, "buffer", sys.stdin)  # type: ignore[return-value]
+def run_forwarded(payload: Mapping[str, Any], paths: DataPaths, core: Handler) -> dict[str, Any]:
+    """The engine's half of the fast path (``memself.engine.fasthook``): the whole hook for the
+    stdin a hook process forwarded, with that process's environment subset, home and clock.
+
+    ``{"stdout": <base64 of what the hook prints>}``, or ``{"local": True}`` for what must run in
+    the hook process: anything but a well-formed session start or prompt (Stop may wait seconds
+    for judge jobs; bad input is logged there as before). ``core`` is the engine's in-process
+    ``hookcore.handle``.
+    """
+    import binascii
+    import io
+
+    from memself.hosts import HOSTS
+
+    host = str(payload.get("host", ""))
+    raw = binascii.a2b_base64(str(payload.get("stdin", "")))
+    env = {str(k): str(v) for k, v in dict(payload.get("env") or {}).items()}
+    adapter = HOSTS.get(host)
+    parsed, note = decode_payload(raw, False)
+    if adapter is None or note or adapter.parse(parsed, env).kind not in ENGINE_KINDS:
+        return {"local": True}
+    started_wall = float(payload.get("started", time.time()))
+    out = io.BytesIO()
+    main(["--agent", host], handler=core, stdout=out, env=env,
+         home=Path(str(payload.get("home") or Path.home())),
+         now=_forwarded_now(env, payload), paths=paths, prefetched=(raw, False, False),
+         spent_s=max(0.0, time.time() - started_wall), handler_note="engine", watchdog_on=False)
+    return {"stdout": binascii.b2a_base64(out.getvalue(), newline=False).decode("ascii")}
 
 
-__all__ = ["MAX_STDIN_BYTES", "Handler", "decode_payload", "main", "read_bounded"]
+def _forwarded_now(env: Mapping[str, str], payload: Mapping[str, Any]) -> datetime:
+    """What ``_now`` gives in the hook process: its fixed clock, else this instant in the hook
+    process's time zone (the engine may have been started with another TZ)."""
+    if env.get(FIXED_NOW_ENV, "").strip():
+        return _now(env)
+    from datetime import timedelta, timezone
+
+    name = str(payload.get("zone") or "")
+    try:
+        offset = timedelta(seconds=int(payload.get("utcoffset", 0)))
+        zone = timezone(offset, name) if name else timezone(offset)
+    except (TypeError, ValueError):
+        return datetime.now().astimezone()
+    return datetime.now(zone)
+
+
+__all__ = ["MAX_STDIN_BYTES", "Handler", "decode_payload", "main", "read_bounded",
+           "run_forwarded"]

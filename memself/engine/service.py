@@ -5,10 +5,13 @@ Ops:
 - ``nearest`` {text, k}: the k nearest active memories, ungated, no rewards (the judge's dedup).
 - ``hook`` {event, now}: a whole session-start or prompt hook, run here so that the hook process
   imports almost nothing (see ``memself.hookrun``).
+- ``hook-forward`` {host, stdin, env, home, started, utcoffset, zone}: the hook from the raw
+  stdin, parsing and rendering included (``memself.engine.fasthook``, the hook's fast path).
 """
 
 from __future__ import annotations
 
+import os
 from datetime import datetime
 from typing import Any
 
@@ -22,6 +25,7 @@ from memself.store import MemoryStore
 OP_RECALL = "recall"
 OP_NEAREST = "nearest"
 OP_HOOK = "hook"
+OP_HOOK_FORWARD = "hook-forward"  # = memself.engine.fasthook.OP_HOOK_FORWARD
 
 
 def make_service(paths: DataPaths) -> RecallService:
@@ -31,7 +35,7 @@ def make_service(paths: DataPaths) -> RecallService:
 class RecallService:
     def __init__(self, paths: DataPaths) -> None:
         self.paths = paths
-        self.store = MemoryStore(paths)
+        self.store = CachedReadStore(paths)
         self.model = ""
         self.encoder: Any = None
         self.memory_encoder: Any = None
@@ -82,6 +86,8 @@ class RecallService:
                               self.nearest(str(payload.get("text", "")), int(payload.get("k", 3)))]}
         if op == OP_HOOK:
             return self.hook(payload)
+        if op == OP_HOOK_FORWARD:
+            return self.hook_forward(payload)
         raise InvalidInput(f"召回引擎不支持的操作「{op}」")
 
     def _indexed(self) -> tuple[list[Memory], list[int]]:
@@ -121,8 +127,58 @@ class RecallService:
         raw["kind"] = EventKind(raw.get("kind", "unknown"))
         event = HookEvent(**raw)
         reply = handle(event, _now(payload), self.paths,
-                       recall=lambda text, now: self.recall(text, now), in_engine=True)
+                       recall=lambda text, now: self.recall(text, now), in_engine=True,
+                       store=self.store)
         return reply._asdict()
+
+    def hook_forward(self, payload: dict[str, Any]) -> dict[str, Any]:
+        from memself.hookcore import handle
+        from memself.hookrun import run_forwarded
+        from memself.hosts.base import HookEvent, HookReply
+
+        def core(event: HookEvent, now: datetime, paths: DataPaths) -> HookReply:
+            return handle(event, now, paths, recall=lambda text, when: self.recall(text, when),
+                          in_engine=True, store=self.store)
+
+        return run_forwarded(payload, self.paths, core)
+
+
+class CachedReadStore(MemoryStore):
+    """The store with its lock-free reads parsed once per version of each group file.
+
+    Every prompt checks whether a recall reward is due and every session start lists the rules;
+    both read a whole group file, and parsing 1k lines costs 10-25 ms a time on these machines.
+    A version is the file's (mtime_ns, size, inode): writers replace the file atomically, so any
+    write gives a new stamp. Writes (``_writing``) still load from disk under the lock.
+    The cached ``Memory`` objects are shared between calls: callers must treat them as read-only
+    (the engine's readers do; writers work on their own copies).
+    """
+
+    def __init__(self, paths: DataPaths) -> None:
+        super().__init__(paths)
+        self._groups: dict[str, tuple[tuple[int, int, int], list[Memory]]] = {}
+
+    def read_group(self, group: str) -> list[Memory]:
+        stamp = _file_stamp(self.paths.group_file(group))
+        cached = self._groups.get(group)
+        if stamp is not None and cached is not None and cached[0] == stamp:
+            return list(cached[1])
+        # Stamped before reading: a write in between leaves a stale stamp, which the next call
+        # sees as changed, never newer content cached under an older stamp.
+        memories = super().read_group(group)
+        if stamp is None:
+            self._groups.pop(group, None)
+        else:
+            self._groups[group] = (stamp, memories)
+        return list(memories)
+
+
+def _file_stamp(path: Any) -> tuple[int, int, int] | None:
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return (info.st_mtime_ns, info.st_size, info.st_ino)
 
 
 def _now(payload: dict[str, Any]) -> datetime:

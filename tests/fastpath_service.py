@@ -1,0 +1,43 @@
+"""An engine service for the hook fast-path tests: ``hook-forward`` through the real
+``memself.hookrun.run_forwarded`` with a scripted core, so the test needs no model.
+Spawned engines load it through ``MEMSELF_ENGINE_SERVICE=tests.fastpath_service:make``."""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime
+
+from memself.errors import InvalidInput
+from memself.hosts.base import HookEvent, HookReply
+from memself.paths import DataPaths
+
+
+def scripted_core(event: HookEvent, now: datetime, paths: DataPaths) -> HookReply:
+    """What the engine answers: everything the hook process forwarded, visible in the text."""
+    return HookReply(context=f"engine pid={os.getpid()} kind={event.kind.value} "
+                             f"prompt={event.prompt} cwd={event.cwd} now={now.isoformat()} "
+                             f"session={event.session_key}")
+
+
+class FastPathService:
+    def __init__(self, paths: DataPaths) -> None:
+        self.paths = paths
+
+    def warm_up(self) -> None:
+        pass
+
+    def reload(self) -> None:
+        pass
+
+    def handle(self, op: str, payload: dict) -> dict:
+        if op == "hook-forward":
+            from memself.hookrun import run_forwarded
+
+            return run_forwarded(payload, self.paths, scripted_core)
+        if op == "recall":
+            return {"rule": [], "project": []}
+        raise InvalidInput(f"未知操作 {op}")
+
+
+def make(paths: DataPaths) -> FastPathService:
+    return FastPathService(paths)

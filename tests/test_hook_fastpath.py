@@ -1,0 +1,221 @@
+"""The hook's fast path (``memself.engine.fasthook``): with a ready engine, the hook process
+forwards stdin and prints the engine's answer, importing almost nothing; everything else runs
+``hookrun.main`` locally, as before."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import os
+from collections.abc import Iterator
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+from memself import hookrun
+from memself.engine import fasthook
+from memself.engine.client import call_engine
+from memself.engine.protocol import MAX_RESPONSE_BYTES, pack
+from memself.hosts import HOSTS
+from memself.hosts.base import EventKind, HookEvent, HookReply
+from memself.paths import DataPaths, data_root
+from tests.fastpath_service import scripted_core
+from tests.hookproc import hook_data, hook_runs, run_entry
+from tests.test_hook_imports import imported_modules
+
+__all__ = ["hook_data"]
+
+# What the fast path exists to avoid (measured 20-25 ms each under ``-I -S`` on these machines).
+NOT_ON_THE_FAST_PATH = {"json", "re", "enum", "typing", "pathlib", "threading", "datetime",
+                        "dataclasses", "memself.hookrun", "memself.hosts", "memself.hookcore",
+                        "memself.engine.client"}
+
+
+class RecordingEnv(dict):
+    """An environment that remembers every key asked for."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.asked: set[str] = set()
+
+    def get(self, key: str, default: object = None) -> object:  # type: ignore[override]
+        self.asked.add(key)
+        return super().get(key, default)
+
+    def __getitem__(self, key: str) -> str:
+        self.asked.add(key)
+        return super().__getitem__(key)
+
+    def __contains__(self, key: object) -> bool:
+        self.asked.add(str(key))
+        return super().__contains__(key)
+
+
+def test_adapters_read_only_the_forwarded_environment(tmp_path: Path) -> None:
+    """The engine sees only FORWARDED_ENV of the hook's environment: nothing else may matter."""
+    asked: set[str] = set()
+    for adapter in HOSTS.values():
+        for kind, name in adapter.EVENT_NAMES.items():
+            for payload in ({"hook_event_name": name, "session_id": "s", "prompt": "p"},
+                            {"hook_event_name": name, "cursor_version": "3.20"}):
+                env = RecordingEnv()
+                event = adapter.parse(payload, env)
+                assert event.kind is kind
+                adapter.steps_aside(payload, env, tmp_path)
+                asked |= env.asked
+    env = RecordingEnv()
+    hookrun._now(env)
+    asked |= env.asked
+    assert asked, "the recording saw nothing: the check would be vacuous"
+    assert asked <= set(fasthook.FORWARDED_ENV), asked - set(fasthook.FORWARDED_ENV)
+
+
+@pytest.mark.parametrize("home", ["", "~/mem-data", "/tmp/a//b/"])
+def test_data_root_matches_paths(home: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    if home:
+        monkeypatch.setenv("MEMSELF_HOME", home)
+    else:
+        monkeypatch.delenv("MEMSELF_HOME", raising=False)
+    assert os.path.realpath(fasthook.data_root()) == os.path.realpath(data_root())
+
+
+def test_request_is_json_with_only_the_forwarded_environment(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CLAUDE_PROJECT_DIR", 'C:\\work "quoted"\n\x01tab\t')
+    monkeypatch.setenv("CURSOR_VERSION", "bad\udcffbyte")  # undecodable byte (surrogateescape)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-never-forwarded")
+    raw = b"\xef\xbb\xbf" + bytes(range(256))
+    body = fasthook._request("claude", raw, 1764490000.25)
+    assert b"sk-never-forwarded" not in body
+    message = json.loads(body)
+    assert message["op"] == fasthook.OP_HOOK_FORWARD
+    payload = message["payload"]
+    assert base64.b64decode(payload["stdin"]) == raw
+    assert payload["env"] == {"CLAUDE_PROJECT_DIR": 'C:\\work "quoted"\n\x01tab\t',
+                              "CURSOR_VERSION": "bad\udcffbyte"}
+    assert payload["started"] == 1764490000.25
+    assert payload["host"] == "claude"
+    assert payload["home"] == os.path.expanduser("~")
+
+
+def test_replies_as_the_server_frames_them() -> None:
+    def body(response: dict) -> bytes:
+        return pack(response, MAX_RESPONSE_BYTES)[4:]
+
+    out = "{\"a\":\"中文\"}\n".encode()
+    assert fasthook._parse_reply(body({"ok": True, "result": {
+        "stdout": base64.b64encode(out).decode()}})) == ("out", out)
+    assert fasthook._parse_reply(body({"ok": True, "result": {"stdout": ""}})) == ("out", b"")
+    assert fasthook._parse_reply(body({"ok": True, "result": {"local": True}})) == ("local", "")
+    assert fasthook._parse_reply(body({"ok": False, "error": "not-ready",
+                                       "message": "正在加载"})) == ("error", "not-ready")
+    assert fasthook._parse_reply(b"{not json") == ("error", "protocol")
+    assert fasthook._parse_reply(body({"ok": True, "result": {"other": 1}})) == ("error",
+                                                                                 "protocol")
+
+
+NOW = datetime(2026, 11, 30, 9, 0, tzinfo=timezone.utc)
+
+
+def _forward_payload(host: str, raw: bytes, env: dict[str, str]) -> dict:
+    return {"host": host, "stdin": base64.b64encode(raw).decode(), "env": env,
+            "home": "/nonexistent-home", "started": NOW.timestamp(), "utcoffset": 0, "zone": "UTC"}
+
+
+@pytest.mark.parametrize("host", list(HOSTS))
+@pytest.mark.parametrize("kind", [EventKind.SESSION_START, EventKind.PROMPT_SUBMIT])
+def test_run_forwarded_prints_what_main_prints(host: str, kind: EventKind,
+                                               isolated_home: Path) -> None:
+    """Same stdin, environment and core: the engine's answer is the local run's, byte for byte."""
+    paths = DataPaths.default()
+    paths.ensure()
+    raw = json.dumps({"hook_event_name": HOSTS[host].EVENT_NAMES[kind], "session_id": "s-1",
+                      "conversation_id": "s-1", "prompt": "记住：回答用中文"}).encode()
+    env = {"CLAUDE_PROJECT_DIR": "/p/claude", "CURSOR_PROJECT_DIR": "/p/cursor",
+           "CODEBUDDY_PROJECT_DIR": "/p/cb", "WORKBUDDY_PROJECT_DIR": "/p/wb",
+           hookrun.FIXED_NOW_ENV: NOW.isoformat()}
+    local = io.BytesIO()
+    hookrun.main(["--agent", host], handler=scripted_core, stdin=io.BytesIO(raw), stdout=local,
+                 env=env, home=Path("/nonexistent-home"))
+    answer = hookrun.run_forwarded(_forward_payload(host, raw, env), paths, scripted_core)
+    assert base64.b64decode(answer["stdout"]) == local.getvalue()
+    assert b"/p/" in local.getvalue()  # the forwarded environment reached the parse
+    runs = hook_runs(paths)
+    assert [r.get("note") for r in runs] == [None, "engine"]
+
+
+@pytest.mark.parametrize("raw", [
+    json.dumps({"hook_event_name": "Stop", "session_id": "s"}).encode(),
+    json.dumps({"hook_event_name": "PreToolUse", "session_id": "s"}).encode(),
+    b"{broken", b"[1]",
+], ids=["stop", "unknown-event", "bad-json", "not-object"])
+def test_run_forwarded_leaves_the_rest_to_the_hook_process(raw: bytes,
+                                                           isolated_home: Path) -> None:
+    paths = DataPaths.default()
+
+    def core(event: HookEvent, now: datetime, paths: DataPaths) -> HookReply:
+        raise AssertionError("the engine must not run this event")
+
+    assert hookrun.run_forwarded(_forward_payload("claude", raw, {}), paths, core) == {
+        "local": True}
+    assert hook_runs(paths) == []
+
+
+@pytest.fixture
+def fast_engine(hook_data: DataPaths, monkeypatch: pytest.MonkeyPatch) -> Iterator[DataPaths]:
+    monkeypatch.setenv("MEMSELF_ENGINE_SERVICE", "tests.fastpath_service:make")
+    call_engine(hook_data, "recall", {"text": "预热"}, timeout_s=30)
+    yield hook_data
+
+
+@pytest.mark.parametrize("host", list(HOSTS))
+def test_the_real_entry_answers_through_the_engine_importing_almost_nothing(
+        host: str, fast_engine: DataPaths) -> None:
+    adapter = HOSTS[host]
+    env = {**os.environ, "CLAUDE_PROJECT_DIR": "/p/claude", "CURSOR_PROJECT_DIR": "/p/cursor",
+           "CODEBUDDY_PROJECT_DIR": "/p/cb", "WORKBUDDY_PROJECT_DIR": "/p/wb",
+           hookrun.FIXED_NOW_ENV: NOW.isoformat()}
+    engine_pid = call_engine(fast_engine, "ping", {}, timeout_s=5)["pid"]
+    for kind in (EventKind.SESSION_START, EventKind.PROMPT_SUBMIT):
+        payload = {"hook_event_name": adapter.EVENT_NAMES[kind], "session_id": "s-fast",
+                   "conversation_id": "s-fast", "prompt": "快速路径的问题"}
+        proc = run_entry(host, json.dumps(payload).encode(), env=env,
+                         python_flags=["-X", "importtime"])
+        assert proc.rc == 0
+        event = adapter.parse(payload, env)
+        expected = json.dumps(adapter.render(event, scripted_core(event, NOW, fast_engine)),
+                              ensure_ascii=False, separators=(",", ":")) + "\n"
+        # Answered by the engine process, byte for byte what a local run renders.
+        assert proc.stdout.decode() == expected.replace(f"pid={os.getpid()} ",
+                                                        f"pid={engine_pid} ")
+        assert f"now={NOW.isoformat()}" in expected and "cwd=/p/" in expected
+        modules = imported_modules(proc.stderr)
+        assert "memself.engine.fasthook" in modules  # the measurement itself works
+        assert sorted(modules & NOT_ON_THE_FAST_PATH) == []
+    runs = [r for r in hook_runs(fast_engine) if r["host"] == host]
+    assert [(r["kind"], r.get("note")) for r in runs] == [("session_start", "engine"),
+                                                         ("prompt_submit", "engine")]
+
+
+def test_stop_still_runs_in_the_hook_process(fast_engine: DataPaths) -> None:
+    payload = {"hook_event_name": "Stop", "session_id": "s-stop", "stop_hook_active": False}
+    proc = run_entry("claude", json.dumps(payload).encode(), python_flags=["-X", "importtime"])
+    assert proc.rc == 0
+    assert "memself.hookrun" in imported_modules(proc.stderr)
+    runs = hook_runs(fast_engine)
+    assert [(r["kind"], r.get("note")) for r in runs] == [("stop", None)]
+
+
+def test_without_an_engine_the_hook_runs_locally_once(hook_data: DataPaths,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """No engine: the fast path's "unreachable" goes to hookrun, which does not ask again and
+    answers from the local core (and starts an engine for the next turn)."""
+    monkeypatch.setenv("MEMSELF_ENGINE_SERVICE", "tests.fastpath_service:make")
+    payload = {"hook_event_name": "SessionStart", "session_id": "s-cold"}
+    proc = run_entry("claude", json.dumps(payload).encode())
+    assert proc.rc == 0
+    assert "engine pid=" not in proc.stdout.decode()
+    runs = hook_runs(hook_data)
+    assert [(r["kind"], r.get("note")) for r in runs] == [("session_start", "local:unreachable")]
