@@ -1,0 +1,35 @@
+"""The traced single-text path of the encoder (the engine turns it on for prompts) gives the
+eager path's vectors: recall thresholds are calibrated on those."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+TEXTS = ["a", "支付页新流程的灰度开关叫什么", "Go 里面错误怎么包装",
+         "讲讲 TCP 的拥塞控制算法 and mixed English words, numbers 12345 and emoji 🙂",
+         "上线前先在预发环境验证灰度开关，再通知值班同学。" * 30,  # past 512 tokens: truncated
+         "   ", "x" * 3]
+
+
+def test_fast_single_matches_the_eager_path(shared_model_cache: Path) -> None:
+    from memself.encoder import load_encoder
+
+    encoder = load_encoder("multilingual-e5-small", shared_model_cache)
+    eager_queries = encoder.encode_queries(TEXTS)  # a batch: eager, padded
+    eager_single = np.vstack([encoder.encode_queries([t]) for t in TEXTS])
+    eager_passage = encoder.encode_passages([TEXTS[1]])
+    assert encoder.enable_fast_single() is True
+    assert encoder._single is not None
+    fast = np.vstack([encoder.encode_queries([t]) for t in TEXTS])
+    assert fast.shape == (len(TEXTS), encoder.dim)
+    assert np.allclose(np.linalg.norm(fast, axis=1), 1.0, atol=1e-5)
+    assert float((fast * eager_single).sum(axis=1).min()) > 0.99999
+    assert float((fast * eager_queries).sum(axis=1).min()) > 0.99999
+    # Passages keep their prefix on the fast path too.
+    passage = encoder.encode_passages([TEXTS[1]])
+    assert float((passage * eager_passage).sum()) > 0.99999
+    assert float((passage * fast[1]).sum()) < 0.9999  # "passage: " is not "query: "
+    # Batches still take the eager path and give the same vectors as before.
+    assert np.allclose(encoder.encode_queries(TEXTS), eager_queries, atol=1e-6)
