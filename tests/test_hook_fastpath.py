@@ -72,6 +72,22 @@ def test_adapters_read_only_the_forwarded_environment(tmp_path: Path) -> None:
     assert asked <= set(fasthook.FORWARDED_ENV), asked - set(fasthook.FORWARDED_ENV)
 
 
+def test_the_byte_filter_lets_every_engine_event_through() -> None:
+    from memself.hosts.base import _KIND_BY_NAME
+
+    engine_names = {name for name, kind in _KIND_BY_NAME.items()
+                    if kind in (EventKind.SESSION_START, EventKind.PROMPT_SUBMIT)}
+    assert engine_names == {n.decode() for n in fasthook.ENGINE_EVENT_NAMES}
+    for adapter in HOSTS.values():
+        for kind in (EventKind.SESSION_START, EventKind.PROMPT_SUBMIT):
+            raw = json.dumps({"hook_event_name": adapter.EVENT_NAMES[kind]}).encode()
+            assert fasthook.may_be_engine_event(raw)
+        stop = json.dumps({"hook_event_name": adapter.EVENT_NAMES[EventKind.STOP],
+                           "last_assistant_message": "done"}).encode()
+        assert not fasthook.may_be_engine_event(stop)
+    assert not fasthook.may_be_engine_event(b"")
+
+
 @pytest.mark.parametrize("home", ["", "~/mem-data", "/tmp/a//b/"])
 def test_data_root_matches_paths(home: str, monkeypatch: pytest.MonkeyPatch) -> None:
     if home:
@@ -199,8 +215,12 @@ def test_the_real_entry_answers_through_the_engine_importing_almost_nothing(
                                                          ("prompt_submit", "engine")]
 
 
-def test_stop_still_runs_in_the_hook_process(fast_engine: DataPaths) -> None:
-    payload = {"hook_event_name": "Stop", "session_id": "s-stop", "stop_hook_active": False}
+@pytest.mark.parametrize("quoted", [False, True], ids=["stop", "stop-quoting-event-names"])
+def test_stop_still_runs_in_the_hook_process(quoted: bool, fast_engine: DataPaths) -> None:
+    """A Stop never waits on the engine; one that quotes an event name (and so passes the byte
+    filter) is sent back by the engine and still runs here."""
+    payload = {"hook_event_name": "Stop", "session_id": "s-stop", "stop_hook_active": False,
+               "last_assistant_message": "UserPromptSubmit and SessionStart" if quoted else ""}
     proc = run_entry("claude", json.dumps(payload).encode(), python_flags=["-X", "importtime"])
     assert proc.rc == 0
     assert "memself.hookrun" in imported_modules(proc.stderr)

@@ -35,6 +35,9 @@ ENGINE_HOOK_TIMEOUT_S = 2.0
 # tests/test_hook_fastpath.py checks that the adapters read nothing else.
 FORWARDED_ENV = ("CLAUDE_PROJECT_DIR", "CURSOR_PROJECT_DIR", "CODEBUDDY_PROJECT_DIR",
                  "WORKBUDDY_PROJECT_DIR", "CURSOR_VERSION", "MEMSELF_NOW")
+# Lower-cased host event names of session start and prompt (hosts.base._KIND_BY_NAME; a test
+# keeps them in sync).
+ENGINE_EVENT_NAMES = (b"sessionstart", b"userpromptsubmit", b"beforesubmitprompt")
 _REPLY_PREFIX = b'{"ok":true,"result":{"stdout":"'
 _REPLY_SUFFIX = b'"}}'
 # JSON string escapes for what str.translate must rewrite; lone surrogates (undecodable bytes in
@@ -51,7 +54,7 @@ def run(argv: list[str]) -> None:
     host = agent_arg(argv)
     raw, truncated, timed_out = read_bounded(_stdin_buffer(), MAX_STDIN_BYTES, STDIN_TIMEOUT_S)
     outcome: tuple[str, bytes | str] | None = None
-    if host and not truncated and not timed_out and raw.strip():
+    if host and not truncated and not timed_out and may_be_engine_event(raw):
         try:
             outcome = forward(host, raw, started)
         except Exception:  # a bug here must cost one local run, not the answer
@@ -68,6 +71,15 @@ def run(argv: list[str]) -> None:
     error = outcome[1] if outcome is not None and outcome[0] == "error" else None
     main(argv, prefetched=(raw, truncated, timed_out), engine_error=error,
          spent_s=max(0.0, time.time() - started))
+
+
+def may_be_engine_event(raw: bytes) -> bool:
+    """False when ``raw`` cannot be a session start or prompt (Stop, most bad input): those run
+    here without a detour through the engine, which may be busy (a Stop must not wait on it).
+    A cheap byte search, not a parse: a name spelled with JSON escapes is missed and just runs
+    locally; a Stop quoting the names is asked about and answered "local"."""
+    lowered = raw.lower()
+    return any(name in lowered for name in ENGINE_EVENT_NAMES)
 
 
 def forward(host: str, raw: bytes, started: float,
