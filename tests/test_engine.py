@@ -494,6 +494,8 @@ def test_failed_warm_up_reports_and_retries(paths: DataPaths, tmp_path: Path,
 def test_service_errors_keep_the_engine_serving(paths: DataPaths) -> None:
     client = EngineClient(paths)
     with in_process(paths):
+        # The service warms up in the background; these requests are about errors, not loading.
+        wait_for(lambda: client.ping()["ready"], 10)
         with pytest.raises(EngineRequestError) as failure:
             client.request("fail", {})
         assert failure.value.code == "service-error" and str(failure.value) == "测试用的错误"

@@ -15,7 +15,7 @@ from memself.engine.client import (
     engine_status,
     stop_engine,
 )
-from memself.engine.protocol import ERR_NOT_READY, ERR_WARM_UP_FAILED, OP_PING
+from memself.engine.protocol import ERR_NOT_READY, ERR_TIMEOUT, ERR_WARM_UP_FAILED, OP_PING
 from memself.paths import DataPaths
 
 STATE_TEXT = {"ready": "就绪", "loading": "正在加载模型", "failed": "加载失败"}
@@ -93,7 +93,14 @@ def start_cmd(timeout_s: float) -> None:
 
 def _wait_ready(client: EngineClient, deadline: float) -> dict:
     while True:
-        info = client.ping(timeout_s=2.0)
+        try:
+            info = client.ping(timeout_s=2.0)
+        except EngineRequestError as exc:
+            # Loading the model can hold the interpreter for a moment: a slow ping means
+            # "still loading", not "gone", until the caller's deadline.
+            if exc.code != ERR_TIMEOUT or time.monotonic() > deadline:
+                raise
+            continue
         if info.get("ready"):
             return info
         if info.get("state") == "failed":
