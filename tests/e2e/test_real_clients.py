@@ -8,6 +8,7 @@ first time, the clients are cached in ``.cache/npm-clients``).
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,7 @@ from clients import (
     write_claude_style_hooks,
 )
 
+from memself.engine.client import stop_engine
 from memself.hooks.command import hook_command
 from memself.paths import DataPaths
 from tests.hookproc import hook_data
@@ -33,12 +35,14 @@ START, PROMPT, STOP, VISIBLE = "START-CTX-5f1d", "PROMPT-CTX-8c2e", "STOP-MODEL-
 
 
 @pytest.fixture
-def workspace(tmp_path: Path) -> dict[str, Path]:
+def workspace(tmp_path: Path) -> Iterator[dict[str, Path]]:
     paths = {"home": tmp_path / "client-home", "proj": tmp_path / "proj",
              "memself": tmp_path / "memself-data", "replies": tmp_path / "replies.json"}
     for key in ("home", "proj"):
         paths[key].mkdir()
-    return paths
+    yield paths
+    # The real entry starts a warm engine for the client's data dir: do not leave it running.
+    stop_engine(DataPaths(paths["memself"]))
 
 
 def scripted(workspace: dict[str, Path], stop: dict | None) -> None:
