@@ -542,7 +542,8 @@ def _backup(directory: Path, stamp: str, exclude: str) -> Path | None:
 def _locked(directory: Path) -> Any:
     from filelock import FileLock, Timeout
 
-    lock = FileLock(str(directory / LOCK), timeout=LOCK_TIMEOUT_S)
+    # 0600 like every other file of the data directory.
+    lock = FileLock(str(directory / LOCK), timeout=LOCK_TIMEOUT_S, mode=0o600)
     try:
         with lock:
             yield
