@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from memself.atomic import write_atomic
 from memself.errors import MemselfError
 
 BACKUP_SUFFIX = ".memself.bak"
@@ -291,24 +292,7 @@ def _write_atomic(path: Path, data: bytes, mode: int) -> None:
     # Follow a symlink (dotfile managers link these files): replace the target, keep the link.
     target = Path(os.path.realpath(path))
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.memself-tmp.", dir=target.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    with contextlib.suppress(OSError):
-        dir_fd = os.open(target.parent, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+    write_atomic(target, data, mode)
 
 
 def write_bytes_atomic(path: Path, data: bytes, mode: int = _NEW_FILE_MODE) -> None:
