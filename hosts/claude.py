@@ -7,8 +7,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from memself.hosts.base import EventKind, HookEvent, HookReply
+from memself.hosts.base import HookEvent, HookReply
 from memself.hosts.common import (
+    CLAUDE_EVENT_NAMES,
+    CLAUDE_TIMEOUTS,
     SESSION_KEY_FALLBACKS,
     TURN_ID_FALLBACKS,
     parse_event,
@@ -17,12 +19,8 @@ from memself.hosts.common import (
 
 NAME = "claude"
 ASK_TOOL = "AskUserQuestion"
-EVENT_NAMES = {
-    EventKind.SESSION_START: "SessionStart",
-    EventKind.PROMPT_SUBMIT: "UserPromptSubmit",
-    EventKind.STOP: "Stop",
-}
-TIMEOUTS = {EventKind.SESSION_START: 10, EventKind.PROMPT_SUBMIT: 10, EventKind.STOP: 20}
+EVENT_NAMES = CLAUDE_EVENT_NAMES
+TIMEOUTS = CLAUDE_TIMEOUTS
 CONTEXT_LIMIT = 10_000  # longer additionalContext is replaced by a file path and a preview
 # Claude Code has its own memory: our instructions constrain this plugin only and leave it alone.
 PLUGIN_SCOPED_WORDING = True

@@ -20,6 +20,14 @@ from memself.hosts.base import (
     sanitise_key,
 )
 
+# Claude Code, CodeBuddy Code and WorkBuddy share the event names and the registered timeouts.
+CLAUDE_EVENT_NAMES = {
+    EventKind.SESSION_START: "SessionStart",
+    EventKind.PROMPT_SUBMIT: "UserPromptSubmit",
+    EventKind.STOP: "Stop",
+}
+CLAUDE_TIMEOUTS = {EventKind.SESSION_START: 10, EventKind.PROMPT_SUBMIT: 10, EventKind.STOP: 20}
+
 # Original §4.2: the host's own field first, then the other spellings any host has used.
 SESSION_KEY_FALLBACKS = ("session_id", "conversation_id", "sessionId", "conversationId")
 TURN_ID_FALLBACKS = ("generationId", "message_id", "messageId")

@@ -6,18 +6,20 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from memself.hosts.base import EventKind, HookEvent, HookReply
+from memself.hosts.base import HookEvent, HookReply
 from memself.hosts.codebuddy import PROMPT_KEYS
-from memself.hosts.common import SESSION_KEY_FALLBACKS, parse_event, render_claudelike
+from memself.hosts.common import (
+    CLAUDE_EVENT_NAMES,
+    CLAUDE_TIMEOUTS,
+    SESSION_KEY_FALLBACKS,
+    parse_event,
+    render_claudelike,
+)
 
 NAME = "workbuddy"
 ASK_TOOL = "AskUserQuestion"
-EVENT_NAMES = {
-    EventKind.SESSION_START: "SessionStart",
-    EventKind.PROMPT_SUBMIT: "UserPromptSubmit",
-    EventKind.STOP: "Stop",
-}
-TIMEOUTS = {EventKind.SESSION_START: 10, EventKind.PROMPT_SUBMIT: 10, EventKind.STOP: 20}
+EVENT_NAMES = CLAUDE_EVENT_NAMES
+TIMEOUTS = CLAUDE_TIMEOUTS
 CONTEXT_LIMIT = 10_000
 PLUGIN_SCOPED_WORDING = False  # Claude Code alone has its own memory the wording must leave alone
 
