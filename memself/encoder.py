@@ -68,38 +68,33 @@ class SentenceTransformerEncoder:
     def encode_passages(self, texts: Sequence[str]) -> np.ndarray:
         return self._encode([self.settings.passage_prefix + t for t in texts])
 
-    def enable_fast_single(self) -> bool:
-        """Encode single texts (each prompt) through a frozen TorchScript graph of the model.
+    def enable_fast_single(self, kinds: Sequence[str] | None = None) -> str:
+        """Encode single texts (each prompt) through a compiled path (``memself.fast_single``:
+        ONNX Runtime, else a TorchScript trace); returns the kind turned on, "" for none.
 
-        Why: the prompt hook waits for this forward pass, and transformers' Python around each
-        layer is a good part of it. Measured on these machines (e5-small, ~20 tokens, 1 thread,
-        2 shared cores): 44-47 ms p50 instead of 62-64 ms, the same vector (cosine 1.0000).
-        Only for one unpadded text: the trace fixes shape-dependent branches (padding, causal
-        masks) that never differ for such an input; batches (memory encoding) keep the eager
-        path. Costs ~2 s once (the engine's warm-up; the longest stretch holding the GIL was
-        0.5 s, so pings still answer) and ~60 MB of anonymous memory.
-
-        Checked before use on texts of several lengths against the eager path; any difference
-        (cosine < 0.99999) or failure leaves the eager path on. Returns whether it is on.
+        Why: the prompt hook waits for this forward pass, and the eager path's Python around
+        each layer is a good part of it. Costs ~3 s once (the engine's warm-up) and ~90 MB.
+        Checked before use on texts of several lengths against the eager path; a path that
+        differs (cosine < 0.99999) or fails is skipped for the next one, and with none left the
+        eager path stays on.
         """
-        try:
-            single = _FrozenSingle.build(self._model)
-        except Exception:  # an architecture the trace does not fit: the eager path stays
-            return False
-        if single is None:
-            return False
+        from memself.fast_single import FAST_KINDS, fast_single_paths
+
         probes = ["a", "支付模块的灰度开关配置在哪里，上线前要检查什么",
                   "记住：" + "上线前先在预发环境验证灰度开关，再通知值班同学。" * 12,
                   "很长的输入会被截断。" * 200]
-        try:
-            fast = self._normalised([single(self.settings.query_prefix + t) for t in probes])
-            slow = self._encode([self.settings.query_prefix + t for t in probes])
-        except Exception:
-            return False
-        if not bool(((fast * slow).sum(axis=1) > 0.99999).all()):
-            return False
-        self._single = single
-        return True
+        prefixed = [self.settings.query_prefix + t for t in probes]
+        slow = self._eager(prefixed)
+        for single in fast_single_paths(self._model, torch_threads(),
+                                        FAST_KINDS if kinds is None else kinds):
+            try:
+                fast = self._normalised([single(t) for t in prefixed])
+            except Exception:  # a path that fails at run time is not used
+                continue
+            if bool(((fast * slow).sum(axis=1) > 0.99999).all()):
+                self._single = single
+                return single.kind
+        return ""
 
     def _encode(self, texts: list[str]) -> np.ndarray:
         import numpy as np
@@ -108,6 +103,9 @@ class SentenceTransformerEncoder:
             return np.zeros((0, getattr(self, "dim", 0)), dtype=np.float32)
         if len(texts) == 1 and self._single is not None:
             return self._normalised([self._single(texts[0])])
+        return self._eager(texts)
+
+    def _eager(self, texts: list[str]) -> np.ndarray:
         vecs = self._model.encode(texts, batch_size=_BATCH, convert_to_numpy=True,
                                   normalize_embeddings=False, show_progress_bar=False)
         return self._normalised(vecs)
@@ -120,66 +118,6 @@ class SentenceTransformerEncoder:
         # Normalise here rather than trusting the folder's modules: a hub folder may lack Normalize.
         norms = np.linalg.norm(vecs, axis=1, keepdims=True)
         return vecs / np.maximum(norms, 1e-12)
-
-
-class _FrozenSingle:
-    """One text -> its mean-pooled, unnormalised embedding, through a frozen traced graph of a
-    [Transformer, Pooling(mean), Normalize?] sentence-transformers pipeline (else ``build`` is
-    None). Callers normalise, as the eager path's callers do."""
-
-    def __init__(self, model: Any, graph: Any) -> None:
-        self._model = model
-        self._graph = graph
-        self._preprocess = getattr(model, "preprocess", None) or model.tokenize
-
-    @classmethod
-    def build(cls, model: Any) -> _FrozenSingle | None:
-        import torch
-        from sentence_transformers.sentence_transformer.modules import Normalize, Pooling
-
-        modules = list(model)
-        if len(modules) < 2 or not isinstance(modules[1], Pooling):
-            return None
-        if modules[1].pooling_mode != "mean" or not getattr(modules[1], "include_prompt", True):
-            return None
-        if not all(isinstance(m, Normalize) for m in modules[2:]):
-            return None
-        auto_model = getattr(modules[0], "auto_model", None)
-        if auto_model is None:
-            return None
-        preprocess = getattr(model, "preprocess", None) or model.tokenize
-        features = preprocess(["query: 初始化"])
-        if set(k for k, v in features.items() if isinstance(v, torch.Tensor)) != {
-                "input_ids", "attention_mask"}:
-            return None  # token_type_ids and the like: not what the trace feeds
-
-        class Body(torch.nn.Module):
-            def __init__(self) -> None:
-                super().__init__()
-                self.inner = auto_model
-
-            def forward(self, input_ids: Any, attention_mask: Any) -> Any:
-                out = self.inner(input_ids=input_ids, attention_mask=attention_mask,
-                                 return_dict=True)
-                return out.last_hidden_state.mean(dim=1)
-
-        import warnings
-
-        with torch.inference_mode(), warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # the tracer's notes on shape-dependent branches
-            traced = torch.jit.trace(Body().eval(), (features["input_ids"],
-                                                      features["attention_mask"]),
-                                     strict=False, check_trace=False)
-            # freeze alone: optimize_for_inference measured no faster here, and costs memory.
-            graph = torch.jit.freeze(traced.eval())
-        return cls(model, graph)
-
-    def __call__(self, text: str) -> Any:
-        import torch
-
-        features = self._preprocess([text])
-        with torch.inference_mode():
-            return self._graph(features["input_ids"], features["attention_mask"])[0].numpy()
 
 
 def load_encoder(model: str = DEFAULT_MODEL, cache_dir: Path | None = None) -> Encoder:
