@@ -80,3 +80,5 @@ def test_prompt_hook_through_the_warm_engine(engine_home: DataPaths) -> None:
     assert "## 项目事实" in context and "scripts/patch.sh" in context
     log = engine_home.log_file.read_text()
     assert '"note": "engine"' in log
+    # The prompt was encoded on the compiled ONNX path (memself.fast_single), not the eager one.
+    assert 'encoder-fast-single {"path": "onnx"}' in log
