@@ -2,7 +2,9 @@
 
 Rows, interleaved run by run so load drifts hit every row alike (N runs each):
 - ``python -c pass`` and ``python -I -S -c pass``: the interpreter floors;
-- prompt hook (``UserPromptSubmit``, Claude Code payload) with a warm engine and 1k memories;
+- prompt hook (``UserPromptSubmit``, Claude Code payload) with a warm engine and 1k memories, the
+  engine encoding the prompt on its default path (ONNX Runtime), and the same with engines forced
+  onto the TorchScript and the eager paths (``MEMSELF_FAST_QUERY``), each in its own data directory;
 - session start with 1k rules, warm engine;
 - prompt hook and session start with the engine stopped before every run (cold).
 
@@ -84,6 +86,13 @@ def main() -> None:
     write_group(home, "rule", synthetic_memories(500, "rule"))
     write_group(home, "project", synthetic_memories(500, "project"))
     memself_cli(env, "config", "model", "multilingual-e5-small")
+    path_envs = {"prompt hook, warm engine, 1k memories": env}
+    for kind in ("torchscript", "eager"):
+        kind_home = work / f"data-{kind}"
+        shutil.copytree(home, kind_home)
+        path_envs[f"prompt hook, warm engine, 1k memories, {kind} path"] = {
+            **env, "MEMSELF_HOME": str(kind_home),
+            "MEMSELF_FAST_QUERY": "0" if kind == "eager" else kind}
     rules_home = work / "rules-data"
     rules_home.mkdir(mode=0o700)
     rules_env = {**env, "MEMSELF_HOME": str(rules_home)}
@@ -97,11 +106,12 @@ def main() -> None:
                         "source": "startup", "cwd": str(work)}).encode()
     hook = [sys.executable, "-I", "-S", str(ENTRY), "--agent", "claude"]
     rows: dict[str, list[float]] = {k: [] for k in (
-        "python -c pass", "python -I -S -c pass", "prompt hook, warm engine, 1k memories",
+        "python -c pass", "python -I -S -c pass", *path_envs,
         "session start, warm engine, 1k rules", "prompt hook, engine cold",
         "session start, engine cold, 1k rules")}
+    engines = [*path_envs.values(), rules_env]
     try:
-        for target_env in (env, rules_env):
+        for target_env in engines:
             memself_cli(target_env, "engine", "start", "--timeout", "300")
             # The first answers encode the index and give the day's rewards; measure steady state.
             timed(hook, prompt, target_env)
@@ -109,7 +119,8 @@ def main() -> None:
         for _ in range(args.runs):
             rows["python -c pass"].append(timed([sys.executable, "-c", "pass"], b"", env))
             rows["python -I -S -c pass"].append(timed([sys.executable, "-I", "-S", "-c", "pass"], b"", env))
-            rows["prompt hook, warm engine, 1k memories"].append(timed(hook, prompt, env))
+            for name, path_env in path_envs.items():
+                rows[name].append(timed(hook, prompt, path_env))
             rows["session start, warm engine, 1k rules"].append(timed(hook, start, rules_env))
         for _ in range(args.cold_runs):
             memself_cli(env, "engine", "stop")
@@ -117,7 +128,7 @@ def main() -> None:
             memself_cli(rules_env, "engine", "stop")
             rows["session start, engine cold, 1k rules"].append(timed(hook, start, rules_env))
     finally:
-        for target_env in (env, rules_env):
+        for target_env in engines:
             subprocess.run([sys.executable, "-m", "memself", "engine", "stop"], env=target_env,
                            capture_output=True, check=False)
         shutil.rmtree(work, ignore_errors=True)

@@ -64,3 +64,12 @@ def test_a_missing_onnxruntime_falls_back(shared_model_cache: Path,
     monkeypatch.setitem(sys.modules, "onnxruntime", None)  # import raises ImportError
     encoder = load_encoder("multilingual-e5-small", shared_model_cache)
     assert encoder.enable_fast_single() == "torchscript"
+
+
+@pytest.mark.parametrize(("setting", "kinds"), [
+    ("", ("onnx", "torchscript")), ("1", ("onnx", "torchscript")), ("0", ()),
+    (" onnx ", ("onnx",)), ("TorchScript", ("torchscript",)), ("fast", ("onnx", "torchscript"))])
+def test_engine_setting_picks_the_paths(setting: str, kinds: tuple[str, ...]) -> None:
+    from memself.engine.service import fast_single_kinds
+
+    assert fast_single_kinds(setting) == kinds

@@ -26,7 +26,9 @@ OP_RECALL = "recall"
 OP_NEAREST = "nearest"
 OP_HOOK = "hook"
 OP_HOOK_FORWARD = "hook-forward"  # = memself.engine.fasthook.OP_HOOK_FORWARD
-# "0" keeps every prompt on the eager forward pass (saves the trace's memory and warm-up time).
+# How the engine encodes each prompt: unset = the first compiled path that works (ONNX Runtime,
+# then TorchScript); "0" = the eager forward pass (saves the export's memory and warm-up time);
+# "onnx" or "torchscript" = only that path (benchmarks compare them side by side).
 FAST_SINGLE_ENV = "MEMSELF_FAST_QUERY"
 
 
@@ -61,8 +63,9 @@ class RecallService:
         # Each prompt is one text; the engine can afford the export (~3 s once) that makes that
         # forward pass ~45% faster (SentenceTransformerEncoder.enable_fast_single).
         enable = getattr(self.encoder, "enable_fast_single", None)
-        if callable(enable) and os.environ.get(FAST_SINGLE_ENV, "").strip() != "0":
-            log(self.paths, "encoder-fast-single", path=enable() or "eager")
+        kinds = fast_single_kinds(os.environ.get(FAST_SINGLE_ENV, ""))
+        if callable(enable) and kinds:
+            log(self.paths, "encoder-fast-single", path=enable(kinds) or "eager")
         self.memory_encoder = memory_side(self.encoder)
         self.recaller = load_recaller(self.encoder, config.model)
         self.index = VectorIndex.for_paths(self.paths)
@@ -148,6 +151,16 @@ class RecallService:
                           in_engine=True, store=self.store)
 
         return run_forwarded(payload, self.paths, core)
+
+
+def fast_single_kinds(setting: str) -> tuple[str, ...]:
+    """The compiled single-text paths to try for ``$MEMSELF_FAST_QUERY`` (see there)."""
+    from memself.fast_single import FAST_KINDS
+
+    value = setting.strip().lower()
+    if value == "0":
+        return ()
+    return (value,) if value in FAST_KINDS else FAST_KINDS
 
 
 class CachedReadStore(MemoryStore):
