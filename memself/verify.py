@@ -412,6 +412,30 @@ def _best_line(points: list[SweepPoint], cases: int, irrelevant: int,
     return run[len(run) // 2]
 
 
+def single_goal_lines(result: VerifyResult) -> tuple[SweepPoint, SweepPoint] | None:
+    """The (rule, project) lines of the sweep that reach the single-memory goal with the least
+    leaking (the worse group's leaks as a share of its limit; then more relevant hits), or None
+    when no pair of lines reaches it. Shows what the single-memory goal would cost in leaks when
+    the shipped lines miss it."""
+    import math
+
+    if not result.single_cases:
+        return None
+    need = math.ceil(SINGLE_GOAL * result.single_cases - 1e-9)
+    best: tuple[tuple[float, int], SweepPoint, SweepPoint] | None = None
+    irrelevant = {g: max(result.groups[g].irrelevant, 1) for g in GROUPS}
+    for rule in result.sweep["rule"]:
+        for project in result.sweep["project"]:
+            if rule.single_hits + project.single_hits < need:
+                continue
+            worse = max(rule.leaks / (LEAK_LIMIT["rule"] * irrelevant["rule"]),
+                        project.leaks / (LEAK_LIMIT["project"] * irrelevant["project"]))
+            key = (worse, -(rule.hits + project.hits))
+            if best is None or key < best[0]:
+                best = (key, rule, project)
+    return None if best is None else (best[1], best[2])
+
+
 def _targets(result: VerifyResult) -> list[Target]:
     out = []
     for g in ("project", "rule"):
@@ -489,6 +513,17 @@ def render_text(result: VerifyResult, max_items: int = 8) -> str:
         lines.append("")
     if result.single_cases:
         lines.append(f"单条记忆召回：{_pct(result.single_hits, result.single_cases)}")
+        needed = single_goal_lines(result)
+        if result.single_hits < SINGLE_GOAL * result.single_cases - 1e-9:
+            if needed is None:
+                lines.append(f"  任何阈值都无法让单条记忆召回达到 {SINGLE_GOAL:.0%}")
+            else:
+                rule, project = needed
+                lines.append(
+                    f"  要让单条记忆达到 {SINGLE_GOAL:.0%}，泄漏最少的组合是规则线 {rule.floor:.3f}"
+                    f"（无关输入泄漏 {_pct(rule.leaks, result.groups['rule'].irrelevant)}）、"
+                    f"项目事实线 {project.floor:.3f}"
+                    f"（无关输入泄漏 {_pct(project.leaks, result.groups['project'].irrelevant)}）")
     if result.targets:
         lines.append("目标：")
         for t in result.targets:
@@ -503,6 +538,14 @@ _TARGET_NAMES = {
     "project-hits": "项目事实命中率", "project-leaks": "项目事实泄漏率",
     "rule-hits": "规则命中率", "rule-leaks": "规则泄漏率", "single-hits": "单条记忆命中率",
 }
+
+
+def _goal_lines_json(result: VerifyResult) -> dict[str, Any] | None:
+    needed = single_goal_lines(result)
+    if needed is None:
+        return None
+    return {g: {"floor": p.floor, "hits": p.hits, "leaks": p.leaks, "singleHits": p.single_hits}
+            for g, p in zip(("rule", "project"), needed, strict=True)}
 
 
 def render_json(result: VerifyResult) -> dict[str, Any]:
@@ -527,7 +570,8 @@ def render_json(result: VerifyResult) -> dict[str, Any]:
         "format": result.fmt, "source": result.source, "model": result.model,
         "topK": result.params.top_k, "margin": result.params.margin,
         "rule": group(result.groups["rule"]), "project": group(result.groups["project"]),
-        "single": {"cases": result.single_cases, "hits": result.single_hits},
+        "single": {"cases": result.single_cases, "hits": result.single_hits,
+                   "goalLines": _goal_lines_json(result)},
         "targets": [{"name": t.name, "value": round(t.value, 4), "goal": t.goal,
                      "atMost": t.at_most, "met": t.met} for t in result.targets],
         "passed": result.passed,

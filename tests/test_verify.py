@@ -149,3 +149,37 @@ def test_dev_cases_meet_rule_and_project_targets(recaller) -> None:
     # Single-memory recall is the one target not met with this model (README): hold the line
     # we reached so that a regression shows.
     assert res.single_hits >= 16, render_text(res)
+
+
+def _result_with_sweep(rule: list[tuple[float, int, int, int]],
+                       project: list[tuple[float, int, int, int]], single_cases: int,
+                       single_hits: int):
+    from memself.verify import GroupReport, SweepPoint, VerifyResult
+
+    groups = {g: GroupReport(g, 0.4, cases=10, irrelevant=20) for g in ("rule", "project")}
+    sweep = {"rule": [SweepPoint(*p) for p in rule], "project": [SweepPoint(*p) for p in project]}
+    result = VerifyResult("dev", "cases.json", OFFLINE_MODEL, e5_params(), groups, sweep,
+                          {"rule": None, "project": None}, [])
+    result.single_cases, result.single_hits = single_cases, single_hits
+    return result
+
+
+def test_single_goal_lines_pick_the_least_leaking_pair() -> None:
+    from memself.verify import single_goal_lines
+
+    # 10 single cases: 9 needed. (floor, hits, leaks, single hits)
+    rule = [(0.1, 9, 20, 5), (0.3, 8, 3, 4), (0.5, 6, 1, 3)]
+    project = [(0.1, 9, 12, 5), (0.2, 8, 2, 5), (0.3, 7, 1, 4)]
+    result = _result_with_sweep(rule, project, 10, 7)
+    lines = single_goal_lines(result)
+    assert lines is not None
+    # rule 0.3 (4) + project 0.2 (5) = 9: leaks 3/4 and 2/1 of their limits (4 and 1 of 20);
+    # rule 0.1 + anything leaks 20/4 = 5x its limit.
+    assert (lines[0].floor, lines[1].floor) == (0.3, 0.2)
+    text = render_text(result)
+    assert "要让单条记忆达到 90%，泄漏最少的组合是规则线 0.300（无关输入泄漏 3/20（15%））" in text
+    assert render_json(result)["single"]["goalLines"]["project"]["floor"] == 0.2
+    # Out of reach: no pair gives 9.
+    far = _result_with_sweep([(0.3, 8, 3, 2)], [(0.2, 8, 2, 3)], 10, 5)
+    assert single_goal_lines(far) is None
+    assert "任何阈值都无法让单条记忆召回达到 90%" in render_text(far)
