@@ -124,7 +124,7 @@ def bench_encoder(model: str, cache: Path) -> tuple[object, list[str]]:
 def bench_single_paths(encoder: object, rounds: int = 4) -> list[str]:
     """The prompt's forward pass through each single-text path (``memself.fast_single``) and the
     eager one, interleaved prompt by prompt so load drifts hit every path alike."""
-    from memself.encoder import torch_threads
+    from memself.encoder import prompt_threads
     from memself.fast_single import FAST_KINDS, fast_single_paths
 
     model, prefix = encoder._model, encoder.settings.query_prefix
@@ -134,7 +134,7 @@ def bench_single_paths(encoder: object, rounds: int = 4) -> list[str]:
     built: dict[str, float] = {"eager": 0.0}
     for kind in FAST_KINDS:
         t0 = time.perf_counter()
-        for single in fast_single_paths(model, torch_threads(), (kind,)):
+        for single in fast_single_paths(model, prompt_threads(), (kind,)):
             paths[kind], built[kind] = single, time.perf_counter() - t0
     cosine = {k: float((encoder._normalised([f(t) for t in texts]) * eager).sum(axis=1).min())
               for k, f in paths.items()}

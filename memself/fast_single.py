@@ -7,7 +7,8 @@ Two compiled paths, tried in this order, both fed the same tokens as the eager p
   The word-embedding lookup stays outside the graph (a numpy view of the loaded model's table),
   so the export holds only the layers: 86 MB for multilingual-e5-small instead of 470 MB with its
   250k-piece vocabulary. Measured on these machines (e5-small, 1 thread, short prompts):
-  23-26 ms p50 instead of 41-45 ms for the TorchScript trace, cosine 1.0000 to the eager path.
+  22-24 ms p50 on one thread instead of 41-45 ms for the TorchScript trace in its slow spells
+  (25 ms in its good ones), cosine 1.0000 to the eager path; 16-21 ms on two threads.
 - ``torchscript``: a frozen TorchScript trace of the same body (no extra package needed).
 
 Either is only for a single unpadded text: shape-dependent branches (padding masks) never differ
@@ -38,7 +39,8 @@ class SingleText:
 def fast_single_paths(model: Any, threads: int,
                       kinds: Sequence[str] = FAST_KINDS) -> Iterator[SingleText]:
     """Each of ``kinds`` that can be built for this sentence-transformers ``model``, in order;
-    nothing when the model is not [Transformer, mean Pooling, Normalize?]."""
+    nothing when the model is not [Transformer, mean Pooling, Normalize?]. ``threads`` is the
+    ONNX Runtime pool's size (TorchScript uses torch's own setting)."""
     body = _body(model)
     if body is None:
         return

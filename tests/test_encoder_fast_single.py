@@ -73,3 +73,14 @@ def test_engine_setting_picks_the_paths(setting: str, kinds: tuple[str, ...]) ->
     from memself.engine.service import fast_single_kinds
 
     assert fast_single_kinds(setting) == kinds
+
+
+def test_prompt_threads(monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    from memself.encoder import THREADS_ENV, prompt_threads
+
+    monkeypatch.delenv(THREADS_ENV, raising=False)
+    assert prompt_threads() == min(2, os.cpu_count() or 1)
+    monkeypatch.setenv(THREADS_ENV, "1")
+    assert prompt_threads() == 1
