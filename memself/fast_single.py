@@ -79,6 +79,25 @@ def _body(model: Any) -> Any:
     return auto_model
 
 
+def _mean_pooled(body: Any, first_input: str) -> Any:
+    """``body`` as a module of (``first_input``, attention_mask) -> mean of the last hidden
+    states: what a compiled path records. Mean over all positions equals the masked mean
+    because the text is alone and unpadded."""
+    import torch
+
+    class MeanPooled(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.inner = body
+
+        def forward(self, first: Any, attention_mask: Any) -> Any:
+            out = self.inner(**{first_input: first}, attention_mask=attention_mask,
+                             return_dict=True)
+            return out.last_hidden_state.mean(dim=1)
+
+    return MeanPooled().eval()
+
+
 def _preprocess(model: Any) -> Any:
     return getattr(model, "preprocess", None) or model.tokenize
 
@@ -98,22 +117,12 @@ class OnnxSingle(SingleText):
 
         embeddings = body.get_input_embeddings()
         features = _preprocess(model)([_PROBE_TEXT])
-
-        class Layers(torch.nn.Module):
-            def __init__(self) -> None:
-                super().__init__()
-                self.inner = body
-
-            def forward(self, inputs_embeds: Any, attention_mask: Any) -> Any:
-                out = self.inner(inputs_embeds=inputs_embeds, attention_mask=attention_mask,
-                                 return_dict=True)
-                return out.last_hidden_state.mean(dim=1)
-
         buffer = io.BytesIO()
         with torch.inference_mode(), warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the exporter's notes on shape-dependent branches
             sample = embeddings(features["input_ids"]).detach()
-            torch.onnx.export(Layers().eval(), (sample, features["attention_mask"]), buffer,
+            torch.onnx.export(_mean_pooled(body, "inputs_embeds"),
+                              (sample, features["attention_mask"]), buffer,
                               input_names=["inputs_embeds", "attention_mask"],
                               output_names=["embedding"],
                               dynamic_axes={"inputs_embeds": {1: "tokens"},
@@ -149,20 +158,9 @@ class TorchScriptSingle(SingleText):
         import torch
 
         features = _preprocess(model)([_PROBE_TEXT])
-
-        class Body(torch.nn.Module):
-            def __init__(self) -> None:
-                super().__init__()
-                self.inner = body
-
-            def forward(self, input_ids: Any, attention_mask: Any) -> Any:
-                out = self.inner(input_ids=input_ids, attention_mask=attention_mask,
-                                 return_dict=True)
-                return out.last_hidden_state.mean(dim=1)
-
         with torch.inference_mode(), warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the tracer's notes on shape-dependent branches
-            traced = torch.jit.trace(Body().eval(), (features["input_ids"],
+            traced = torch.jit.trace(_mean_pooled(body, "input_ids"), (features["input_ids"],
                                                       features["attention_mask"]),
                                      strict=False, check_trace=False)
             # freeze alone: optimize_for_inference measured no faster here, and costs memory.
