@@ -16,7 +16,7 @@ EVENT_NAMES = {
     EventKind.PROMPT_SUBMIT: "beforeSubmitPrompt",
     EventKind.STOP: "stop",
 }
-# Cursor gives the prompt hook 5 s; installers also set ``loop_limit: 1`` on stop.
+# Cursor gives the prompt hook 5 s; the installer also sets ``loop_limit: 1`` on stop.
 TIMEOUTS = {EventKind.SESSION_START: 10, EventKind.PROMPT_SUBMIT: 5, EventKind.STOP: 20}
 CONTEXT_LIMIT = 10_000  # beforeSubmitPrompt: longer text goes to a file (client 3.20.17)
 PLUGIN_SCOPED_WORDING = False  # Claude Code alone has its own memory the wording must leave alone

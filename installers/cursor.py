@@ -16,4 +16,7 @@ INSTALLER = JsonHostInstaller(
     # The prompt hook gets 5 s: Cursor holds the user's message until it answers.
     events=(("sessionStart", 10), ("beforeSubmitPrompt", 5), ("stop", 20)),
     mcp_file="mcp.json",
+    # One continuation per turn at most, enforced by Cursor itself: memself's stop hook asks
+    # once (loop_count > 0 already reads as stop-active), and Cursor's default cap is 5.
+    hook_fields=(("stop", (("loop_limit", 1),)),),
 )

@@ -15,7 +15,7 @@ as the original's ``PostToolUse``). Every transform takes and returns the parsed
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -123,7 +123,14 @@ def _strip_nested(groups: list[Any], path: Path, event: str,
 
 
 def upsert_flat_hooks(data: dict[str, Any], path: Path, events: Sequence[tuple[str, int]],
-                      command: str) -> dict[str, Any]:
+                      command: str,
+                      fields: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, Any]:
+    """Our flat entries (Cursor's shape), one per event, with ``fields[event]`` added to each."""
+    fields = fields or {}
+
+    def entry(event: str, timeout: int) -> dict[str, Any]:
+        return {"command": command, "timeout": timeout, **fields.get(event, {})}
+
     if "version" not in data:
         data = {"version": 1, **data}
     hooks = expect_dict(data, "hooks", path, "hooks")
@@ -134,7 +141,7 @@ def upsert_flat_hooks(data: dict[str, Any], path: Path, events: Sequence[tuple[s
         entries = expect_list(hooks, event, path, f"hooks.{event}")
         if entries is None:
             continue
-        replacement = {"command": command, "timeout": wanted[event]} if event in wanted else None
+        replacement = entry(event, wanted[event]) if event in wanted else None
         placed = _strip_flat(entries, replacement)
         if event in wanted and not placed:
             entries.append(replacement)
@@ -142,7 +149,7 @@ def upsert_flat_hooks(data: dict[str, Any], path: Path, events: Sequence[tuple[s
             del hooks[event]
     for event, timeout in events:
         if event not in hooks:
-            hooks[event] = [{"command": command, "timeout": timeout}]
+            hooks[event] = [entry(event, timeout)]
     return data
 
 

@@ -38,6 +38,8 @@ class JsonHostInstaller:
     # Files where an earlier registration of ours may sit (the original plugin's choice): an entry
     # there is kept pointing at the current server, and removed on uninstall; none is added.
     other_mcp_files: tuple[str, ...] = ()
+    # Extra fields of a flat hook entry, per event (Cursor's ``loop_limit``).
+    hook_fields: tuple[tuple[str, tuple[tuple[str, Any], ...]], ...] = ()
 
     def config_root(self, home: Path) -> Path:
         return home / self.config_dir
@@ -56,11 +58,12 @@ class JsonHostInstaller:
     def _hook_install(self, ctx: InstallContext) -> list[Transform]:
         command = ctx.hook_command(self.name)
         events = self.events
-        upsert = (entries.upsert_nested_hooks if self.hook_shape == "nested"
-                  else entries.upsert_flat_hooks)
+        fields = {event: dict(extra) for event, extra in self.hook_fields}
 
         def install_hooks(data: dict[str, Any], path: Path) -> dict[str, Any]:
-            return upsert(data, path, events, command)
+            if self.hook_shape == "nested":
+                return entries.upsert_nested_hooks(data, path, events, command)
+            return entries.upsert_flat_hooks(data, path, events, command, fields)
 
         return [install_hooks]
 

@@ -174,6 +174,14 @@ def test_flat_entries_keep_position(folder: Path) -> None:
     result = entries.upsert_flat_hooks(data, folder / "h.json", (("stop", 20),), ours)
     assert result["hooks"]["stop"] == [{"command": "a"}, {"command": ours, "timeout": 20},
                                        {"command": "b"}]
+    # Per-event fields (Cursor's loop_limit) go into our entry only, in place and on a new event.
+    fields = {"stop": {"loop_limit": 1}}
+    result = entries.upsert_flat_hooks(result, folder / "h.json", (("stop", 20), ("sessionStart", 10)),
+                                       ours, fields)
+    assert result["hooks"]["stop"] == [{"command": "a"},
+                                       {"command": ours, "timeout": 20, "loop_limit": 1},
+                                       {"command": "b"}]
+    assert result["hooks"]["sessionStart"] == [{"command": ours, "timeout": 10}]
 
 
 def test_removal_keeps_the_users_empty_containers(folder: Path) -> None:
