@@ -18,5 +18,5 @@ INSTALLER = JsonHostInstaller(
     mcp_file="mcp.json",
     # One continuation per turn at most, enforced by Cursor itself: memself's stop hook asks
     # once (loop_count > 0 already reads as stop-active), and Cursor's default cap is 5.
-    hook_fields=(("stop", (("loop_limit", 1),)),),
+    hook_fields={"stop": {"loop_limit": 1}},
 )

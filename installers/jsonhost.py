@@ -6,7 +6,8 @@ and the permission rule).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any, Literal
@@ -39,7 +40,7 @@ class JsonHostInstaller:
     # there is kept pointing at the current server, and removed on uninstall; none is added.
     other_mcp_files: tuple[str, ...] = ()
     # Extra fields of a flat hook entry, per event (Cursor's ``loop_limit``).
-    hook_fields: tuple[tuple[str, tuple[tuple[str, Any], ...]], ...] = ()
+    hook_fields: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     def config_root(self, home: Path) -> Path:
         return home / self.config_dir
@@ -58,12 +59,11 @@ class JsonHostInstaller:
     def _hook_install(self, ctx: InstallContext) -> list[Transform]:
         command = ctx.hook_command(self.name)
         events = self.events
-        fields = {event: dict(extra) for event, extra in self.hook_fields}
 
         def install_hooks(data: dict[str, Any], path: Path) -> dict[str, Any]:
             if self.hook_shape == "nested":
                 return entries.upsert_nested_hooks(data, path, events, command)
-            return entries.upsert_flat_hooks(data, path, events, command, fields)
+            return entries.upsert_flat_hooks(data, path, events, command, self.hook_fields)
 
         return [install_hooks]
 
