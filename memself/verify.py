@@ -513,8 +513,8 @@ def render_text(result: VerifyResult, max_items: int = 8) -> str:
         lines.append("")
     if result.single_cases:
         lines.append(f"单条记忆召回：{_pct(result.single_hits, result.single_cases)}")
-        needed = single_goal_lines(result)
         if result.single_hits < SINGLE_GOAL * result.single_cases - 1e-9:
+            needed = single_goal_lines(result)
             if needed is None:
                 lines.append(f"  任何阈值都无法让单条记忆召回达到 {SINGLE_GOAL:.0%}")
             else:
