@@ -28,6 +28,7 @@ from memself.engine.fasthook import (
 )
 from memself.hosts.base import EventKind, HookEvent, HookReply
 from memself.paths import DataPaths
+from memself.timeutil import parse_iso
 
 Handler = Callable[[HookEvent, datetime, DataPaths], HookReply]
 
@@ -226,15 +227,8 @@ def _start_watchdog(
 
 
 def _now(env: Mapping[str, str]) -> datetime:
-    fixed = env.get(FIXED_NOW_ENV, "").strip()
-    if fixed:
-        try:
-            value = datetime.fromisoformat(fixed.replace("Z", "+00:00"))
-            if value.tzinfo is not None:
-                return value
-        except ValueError:
-            pass
-    return datetime.now().astimezone()
+    fixed = parse_iso(env.get(FIXED_NOW_ENV, "").strip(), require_zone=True)
+    return fixed or datetime.now().astimezone()
 
 
 def _describe(exc: BaseException) -> str:

@@ -11,8 +11,9 @@ def iso(now: datetime) -> str:
     return utc.strftime("%Y-%m-%dT%H:%M:%S.") + f"{utc.microsecond // 1000:03d}Z"
 
 
-def parse_iso(text: object) -> datetime | None:
-    """Parse an ISO time written by us or the original; ``None`` when it is not one."""
+def parse_iso(text: object, *, require_zone: bool = False) -> datetime | None:
+    """Parse an ISO time written by us or the original; ``None`` when it is not one. A time
+    without a zone is read as UTC, or refused (``None``) with ``require_zone``."""
     if not isinstance(text, str) or not text:
         return None
     try:
@@ -20,7 +21,7 @@ def parse_iso(text: object) -> datetime | None:
     except ValueError:
         return None
     if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=timezone.utc)
+        return None if require_zone else parsed.replace(tzinfo=timezone.utc)
     return parsed
 
 

@@ -21,6 +21,7 @@ from memself.logs import log
 from memself.paths import DataPaths
 from memself.records import GROUPS, Memory
 from memself.store import MemoryStore
+from memself.timeutil import parse_iso
 
 OP_RECALL = "recall"
 OP_NEAREST = "nearest"
@@ -202,12 +203,7 @@ def _file_stamp(path: Any) -> tuple[int, int, int] | None:
 
 
 def _now(payload: dict[str, Any]) -> datetime:
-    raw = payload.get("now")
-    if isinstance(raw, str):
-        try:
-            parsed = datetime.fromisoformat(raw.replace("Z", "+00:00"))
-            if parsed.tzinfo is not None:
-                return parsed
-        except ValueError:
-            pass
-    raise InvalidInput("召回请求缺少带时区的 now")
+    parsed = parse_iso(payload.get("now"), require_zone=True)
+    if parsed is None:
+        raise InvalidInput("召回请求缺少带时区的 now")
+    return parsed
