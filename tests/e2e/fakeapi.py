@@ -43,7 +43,9 @@ def _sse(events: list[tuple[str | None, dict[str, Any] | str]]) -> bytes:
     return "".join(out).encode()
 
 
-def anthropic_stream(text: str, model: str, n: int) -> bytes:
+def _anthropic_events(block: dict[str, Any], delta: dict[str, Any], stop_reason: str,
+                      model: str, n: int) -> bytes:
+    """One streamed Anthropic message holding one content block."""
     usage = {"input_tokens": 12, "output_tokens": 1, "cache_creation_input_tokens": 0,
              "cache_read_input_tokens": 0}
     return _sse([
@@ -51,15 +53,19 @@ def anthropic_stream(text: str, model: str, n: int) -> bytes:
             "id": f"msg_fake_{n}", "type": "message", "role": "assistant", "model": model,
             "content": [], "stop_reason": None, "stop_sequence": None, "usage": usage}}),
         ("content_block_start", {"type": "content_block_start", "index": 0,
-                                 "content_block": {"type": "text", "text": ""}}),
-        ("content_block_delta", {"type": "content_block_delta", "index": 0,
-                                 "delta": {"type": "text_delta", "text": text}}),
+                                 "content_block": block}),
+        ("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": delta}),
         ("content_block_stop", {"type": "content_block_stop", "index": 0}),
         ("message_delta", {"type": "message_delta",
-                           "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+                           "delta": {"stop_reason": stop_reason, "stop_sequence": None},
                            "usage": {"output_tokens": 5}}),
         ("message_stop", {"type": "message_stop"}),
     ])
+
+
+def anthropic_stream(text: str, model: str, n: int) -> bytes:
+    return _anthropic_events({"type": "text", "text": ""}, {"type": "text_delta", "text": text},
+                             "end_turn", model, n)
 
 
 def anthropic_message(text: str, model: str, n: int) -> dict[str, Any]:
@@ -88,22 +94,10 @@ def openai_message(text: str, model: str, n: int) -> dict[str, Any]:
 
 
 def anthropic_tool_stream(name: str, tool_input: dict[str, Any], model: str, n: int) -> bytes:
-    usage = {"input_tokens": 12, "output_tokens": 1, "cache_creation_input_tokens": 0,
-             "cache_read_input_tokens": 0}
-    return _sse([
-        ("message_start", {"type": "message_start", "message": {
-            "id": f"msg_fake_{n}", "type": "message", "role": "assistant", "model": model,
-            "content": [], "stop_reason": None, "stop_sequence": None, "usage": usage}}),
-        ("content_block_start", {"type": "content_block_start", "index": 0, "content_block": {
-            "type": "tool_use", "id": f"toolu_fake_{n}", "name": name, "input": {}}}),
-        ("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": {
-            "type": "input_json_delta", "partial_json": json.dumps(tool_input, ensure_ascii=False)}}),
-        ("content_block_stop", {"type": "content_block_stop", "index": 0}),
-        ("message_delta", {"type": "message_delta",
-                           "delta": {"stop_reason": "tool_use", "stop_sequence": None},
-                           "usage": {"output_tokens": 5}}),
-        ("message_stop", {"type": "message_stop"}),
-    ])
+    return _anthropic_events(
+        {"type": "tool_use", "id": f"toolu_fake_{n}", "name": name, "input": {}},
+        {"type": "input_json_delta", "partial_json": json.dumps(tool_input, ensure_ascii=False)},
+        "tool_use", model, n)
 
 
 def match_rule(rules: list[dict[str, Any]], path: str, body: Any) -> dict[str, Any] | None:
