@@ -18,6 +18,7 @@ letting one stray code line through only adds a little noise to an embedding.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import pairwise
 
@@ -372,16 +373,28 @@ def classify_input(text: str) -> FilterResult:
 
 
 # --------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------
 # Redaction
 # --------------------------------------------------------------------------------------------
+#
+# Rules come in three kinds. Shape rules hide what is a secret on its own (PEM blocks, provider
+# keys, JWTs, national ID / phone / bank-card numbers, long random strings). Phrase rules hide the
+# value after a credential word and a link ("密码改成了 X", "password is X", "DB_PASS=X",
+# "账号 root 密码 X"); the key and the link stay so the sentence still reads. Command rules hide
+# the value of password flags in shell commands. A value after a link is judged by how strong the
+# link is: after "=" / "：" / "是" / "改成" anything that is not a placeholder or a known word goes;
+# after "is" / "用" / a bare space it must look machine-made (a digit, a symbol, mixed case).
 
 _PEM_BLOCK = re.compile(
     r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"
     r"(?:.*?-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|[A-Za-z0-9+/=\s:,-]*)",
     re.DOTALL,
 )
-# scheme://user:password@host -> keep the user and host, hide the password.
-_URL_CREDENTIALS = re.compile(r"\b([a-zA-Z][a-zA-Z0-9+.-]*://[^\s:/@]+:)([^\s@/]+)(@)")
+# scheme://user:password@host. The password runs to the last "@" of the authority (hand-typed
+# DSNs often carry an unencoded "@"); the user may be empty (redis://:pw@host).
+_URL_CREDENTIALS = re.compile(
+    r"\b([a-zA-Z][a-zA-Z0-9+.-]*://[^\s:/?#@]*:)([^\s/?#]+)(@)(?=[^\s@/?#]*(?:[/?#\s]|$))"
+)
 _JWT = re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}")
 _B = r"(?<![A-Za-z0-9_-])"
 _E = r"(?![A-Za-z0-9_-])"
@@ -394,6 +407,9 @@ _PROVIDER_KEYS = re.compile(
     r"|gh[pousr]_[A-Za-z0-9]{30,}"
     r"|github_pat_[A-Za-z0-9_]{22,}"
     r"|(?:AKIA|ASIA)[0-9A-Z]{16}"
+    # Alibaba Cloud and Tencent Cloud access key ids.
+    r"|LTAI[A-Za-z0-9]{12,30}"
+    r"|AKID[A-Za-z0-9]{13,40}"
     r"|xox[abprs]-[A-Za-z0-9-]{10,}"
     r"|glpat-[A-Za-z0-9_-]{20,}"
     r"|AIza[0-9A-Za-z_-]{35}"
@@ -406,37 +422,414 @@ _PROVIDER_KEYS = re.compile(
 )
 _BEARER = re.compile(r"\b(Bearer|Basic|Token)(\s+)([A-Za-z0-9._~+/-]{8,}=*)", re.IGNORECASE)
 
+# ---- credential words ----------------------------------------------------------------------
+
 # English key names that hold secrets, possibly inside a longer identifier (DB_PASSWORD,
 # aws_secret_access_key, "apiKey"). "tokens"/"tokenizer" are excluded: max_tokens is not a secret.
-_SECRET_KEY_WORD = (
-    r"(?:password|passwd|passphrase|pwd|secret|token|api[_-]?key|access[_-]?key|"
-    r"private[_-]?key|credentials?|auth[_-]?key|session[_-]?key|cookie)(?![a-z])"
+_SECRET_WORD = (
+    r"(?i:password|passwd|passphrase|passcode|pwd|secret|token|api[_-]?key|access[_-]?key|"
+    r"secret[_-]?key|private[_-]?key|credentials?|auth[_-]?key|session[_-]?key|cookie)(?![a-z])"
 )
-_KV_ENGLISH = re.compile(
-    r"(?i)((?<![A-Za-z0-9_.-])[A-Za-z0-9_.-]*" + _SECRET_KEY_WORD + r"(?:[_.-][A-Za-z0-9]+)*"
-    r"[\"']?\s*(?:=|:|：|是|为)\s*[\"']?)"
-    r"([\x21\x23-\x26\x28-\x7e]{3,})"
+# Short names match by case so that "bypass", "compass" or "spin" stay words: "pass", "DB_PASS",
+# "dbPass", "pw", "PIN", and AK/SK as cloud consoles label an access key pair.
+_SHORT_WORD = (
+    r"(?:(?<![A-Za-z])(?:pass|Pass|PASS|pw|Pw|PW|PIN|AK|SK)|(?<=[a-z])(?:Pass|PASS|Pw|Pin))(?![a-z])"
 )
-# "?access_token=abc&page=2": inside a query string the value ends at "&" or "#".
-_KV_QUERY = re.compile(
-    r"(?i)([?&][A-Za-z0-9_.-]*" + _SECRET_KEY_WORD + r"[A-Za-z0-9_.-]*=)([^&#\s\"']{3,})"
+_IDENT_KEY = (
+    r"(?<![A-Za-z0-9_.-])[A-Za-z0-9_.-]*?(?:" + _SECRET_WORD + "|" + _SHORT_WORD + r")"
+    r"(?:[_.-][A-Za-z0-9]+)*[\"']?"
 )
-_CHINESE_KEY = r"(?:密码|口令|密钥|秘钥|私钥|令牌|访问令牌)"
-# "密码是 hunter2", "口令：abc123", "密钥=xyz".
-_KV_CHINESE = re.compile(
-    r"(" + _CHINESE_KEY + r"\s*(?:是|为|:|：|=)\s*[\"'“「]?)([\x21-\x7e]{3,})"
+# "api key", "client secret", "access token": two words in prose.
+_SPACED_KEY = (
+    r"(?<![A-Za-z])(?i:(?:api|access|secret|private|auth|app|client|session|refresh|bot|"
+    r"personal\s+access)\s+(?:key|secret|token))(?![a-z])"
 )
-# "口令 Zx9!kq27" with no separator: only values that look machine-made (digits or symbols).
-_KV_CHINESE_BARE = re.compile(
-    r"(" + _CHINESE_KEY + r"\s+)((?=[\x21-\x7e]*[0-9!@#$%^&*+=?])[\x21-\x7e]{6,})"
+_ZH_KEY = r"(?:密码|口令|密钥|秘钥|私钥|令牌|授权码|验证码|暗号|(?:PIN|pin|Pin)\s?(?:码|code|Code))"
+_KEY = "(?P<key>" + _ZH_KEY + "|" + _SPACED_KEY + "|" + _IDENT_KEY + ")"
+
+# Key names whose last part names a property of the secret, not the secret: PASSWORD_MIN_LENGTH,
+# token_url, secret_file, api_key_header.
+_PROPERTY_SUFFIX = frozenset(
+    {"len", "length", "min", "max", "ttl", "expire", "expires", "expiry", "expiration", "timeout",
+     "file", "path", "dir", "url", "uri", "endpoint", "name", "count", "size", "age", "days",
+     "rounds", "cost", "algorithm", "algo", "type", "mode", "policy", "header", "field", "column",
+     "env", "var", "prefix", "suffix", "format", "pattern", "regex", "hint", "label", "limit",
+     "retries", "strength", "hash", "salt", "id", "ids", "enabled", "required"}
 )
-_PLACEHOLDER_VALUES = frozenset(
-    {"true", "false", "null", "none", "nil", "string", "str", "int", "number", "bool",
-     "required", "optional", "xxx", "xxxx", "xxxxxx", "***", "******", "...", "changeme"}
+# Keys that name a password: after them a lowercase word closing the clause is the value
+# ("my wifi password is swordfish.").
+_PASSWORD_FAMILY = re.compile(r"(?i)密码|口令|暗号|pin|password|passwd|passphrase|passcode|pwd")
+# Keys after which a bare space may stand for the link ("口令 Zx9!kq27", "password Gh0stBot!").
+_BARE_FAMILY = re.compile(
+    r"(?i)(?:密码|口令|暗号|验证码|授权码|pin\s?(?:码|code)?|password|passwd|passphrase|passcode|pwd)"
 )
 
+# ---- links between a key and its value -----------------------------------------------------
+
+# Words that may sit between 密码 and its verb: "密码我已经改成", "密码都是", "密码现在是".
+_ZH_GAP = (
+    r"(?:已经|已|现在|目前|暂时|临时|默认|统一|一律|都|也|还|又|就|则|仍然|仍|依然|一直|本来|原来|"
+    r"之前|以前|刚刚|刚才|刚|最近|昨天|今天|前天|后来|全部|全|分别|我们|我|你们|你|他们|他|她|被|给|"
+    r"先|再|应该|好像|估计|大概|可能|一般|通常|其实|确实)"
+)
+# Verbs whose object is the value. "用"/"叫" also take ordinary objects ("密码用 bcrypt 存"), so
+# they count as weak links.
+_ZH_VERB = (
+    r"(?:用的是|就是|设置为|设置成|设定为|设为|设成|改为|改成|修改为|修改成|更改为|更改成|换成|换为|"
+    r"更新为|更新成|重置为|重置成|变成|变为|等于|是|为|(?P<zhweak>叫做|叫|用))"
+)
+_ZH_LINK = r"(?P<zh>\s*(?:" + _ZH_GAP + r"\s*){0,3}" + _ZH_VERB + r"(?:了|过)?\s*[:：]?\s*)"
+_SEP_LINK = r"(?P<sep>\s*(?:[:：=]|=>)\s*)"
+_EN_LINK = (
+    r"(?P<en>(?:\s+(?:for|of|on|in|at)(?:\s+(?!(?:is|was|are|were)\b)[\w.@'-]+){1,3}?)?"
+    r"(?:'s\s+|\s+(?:(?:is|was|are|were|has\s+been|have\s+been|will\s+be|became|becomes|remains)"
+    r"(?:\s+(?:now|still|currently|temporarily|just|also))?"
+    r"(?:\s+(?:changed|set|reset|updated|rotated|switched)\s+to)?"
+    r"|(?:changed|set|reset|updated|rotated|switched)\s+to|now)\s*[:=]?\s*))"
+)
+_BARE_LINK = r"(?P<bare>[ \t]+)"
+_KEY_AND_LINK = re.compile(_KEY + "(?:" + _ZH_LINK + "|" + _SEP_LINK + "|" + _EN_LINK + "|"
+                           + _BARE_LINK + ")")
+# "reset the intern accounts' password to X", "change the root password to X".
+_EN_SET_TO = re.compile(
+    r"(?i:\b(?:set|change|changed|reset|update|updated|rotate|rotated)\s+(?:[\w.'-]+\s+){0,3}?"
+    r"(?P<key>password|passwd|passphrase|passcode|pin|token|secret|api\s?key)\s+to\s+)"
+)
+# "账号 root 密码 toor", "user admin password admin", "machine h login bot password x": the word
+# before says the next pair is an account and its password.
+_ACCOUNT_PAIR = re.compile(
+    r"(?<![A-Za-z])(?:账号|帐号|账户|帐户|用户名|用户|登录名|(?i:user(?:name)?|login))\s*"
+    r"(?:是|为|[:：=])?\s*[\"'“「]?[\w.@+-]{1,40}[\"'”」]?\s*[,，;；、/]?\s*(?:和|跟|及)?\s*"
+    r"(?P<key>密码|口令|(?i:password|passwd|pwd|pass))\s*(?:是|为|[:：=])?\s*"
+)
+# "登录用 admin / P@ssw0rd123", "用户名/密码：admin/123456", "basic auth 用 admin:Adm1n": a
+# user/password pair shortly after a word about logging in.
+_LOGIN_PAIR = re.compile(
+    r"(?:登录|登陆|账号|帐号|账户|用户名|凭据|凭证|(?i:log\s?in|sign\s?in|basic\s?auth|credentials?|creds))"
+    r"[^\n。！？!?]{0,16}?(?<![\w./:@-])[A-Za-z0-9_.@+-]{2,40}(?P<pairsep>\s*/\s*|:)"
+)
+
+# ---- values --------------------------------------------------------------------------------
+
+_QUOTES = {'"': '"', "'": "'", "`": "`", "“": "”", "‘": "’", "「": "」", "『": "』"}
+_ASCII_VALUE = re.compile(r"[\x21\x23-\x26\x28-\x5f\x61-\x7e]+")
+_CJK_VALUE = re.compile(r"[\u4e00-\u9fff][\u4e00-\u9fff0-9A-Za-z]{1,19}(?![\u4e00-\u9fff0-9A-Za-z])")
+_MAX_QUOTED = 100
+
+_PLACEHOLDER_VALUES = frozenset(
+    {"true", "false", "null", "none", "nil", "undefined", "string", "str", "int", "number", "bool",
+     "required", "optional", "xxx", "xxxx", "xxxxxx", "***", "******", "...", "changeme",
+     "changeit", "example", "placeholder", "dummy", "todo", "tbd"}
+)
+_PLACEHOLDER_SHAPE = re.compile(r"(?i)(?:your|my|the)[_-]\w*|x{3,}|\*{3,}|\.{3,}|<[^<>]*>|\?{3,}")
+# Words that follow a credential word in prose about it: how it is stored, whether it is right,
+# what type it has. After any link they are not the value.
+_STOP_WORDS = frozenset(
+    {
+        # algorithms and encodings
+        "md5", "sha", "sha1", "sha-1", "sha2", "sha256", "sha-256", "sha512", "sha-512", "bcrypt",
+        "scrypt", "argon2", "argon2i", "argon2id", "pbkdf2", "hmac", "aes", "aes256", "aes-256",
+        "rsa", "des", "3des", "sm3", "sm4", "base64", "hex", "utf8", "utf-8", "ascii", "jwt", "uuid",
+        "guid", "bearer", "basic", "digest", "opaque", "plaintext", "plain", "cleartext", "hash",
+        "hashed", "hashing", "salt", "salted", "encrypted", "encoded", "random", "generated",
+        # state and quality
+        "correct", "incorrect", "wrong", "invalid", "valid", "expired", "missing", "empty", "blank",
+        "same", "different", "weak", "strong", "short", "long", "secure", "insecure", "ok", "okay",
+        "fine", "good", "bad", "stale", "revoked", "disabled", "enabled", "set", "unset", "changed",
+        "reset", "updated", "stored", "saved", "rotated", "leaked", "exposed", "visible", "hidden",
+        "masked", "default", "unknown", "needed", "mandatory", "case",
+        # function words
+        "the", "a", "an", "my", "your", "our", "their", "his", "her", "its", "this", "that", "these",
+        "those", "it", "not", "no", "also", "only", "still", "now", "then", "what", "which",
+        "where", "how", "why", "when", "who", "there", "here", "too", "very", "always", "never",
+        "from", "with", "without", "and", "or", "but", "for", "in", "on", "at", "to", "of", "by",
+        # types and places
+        "text", "integer", "boolean", "varchar", "char", "bytes", "object", "array", "list", "dict",
+        "map", "env", "vault", "config", "file", "files", "secret", "secrets", "keychain", "kms",
+    }
+)
+# Chinese words that describe a password instead of being one ("密码是 六位数字", "口令为 空").
+_ZH_PROSE = re.compile(
+    r"位|数字|字母|字符|大小写|加密|解密|明文|密文|哈希|生成|随机|默认|多少|什么|怎么|为什么|是否|不|没|"
+    r"错|对|空|过期|有效|正确|一样|相同|修改|重置|设置|登录|注册|用户|账号|保存|存储|环境变量|配置|"
+    r"长度|格式|规则|强度|复杂|简单|必填|必须|自动|固定|动态|哪|啥|吗|呢|吧"
+)
+_VERSION = re.compile(r"v?\d+(?:\.\d+){1,3}(?:[-+][\w.]+)?")
+_ACRONYM = re.compile(r"[A-Z][A-Z0-9-]{1,7}")
+_NUMERIC = re.compile(r"[\d~+-]+")
+# A number followed by a unit is a rule about the secret ("PIN 是 6 位", "token 有效期为 3600 秒").
+_UNIT_AFTER = re.compile(
+    r"\s*(?:位|个|字符|字节|次|天|小时|分钟|秒|周|个月|月|年|岁|以上|以下|以内|之内|左右|到|至|~|"
+    r"(?i:chars?|characters|digits?|bytes?|bits?|letters?|times|days?|hours?|minutes?|mins?|"
+    r"seconds?|secs?|ms|or\s+more|or\s+less)\b)"
+)
+_MACHINE_SYMBOL = re.compile(r"[0-9!@#$%^&*+=?~]|[a-z][A-Z]|[A-Z]{2}[a-z]")
+_PROSE_SUFFIX = re.compile(r"(?:ed|ing|ly|able|ible|ous|ful|less|ive|tion|sion|ment)$")
+_CLAUSE_END = re.compile(r"\s*(?:$|[,.;!?，。；！？)\]）])")
+
+
+def _machine_made(value: str) -> bool:
+    """A digit, a symbol or mixed case: what people pick for passwords and machines for keys."""
+    return bool(_MACHINE_SYMBOL.search(value))
+
+
+def _value_span(text: str, i: int) -> tuple[int, int, str] | None:
+    """Where the value starting at ``i`` lies, and its kind: "quoted", "ascii" or "cjk"."""
+    if i >= len(text):
+        return None
+    close = _QUOTES.get(text[i])
+    if close is not None:
+        end = text.find(close, i + 1, i + 2 + _MAX_QUOTED)
+        if end > i + 1 and "\n" not in text[i + 1 : end]:
+            return i + 1, end, "quoted"
+        return None
+    m = _ASCII_VALUE.match(text, i)
+    if m:
+        return i, m.end(), "ascii"
+    m = _CJK_VALUE.match(text, i)
+    if m:
+        return i, m.end(), "cjk"
+    return None
+
+
+def _is_placeholder(value: str) -> bool:
+    low = value.lower()
+    return (low in _PLACEHOLDER_VALUES or bool(_PLACEHOLDER_SHAPE.fullmatch(value))
+            or value.startswith(("$", "<", "{", "%", "[", "/", "~")) or REDACTED in value)
+
+
+def _is_secret_value(text: str, start: int, end: int, kind: str, strength: str,
+                     password_key: bool, delimited: bool) -> bool:
+    """Whether ``text[start:end]`` after a key and a link of ``strength`` is a secret.
+
+    ``strength`` is "strong" (=, ：, 是, 改成), "weak" (is, 用, a verb before the key) or "bare"
+    (a space only). ``delimited``: a space, colon or quote set the value off from the link.
+    """
+    value = text[start:end]
+    if len(value) < 3 or _is_placeholder(value):
+        return False
+    if kind == "quoted":
+        return True
+    if kind == "cjk":
+        # A password in Chinese characters: only after 密码/口令 and set off ("wifi 密码是 我爱
+        # 北京天安门"); "密码是明文存的吗" runs on without a break.
+        return password_key and delimited and not _ZH_PROSE.search(value)
+    bare = value.rstrip(".,;:!?)")
+    if (bare.lower() in _STOP_WORDS or _ACRONYM.fullmatch(bare) or _VERSION.fullmatch(bare)
+            or value.startswith("-")):
+        return False
+    if _NUMERIC.fullmatch(value) and _UNIT_AFTER.match(text, end):
+        return False
+    if strength == "strong":
+        return True
+    if _machine_made(value):
+        return strength == "weak" or len(value) >= 4
+    # "my wifi password is swordfish." — one lowercase word closing the clause.
+    return (strength == "weak" and password_key and bare.isalpha() and bare.islower()
+            and len(bare) >= 4 and not _PROSE_SUFFIX.search(bare)
+            and bool(_CLAUSE_END.match(text, start + len(bare))))
+
+
+def _key_is_property(key: str) -> bool:
+    parts = re.split(r"[_.-]", key.strip("\"'").lower())
+    return len(parts) > 1 and parts[-1] in _PROPERTY_SUFFIX
+
+
+def _phrase_value(text: str, m: re.Match[str]) -> tuple[int, int] | None:
+    key = m.group("key")
+    if _key_is_property(key):
+        return None
+    span = _value_span(text, m.end())
+    if span is None:
+        return None
+    start, end, kind = span
+    password_key = bool(_PASSWORD_FAMILY.search(key))
+    link = m.group(0)[len(key):]
+    delimited = link[-1:].isspace() or link.rstrip()[-1:] in (":", "：") if link else False
+    if m.group("bare") is not None:
+        if kind != "ascii" or not _BARE_FAMILY.fullmatch(key):
+            return None
+        strength = "bare"
+    elif m.group("zh") is not None:
+        strength = "weak" if m.group("zhweak") else "strong"
+    elif m.group("sep") is not None:
+        strength = "strong"
+    else:
+        strength = "weak"
+    if _is_secret_value(text, start, end, kind, strength, password_key, delimited):
+        return start, end
+    return None
+
+
+def _set_to_value(text: str, m: re.Match[str]) -> tuple[int, int] | None:
+    span = _value_span(text, m.end())
+    if span is None:
+        return None
+    start, end, kind = span
+    password_key = bool(_PASSWORD_FAMILY.search(m.group("key")))
+    return (start, end) if _is_secret_value(text, start, end, kind, "weak", password_key,
+                                            True) else None
+
+
+def _account_value(text: str, m: re.Match[str]) -> tuple[int, int] | None:
+    span = _value_span(text, m.end())
+    if span is None or span[2] == "cjk":
+        return None
+    start, end, kind = span
+    return (start, end) if _is_secret_value(text, start, end, kind, "strong", True, True) else None
+
+
+def _login_pair_value(text: str, m: re.Match[str]) -> tuple[int, int] | None:
+    span = _value_span(text, m.end())
+    if span is None or span[2] != "ascii":
+        return None
+    start, end, _ = span
+    value = text[start:end]
+    # Paths and file names ("src/pages/login/index.tsx") and host:port are not pairs.
+    if "/" in value or re.search(r"\.[A-Za-z]{1,5}$", value):
+        return None
+    if m.group("pairsep") == ":" and value.isdigit() and len(value) <= 5:
+        return None
+    # "admin / admin" spaced out is a pair; "home/index" glued is a path unless it looks made up.
+    spaced = m.group("pairsep").strip() != m.group("pairsep")
+    strength = "strong" if spaced else "weak"
+    return (start, end) if _is_secret_value(text, start, end, "ascii", strength, spaced,
+                                            True) else None
+
+
+def _sub_values(pattern: re.Pattern[str], text: str,
+                value_of: Callable[[str, re.Match[str]], tuple[int, int] | None]) -> str:
+    """Replace, for each match of ``pattern``, the value ``value_of`` finds after it."""
+    out: list[str] = []
+    pos = 0
+    for m in pattern.finditer(text):
+        if m.start() < pos:
+            continue
+        span = value_of(text, m)
+        if span is None:
+            continue
+        out.append(text[pos : span[0]])
+        out.append(REDACTED)
+        pos = span[1]
+    if not out:
+        return text
+    out.append(text[pos:])
+    return "".join(out)
+
+
+# ---- shell commands ------------------------------------------------------------------------
+
+_FLAG_VALUE = r"(?:'(?P<sq>[^'\n]+)'|\"(?P<dq>[^\"\n]+)\"|(?P<bare>[\x21\x23-\x26\x28-\x7e]+))"
+# The rest of one command: stops at a pipe, a separator or a line end.
+_CMD_REST = r"[^\n|;&]*?\s"
+_COMMAND_SECRETS = tuple(
+    re.compile(p)
+    for p in (
+        # mysql -uroot -pS3cret, mysqldump -p'x': the password is glued to -p.
+        r"\b(?:mysql|mysqldump|mysqladmin|mysqlimport|mysqlcheck|mysqlsh|mariadb(?:-dump|-admin)?)\b"
+        + _CMD_REST + r"-p(?=\S)" + _FLAG_VALUE,
+        r"\bsshpass\s+(?:-[A-Za-z]\S*\s+)*?-p\s*" + _FLAG_VALUE,
+        r"\bredis-cli\b" + _CMD_REST + r"(?:-a|--pass)\s+" + _FLAG_VALUE,
+        r"\b(?:docker|podman|nerdctl|buildah|skopeo|helm|oras|crane)\b" + _CMD_REST
+        + r"(?:-p|--password)(?:\s+|=)" + _FLAG_VALUE,
+        # -u user -p pass, as mongo, influx and many admin tools take it.
+        r"\s-u\s*\S+\s+-p\s*" + _FLAG_VALUE,
+        # --password x, --client-secret x, -storepass x: a flag ending in a credential word.
+        r"(?<!\S)--?[A-Za-z0-9-]*?(?i:password|passwd|pass|pwd|secret|token|api-?key|access-?key|"
+        r"auth-?key|passphrase)\s+" + _FLAG_VALUE,
+    )
+)
+# curl -u user:pass, http -a user:pass: only the part after the colon.
+_HTTP_USER = re.compile(
+    r"\b(?:curl|wget|http|https)\b" + _CMD_REST
+    + r"(?:-u|--user|-a|--auth|--proxy-user|-U)(?:\s+|=)?['\"]?[^\s:'\"]*:(?P<bare>[^\s'\"]+)"
+)
+_PORTS = re.compile(r"\d{1,5}(?::\d{1,5})*(?:/(?:tcp|udp))?")
+
+
+def _command_value(m: re.Match[str]) -> str:
+    groups = m.groupdict()
+    name = next(n for n in ("sq", "dq", "bare") if groups.get(n) is not None)
+    value = m.group(name)
+    if _is_placeholder(value) or value.startswith("-") or _PORTS.fullmatch(value):
+        return m.group(0)
+    start, end = m.span(name)
+    base = m.start()
+    return m.group(0)[: start - base] + REDACTED + m.group(0)[end - base :]
+
+
+# ---- personal numbers ----------------------------------------------------------------------
+
+_ID_WEIGHTS = (7, 9, 10, 5, 8, 4, 2, 1, 6, 3, 7, 9, 10, 5, 8, 4, 2)
+_ID_CHECK = "10X98765432"
+# Mainland resident ID: area, birth date, sequence, check character (6-8-4, maybe spaced).
+_NATIONAL_ID = re.compile(
+    r"(?<![0-9A-Za-z.])[1-9]\d{5}\s?(?:18|19|20)\d{2}(?:0[1-9]|1[0-2])(?:0[1-9]|[12]\d|3[01])"
+    r"\s?\d{3}[\dXx](?![0-9A-Za-z]|\.\d)"
+)
+# Mainland mobile: 1[3-9] and 9 digits, optionally +86/0086, grouped 3-4-4 by one separator.
+_MOBILE = re.compile(
+    r"(?<![0-9A-Za-z.+])(?:(?:\+|00)86[\s-]?)?1[3-9]\d([\s-]?)\d{4}\1\d{4}(?![0-9A-Za-z]|\.\d)"
+)
+# Card numbers: 16-19 digits from the major networks' ranges, optionally grouped by 4.
+_CARD = re.compile(
+    r"(?<![0-9A-Za-z.])(?:2[2-7]\d{2}|[3-6]\d{3})(?:[ -]?\d{4}){2,3}(?:[ -]?\d{1,3})?(?![0-9A-Za-z]|\.\d)"
+)
+# "订单号 13812345678", "#4392268312345672": a number labelled as an id is an id.
+_ID_LABEL = re.compile(
+    r"(?:订单号?|单号|流水号?|编号|工号|学号|序号|批次号?|运单号?|交易号|(?i:order|trace|request|"
+    r"txn|id|no\.?)|#)\s*(?:是|为|[:：=#])?\s*$"
+)
+
+
+def _national_id(m: re.Match[str]) -> str:
+    digits = "".join(m.group(0).split()).upper()
+    total = sum(int(d) * w for d, w in zip(digits[:17], _ID_WEIGHTS, strict=True))
+    return REDACTED if _ID_CHECK[total % 11] == digits[17] else m.group(0)
+
+
+def _luhn_ok(digits: str) -> bool:
+    total = 0
+    for i, ch in enumerate(reversed(digits)):
+        n = int(ch)
+        if i % 2:
+            n = n * 2 - 9 if n > 4 else n * 2
+        total += n
+    return total % 10 == 0
+
+
+def _labelled_as_id(text: str, start: int) -> bool:
+    return bool(_ID_LABEL.search(text, max(0, start - 12), start))
+
+
+def _card(m: re.Match[str]) -> str:
+    digits = re.sub(r"[ -]", "", m.group(0))
+    if not 16 <= len(digits) <= 19 or not _luhn_ok(digits) or _labelled_as_id(m.string, m.start()):
+        return m.group(0)
+    return REDACTED
+
+
+# "13800138000 元": an amount, not a phone.
+_MONEY_AFTER = re.compile(r"\s*(?:元|块|万|(?i:rmb|cny|usd)\b)")
+
+
+def _mobile(m: re.Match[str]) -> str:
+    if _labelled_as_id(m.string, m.start()) or _MONEY_AFTER.match(m.string, m.end()):
+        return m.group(0)
+    return REDACTED
+
+
+# ---- long random strings -------------------------------------------------------------------
+
 _LONG_HEX = re.compile(r"(?<![0-9A-Za-z])[0-9a-fA-F]{32,}(?![0-9A-Za-z])")
+# Commit ids, digests and trace ids quoted as such are not secrets.
+_HEX_LABEL = re.compile(
+    r"(?i:commit|提交|revert|cherry-pick|checkout|reset|show|rebase|blame|/commit/|/tree/|/blob/|"
+    r"digest|checksum|校验和|校验值|哈希值?|hash|sha-?(?:1|224|256|384|512)|md5|"
+    r"(?:trace|span|request)[ _-]?id|etag)(?:\s+-{1,2}[\w-]+)*\s*(?:是|为|[:：=@])?\s*$"
+)
 _LONG_B64 = re.compile(r"(?<![A-Za-z0-9+/_-])[A-Za-z0-9+/_-]{40,}={0,2}(?![A-Za-z0-9+/_=-])")
+_DIGEST_PREFIX = re.compile(r"(?i)(?:sha(?:1|256|384|512)|md5)-")
 # Random base64 switches character class on most characters; paths and identifiers do not.
 _MIN_CLASS_SWITCH_RATIO = 0.4
 
@@ -460,18 +853,16 @@ def _looks_random(token: str) -> bool:
     return switches >= _MIN_CLASS_SWITCH_RATIO * (len(body) - 1)
 
 
-# "令牌是 JWT 格式", "密码是 MD5 加密的", "token: UUID": a format name, not a secret.
-_ACRONYM = re.compile(r"[A-Z][A-Z0-9-]{1,7}")
+def _hex(m: re.Match[str]) -> str:
+    labelled = _HEX_LABEL.search(m.string, max(0, m.start() - 40), m.start())
+    return m.group(0) if labelled else REDACTED
 
 
-def _kv_value(m: re.Match[str]) -> str:
-    value = m.group(2)
-    # Placeholders, templates (${DB_PASS}, <token>), paths ("pwd: /home/dev") and values an
-    # earlier rule already hid stay as they are.
-    if (value.lower() in _PLACEHOLDER_VALUES or value.startswith(("$", "<", "{", "%", "[", "/", "~"))
-            or REDACTED in value or _ACRONYM.fullmatch(value)):
-        return m.group(0)
-    return m.group(1) + REDACTED
+def _b64(m: re.Match[str]) -> str:
+    token = m.group(0)
+    if _DIGEST_PREFIX.match(token) or not _looks_random(token):
+        return token
+    return REDACTED
 
 
 def _bearer(m: re.Match[str]) -> str:
@@ -482,22 +873,36 @@ def _bearer(m: re.Match[str]) -> str:
     return m.group(1) + m.group(2) + REDACTED
 
 
-def _b64(m: re.Match[str]) -> str:
-    return REDACTED if _looks_random(m.group(0)) else m.group(0)
+# "?access_token=abc&page=2": inside a query string the value ends at "&" or "#".
+_KV_QUERY = re.compile(
+    r"([?&][A-Za-z0-9_.-]*" + _SECRET_WORD + r"[A-Za-z0-9_.-]*=)([^&#\s\"']{3,})"
+)
+
+
+def _query_value(m: re.Match[str]) -> str:
+    value = m.group(2)
+    return m.group(0) if _is_placeholder(value) else m.group(1) + REDACTED
 
 
 def redact(text: str) -> str:
-    """Replace key-like strings with ``[已隐去]``; key names stay so the sentence still reads."""
+    """Replace secrets with ``[已隐去]``; key names stay so the sentence still reads."""
     text = _PEM_BLOCK.sub(REDACTED, text)
     text = _URL_CREDENTIALS.sub(lambda m: m.group(1) + REDACTED + m.group(3), text)
     text = _JWT.sub(REDACTED, text)
     text = _PROVIDER_KEYS.sub(REDACTED, text)
     text = _BEARER.sub(_bearer, text)
-    text = _KV_QUERY.sub(_kv_value, text)
-    text = _KV_ENGLISH.sub(_kv_value, text)
-    text = _KV_CHINESE.sub(_kv_value, text)
-    text = _KV_CHINESE_BARE.sub(_kv_value, text)
-    text = _LONG_HEX.sub(REDACTED, text)
+    text = _HTTP_USER.sub(_command_value, text)
+    for pattern in _COMMAND_SECRETS:
+        text = pattern.sub(_command_value, text)
+    text = _KV_QUERY.sub(_query_value, text)
+    text = _sub_values(_ACCOUNT_PAIR, text, _account_value)
+    text = _sub_values(_EN_SET_TO, text, _set_to_value)
+    text = _sub_values(_KEY_AND_LINK, text, _phrase_value)
+    text = _sub_values(_LOGIN_PAIR, text, _login_pair_value)
+    text = _NATIONAL_ID.sub(_national_id, text)
+    text = _CARD.sub(_card, text)
+    text = _MOBILE.sub(_mobile, text)
+    text = _LONG_HEX.sub(_hex, text)
     return _LONG_B64.sub(_b64, text)
 
 
