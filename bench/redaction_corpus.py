@@ -3,8 +3,8 @@
     .venv/bin/python bench/redaction_corpus.py [--set base|fresh] [--corpus PATH]
 
 Prints, per set and in total, how many secret phrasings had every secret removed by
-``memself.textfilter.redact`` and how many look-alikes came back changed, then lists each failure
-with the redacted text.
+``memself.textfilter.redact`` and how many look-alikes came back changed, the mean time of one
+``redact`` call over the corpus, then lists each failure with the redacted text.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -58,6 +59,14 @@ def main(argv: list[str] | None = None) -> int:
     redacted = len(secrets) - len(leaks)
     print(f"[all] secrets redacted {redacted}/{len(secrets)} ({_pct(redacted, len(secrets))}), "
           f"look-alikes touched {len(touched)}/{len(lookalikes)} ({_pct(len(touched), len(lookalikes))})")
+    texts = [e["text"] for e in secrets + lookalikes]
+    rounds = 20
+    started = time.perf_counter()
+    for _ in range(rounds):
+        for text in texts:
+            redact(text)
+    per_call = (time.perf_counter() - started) / (rounds * len(texts)) if texts else 0.0
+    print(f"redact: {per_call * 1e6:.0f} us per call (mean over {len(texts)} entries x {rounds})")
     if leaks:
         print("\nsecrets that survived:")
         for entry, out, left in leaks:

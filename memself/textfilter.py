@@ -7,8 +7,9 @@ the hook path):
    recalling or judging? Continuations the plugin or a host feeds back as a "prompt", slash
    commands and client-injected tags are skipped; fenced code, runs of pasted code and log lines
    are cut out; what is left must be 6..500 characters.
-2. ``redact``: before anything leaves the machine (the judge's HTTP request), key-like strings
-   become ``[已隐去]``.
+2. ``redact``: before anything leaves the machine (the judge's HTTP request), key-like strings,
+   the values of credential phrases ("密码改成了 X", "password is X", ``-pX``, ``PGPASSWORD=X``)
+   and national ID, mobile and bank-card numbers become ``[已隐去]``.
 
 ``prepare_for_judge`` chains both. All heuristics are line-shape based and deliberately
 conservative about ordinary Chinese prose: dropping a user's sentence loses a memory, while
@@ -18,7 +19,8 @@ letting one stray code line through only adds a little noise to an embedding.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from itertools import pairwise
 
@@ -385,20 +387,60 @@ def classify_input(text: str) -> FilterResult:
 # link is: after "=" / "：" / "是" / "改成" anything that is not a placeholder or a known word goes;
 # after "is" / "用" / a bare space it must look machine-made (a digit, a symbol, mixed case).
 
-_PEM_BLOCK = re.compile(
+class _Lazy:
+    """A regular expression compiled on its first use.
+
+    The hook imports this module on every event, but only a prompt bound for the judge is
+    redacted; the redaction rules are many and take a noticeable share of the import to compile.
+    Each compiles once per process, when first needed.
+    """
+
+    __slots__ = ("_compiled", "_flags", "_source")
+
+    def __init__(self, source: str, flags: int = 0) -> None:
+        self._source = source
+        self._flags = flags
+        self._compiled: re.Pattern[str] | None = None
+
+    @property
+    def compiled(self) -> re.Pattern[str]:
+        if self._compiled is None:
+            self._compiled = re.compile(self._source, self._flags)
+        return self._compiled
+
+    def sub(self, repl: str | Callable[[re.Match[str]], str], text: str) -> str:
+        return self.compiled.sub(repl, text)
+
+    def finditer(self, text: str) -> Iterator[re.Match[str]]:
+        return self.compiled.finditer(text)
+
+    def match(self, text: str, pos: int = 0) -> re.Match[str] | None:
+        return self.compiled.match(text, pos)
+
+    def fullmatch(self, text: str) -> re.Match[str] | None:
+        return self.compiled.fullmatch(text)
+
+    def search(self, text: str, pos: int = 0, endpos: int = sys.maxsize) -> re.Match[str] | None:
+        return self.compiled.search(text, pos, endpos)
+
+    def split(self, text: str) -> list[str]:
+        return self.compiled.split(text)
+
+
+_PEM_BLOCK = _Lazy(
     r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"
     r"(?:.*?-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|[A-Za-z0-9+/=\s:,-]*)",
     re.DOTALL,
 )
 # scheme://user:password@host. The password runs to the last "@" of the authority (hand-typed
 # DSNs often carry an unencoded "@"); the user may be empty (redis://:pw@host).
-_URL_CREDENTIALS = re.compile(
-    r"\b([a-zA-Z][a-zA-Z0-9+.-]*://[^\s:/?#@]*:)([^\s/?#]+)(@)(?=[^\s@/?#]*(?:[/?#\s]|$))"
+_URL_CREDENTIALS = _Lazy(
+    r"\b([a-zA-Z][a-zA-Z0-9+.-]{0,30}://[^\s:/?#@]*:)([^\s/?#]+)(@)(?=[^\s@/?#]*(?:[/?#\s]|$))"
 )
-_JWT = re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}")
+_JWT = _Lazy(r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}")
 _B = r"(?<![A-Za-z0-9_-])"
 _E = r"(?![A-Za-z0-9_-])"
-_PROVIDER_KEYS = re.compile(
+_PROVIDER_KEYS = _Lazy(
     _B
     + r"(?:"
     r"sk-ant-[A-Za-z0-9_-]{20,}"
@@ -420,15 +462,16 @@ _PROVIDER_KEYS = re.compile(
     r")"
     + _E
 )
-_BEARER = re.compile(r"\b(Bearer|Basic|Token)(\s+)([A-Za-z0-9._~+/-]{8,}=*)", re.IGNORECASE)
+_BEARER = _Lazy(r"\b(Bearer|Basic|Token)(\s+)([A-Za-z0-9._~+/-]{8,}=*)", re.IGNORECASE)
 
 # ---- credential words ----------------------------------------------------------------------
 
 # English key names that hold secrets, possibly inside a longer identifier (DB_PASSWORD,
 # aws_secret_access_key, "apiKey"). "tokens"/"tokenizer" are excluded: max_tokens is not a secret.
 _SECRET_WORD = (
-    r"(?i:password|passwd|passphrase|passcode|pwd|secret|token|api[_-]?key|access[_-]?key|"
-    r"secret[_-]?key|private[_-]?key|credentials?|auth[_-]?key|session[_-]?key|cookie)(?![a-z])"
+    r"(?i:password|passwd|passphrase|passcode|pwd|secret[_-]?key|secret|token|api[_-]?key|"
+    r"access[_-]?key|private[_-]?key|credentials?|auth[_-]?key|session[_-]?key|cookie|"
+    r"requirepass|masterauth|mnemonic)(?![a-z])"
 )
 # Short names match by case so that "bypass", "compass" or "spin" stay words: "pass", "DB_PASS",
 # "dbPass", "pw", "PIN", and AK/SK as cloud consoles label an access key pair.
@@ -442,9 +485,9 @@ _IDENT_KEY = (
 # "api key", "client secret", "access token": two words in prose.
 _SPACED_KEY = (
     r"(?<![A-Za-z])(?i:(?:api|access|secret|private|auth|app|client|session|refresh|bot|"
-    r"personal\s+access)\s+(?:key|secret|token))(?![a-z])"
+    r"personal\s+access)\s+(?:key|secret|token)|seed\s+phrase|recovery\s+phrase)(?![a-z])"
 )
-_ZH_KEY = r"(?:密码|口令|密钥|秘钥|私钥|令牌|授权码|验证码|暗号|(?:PIN|pin|Pin)\s?(?:码|code|Code))"
+_ZH_KEY = r"(?:密码|口令|密钥|秘钥|私钥|令牌|授权码|验证码|暗号|助记词|(?:PIN|pin|Pin)\s?(?:码|code|Code))"
 _KEY = "(?P<key>" + _ZH_KEY + "|" + _SPACED_KEY + "|" + _IDENT_KEY + ")"
 
 # Key names whose last part names a property of the secret, not the secret: PASSWORD_MIN_LENGTH,
@@ -458,10 +501,11 @@ _PROPERTY_SUFFIX = frozenset(
 )
 # Keys that name a password: after them a lowercase word closing the clause is the value
 # ("my wifi password is swordfish.").
-_PASSWORD_FAMILY = re.compile(r"(?i)密码|口令|暗号|pin|password|passwd|passphrase|passcode|pwd")
+_PASSWORD_FAMILY = _Lazy(r"(?i)密码|口令|暗号|pin|password|passwd|passphrase|passcode|pwd")
 # Keys after which a bare space may stand for the link ("口令 Zx9!kq27", "password Gh0stBot!").
-_BARE_FAMILY = re.compile(
-    r"(?i)(?:密码|口令|暗号|验证码|授权码|pin\s?(?:码|code)?|password|passwd|passphrase|passcode|pwd)"
+_BARE_FAMILY = _Lazy(
+    r"(?i)(?:密码|口令|暗号|验证码|授权码|pin\s?(?:码|code)?|password|passwd|passphrase|passcode|pwd|"
+    r"requirepass|masterauth)"
 )
 
 # ---- links between a key and its value -----------------------------------------------------
@@ -472,11 +516,12 @@ _ZH_GAP = (
     r"之前|以前|刚刚|刚才|刚|最近|昨天|今天|前天|后来|全部|全|分别|我们|我|你们|你|他们|他|她|被|给|"
     r"先|再|应该|好像|估计|大概|可能|一般|通常|其实|确实)"
 )
-# Verbs whose object is the value. "用"/"叫" also take ordinary objects ("密码用 bcrypt 存"), so
-# they count as weak links.
+# Verbs whose object is the value. "用", "叫", "输入" also take ordinary objects ("密码用 bcrypt
+# 存"), so they count as weak links.
 _ZH_VERB = (
-    r"(?:用的是|就是|设置为|设置成|设定为|设为|设成|改为|改成|修改为|修改成|更改为|更改成|换成|换为|"
-    r"更新为|更新成|重置为|重置成|变成|变为|等于|是|为|(?P<zhweak>叫做|叫|用))"
+    r"(?:(?:设置|设定|配置|设|改|换|填|写|配|用)的是|就是|设置为|设置成|设定为|设为|设成|改为|改成|"
+    r"修改为|修改成|更改为|更改成|换成|换为|更新为|更新成|重置为|重置成|变成|变为|等于|是|为|"
+    r"(?P<zhweak>叫做|叫|用|试试|试一下|试下|输入|输|填写|填入|填))"
 )
 _ZH_LINK = r"(?P<zh>\s*(?:" + _ZH_GAP + r"\s*){0,3}" + _ZH_VERB + r"(?:了|过)?\s*[:：]?\s*)"
 _SEP_LINK = r"(?P<sep>\s*(?:[:：=]|=>)\s*)"
@@ -485,35 +530,90 @@ _EN_LINK = (
     r"(?:'s\s+|\s+(?:(?:is|was|are|were|has\s+been|have\s+been|will\s+be|became|becomes|remains)"
     r"(?:\s+(?:now|still|currently|temporarily|just|also))?"
     r"(?:\s+(?:changed|set|reset|updated|rotated|switched)\s+to)?"
-    r"|(?:changed|set|reset|updated|rotated|switched)\s+to|now)\s*[:=]?\s*))"
+    r"|(?:changed|set|reset|updated|rotated|switched)\s+to|now)\s*[:=]?\s*"
+    # "pass for the vpn: X": after a "for ..." aside a colon links too (with no aside the
+    # separator link has already matched).
+    r"|\s*[:=]\s*))"
 )
-_BARE_LINK = r"(?P<bare>[ \t]+)"
-_KEY_AND_LINK = re.compile(_KEY + "(?:" + _ZH_LINK + "|" + _SEP_LINK + "|" + _EN_LINK + "|"
+# Chinese writers often glue an ASCII value to the word: "密码Ubuntu@123".
+_BARE_LINK = r"(?P<bare>[ \t]+|(?<=[^\x00-\x7f])(?=[\x21-\x7e]))"
+# "密码（授权码）：x", "password (staging): x": a short aside between the key and the link.
+_ASIDE = r"(?:\s*[（(][^（）()\n]{1,12}[）)])?"
+_KEY_AND_LINK = _Lazy(_KEY + _ASIDE + "(?:" + _ZH_LINK + "|" + _SEP_LINK + "|" + _EN_LINK + "|"
                            + _BARE_LINK + ")")
 # "reset the intern accounts' password to X", "change the root password to X".
-_EN_SET_TO = re.compile(
+_EN_SET_TO = _Lazy(
     r"(?i:\b(?:set|change|changed|reset|update|updated|rotate|rotated)\s+(?:[\w.'-]+\s+){0,3}?"
     r"(?P<key>password|passwd|passphrase|passcode|pin|token|secret|api\s?key)\s+to\s+)"
 )
+# "k8s secret 里的 password base64 解出来是 S3cr3tV@l": a few more words between the key and a
+# strong verb. Only values with a digit or a symbol count here ("token 过期时间是 3600" is a
+# number, "token 字段名是 accessToken" a name).
+_KEY_GAP_VERB = _Lazy(
+    "(?P<key>" + _ZH_KEY + "|" + _SPACED_KEY + "|" + _IDENT_KEY + r")"
+    r"(?P<gap>[^\n，。,；;:：！？!?\"'“”「」]{1,12}?)(?:(?:是|为|等于|改成|改为|设成|设为)了?\s*[:：]?|[:：])\s*"
+)
+# Words in that gap that make the value a property of the secret ("secret 的名字是 x").
+_GAP_PROPERTY = _Lazy(
+    r"名|字段|长度|时间|期|格式|类型|大小|尺寸|前缀|后缀|路径|地址|目录|文件|算法|方式|规则|正则|版本|"
+    r"错误|报错|提示|码|号|端口|分支|接口|返回|示例|例子|"
+    r"(?i:\b(?:id|name|header|url|path|type|format|length|prefix|version)\b)"
+)
+# "密码改了，新的是 X": the value follows in the next clause, named as the new one.
+_KEY_THEN_NEW = _Lazy(
+    "(?P<key>" + _ZH_KEY + "|" + _IDENT_KEY + r")[^\n。；;！？!?，,]{0,10}[，,]\s*"
+    r"(?P<gap>)(?:新的|新|现在的?|目前的?|改成了?|换成了?)(?:密码|口令)?(?:用的)?\s*(?:是|为|[:：])?\s*"
+)
+# A command that asks for a password, then "输 X" / "type X": what was typed at the prompt.
+_PROMPT_THEN_TYPE = _Lazy(
+    r"(?:\bpsql\b[^\n|;&]{0,200}?\s(?:-W|--password)(?![\w-])|\b(?:mysql|mariadb)\b[^\n|;&]{0,200}?\s-p(?=\s|$)|"
+    r"\b(?:sudo|su|ssh|passwd|kinit)\b)"
+    r"[^\n。；;！？!?]{0,30}?(?:输入|输|敲入|敲|键入|填入|填|(?i:type|enter))\s*"
+)
 # "账号 root 密码 toor", "user admin password admin", "machine h login bot password x": the word
 # before says the next pair is an account and its password.
-_ACCOUNT_PAIR = re.compile(
+_ACCOUNT_PAIR = _Lazy(
     r"(?<![A-Za-z])(?:账号|帐号|账户|帐户|用户名|用户|登录名|(?i:user(?:name)?|login))\s*"
     r"(?:是|为|[:：=])?\s*[\"'“「]?[\w.@+-]{1,40}[\"'”」]?\s*[,，;；、/]?\s*(?:和|跟|及)?\s*"
     r"(?P<key>密码|口令|(?i:password|passwd|pwd|pass))\s*(?:是|为|[:：=])?\s*"
 )
 # "登录用 admin / P@ssw0rd123", "用户名/密码：admin/123456", "basic auth 用 admin:Adm1n": a
 # user/password pair shortly after a word about logging in.
-_LOGIN_PAIR = re.compile(
+_LOGIN_PAIR = _Lazy(
     r"(?:登录|登陆|账号|帐号|账户|用户名|凭据|凭证|(?i:log\s?in|sign\s?in|basic\s?auth|credentials?|creds))"
-    r"[^\n。！？!?]{0,16}?(?<![\w./:@-])[A-Za-z0-9_.@+-]{2,40}(?P<pairsep>\s*/\s*|:)"
+    r"[^\n。！？!?]{0,16}?(?<![A-Za-z0-9_./:@-])[A-Za-z0-9_.@+-]{2,40}(?P<pairsep>\s*/\s*|:)"
 )
+
+# "root:Root@123@192.168.1.10": user:password@host without a scheme (a URL scheme or mailto:
+# is no user).
+_USER_PASS_AT_HOST = _Lazy(
+    r"(?<![\w/.:@-])(?!(?i:mailto|sips?|tel|xmpp|https?|ftp|ssh|git|file):)[A-Za-z_][\w.-]{0,39}:"
+    r"(?P<pw>[^\s@/:]+(?:@[^\s@/:]+)*?)@(?=(?:\d{1,3}(?:\.\d{1,3}){3}|[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+)"
+    r"(?::\d+)?(?![\w.-]))"
+)
+# "mq_admin / Mq@2024", "root/Root@123": a user name, a slash, and a value with letters, digits
+# and a symbol or mixed case, which paths and "Python3.11 / Node20" do not have.
+_MADE_UP_PAIR = _Lazy(
+    r"(?<![A-Za-z0-9_./:@-])(?!(?:feature|feat|fix|bugfix|hotfix|release|chore|refactor|src|lib|docs?|"
+    r"tests?|app|apps|api|pkg|cmd|internal|origin|upstream)\s*/)[a-z][a-z0-9_.-]{1,39}\s*/\s*"
+    r"(?P<pw>(?=[^\s/]*[A-Za-z])(?=[^\s/]*\d)(?=[^\s/]*(?:[!@#$%^&*+=?~]|[a-z][^\s/]*[A-Z]|[A-Z][^\s/]*[a-z]))"
+    r"[\x21\x23-\x26\x28-\x2e\x30-\x5f\x61-\x7e]{6,64})(?![^\s，。,;；)）])"
+)
+
+
+def _pw_group(m: re.Match[str]) -> str:
+    value = m.group("pw")
+    if _is_placeholder(value) or ("." in value and _VERSION.search(value)):
+        return m.group(0)
+    start, end = m.span("pw")
+    return m.group(0)[: start - m.start()] + REDACTED + m.group(0)[end - m.start() :]
+
 
 # ---- values --------------------------------------------------------------------------------
 
 _QUOTES = {'"': '"', "'": "'", "`": "`", "“": "”", "‘": "’", "「": "」", "『": "』"}
-_ASCII_VALUE = re.compile(r"[\x21\x23-\x26\x28-\x5f\x61-\x7e]+")
-_CJK_VALUE = re.compile(r"[\u4e00-\u9fff][\u4e00-\u9fff0-9A-Za-z]{1,19}(?![\u4e00-\u9fff0-9A-Za-z])")
+_ASCII_VALUE = _Lazy(r"[\x21\x23-\x26\x28-\x5f\x61-\x7e]+")
+_MAX_CJK_VALUE = 20
 _MAX_QUOTED = 100
 
 _PLACEHOLDER_VALUES = frozenset(
@@ -521,7 +621,7 @@ _PLACEHOLDER_VALUES = frozenset(
      "required", "optional", "xxx", "xxxx", "xxxxxx", "***", "******", "...", "changeme",
      "changeit", "example", "placeholder", "dummy", "todo", "tbd"}
 )
-_PLACEHOLDER_SHAPE = re.compile(r"(?i)(?:your|my|the)[_-]\w*|x{3,}|\*{3,}|\.{3,}|<[^<>]*>|\?{3,}")
+_PLACEHOLDER_SHAPE = _Lazy(r"(?i)(?:your|my|the)[_-]\w*|x{3,}|\*{3,}|\.{3,}|<[^<>]*>|\?{3,}")
 # Words that follow a credential word in prose about it: how it is stored, whether it is right,
 # what type it has. After any link they are not the value.
 _STOP_WORDS = frozenset(
@@ -549,23 +649,25 @@ _STOP_WORDS = frozenset(
     }
 )
 # Chinese words that describe a password instead of being one ("密码是 六位数字", "口令为 空").
-_ZH_PROSE = re.compile(
+_ZH_PROSE = _Lazy(
     r"位|数字|字母|字符|大小写|加密|解密|明文|密文|哈希|生成|随机|默认|多少|什么|怎么|为什么|是否|不|没|"
     r"错|对|空|过期|有效|正确|一样|相同|修改|重置|设置|登录|注册|用户|账号|保存|存储|环境变量|配置|"
     r"长度|格式|规则|强度|复杂|简单|必填|必须|自动|固定|动态|哪|啥|吗|呢|吧"
 )
-_VERSION = re.compile(r"v?\d+(?:\.\d+){1,3}(?:[-+][\w.]+)?")
-_ACRONYM = re.compile(r"[A-Z][A-Z0-9-]{1,7}")
-_NUMERIC = re.compile(r"[\d~+-]+")
+_VERSION = _Lazy(r"v?\d+(?:\.\d+){1,3}(?:[-+][\w.]+)?")
+# Sizes and quantities: "120x40", "16GB", "200ms", "1.5rem".
+_QUANTITY = _Lazy(r"\d+(?:\.\d+)?(?:[x×*]\d+(?:\.\d+)?|(?i:[kmgtp]i?b|px|rem|em|ms|s|h|d|m|%))")
+_ACRONYM = _Lazy(r"[A-Z][A-Z0-9-]{1,7}")
+_NUMERIC = _Lazy(r"[\d~+-]+")
 # A number followed by a unit is a rule about the secret ("PIN 是 6 位", "token 有效期为 3600 秒").
-_UNIT_AFTER = re.compile(
+_UNIT_AFTER = _Lazy(
     r"\s*(?:位|个|字符|字节|次|天|小时|分钟|秒|周|个月|月|年|岁|以上|以下|以内|之内|左右|到|至|~|"
     r"(?i:chars?|characters|digits?|bytes?|bits?|letters?|times|days?|hours?|minutes?|mins?|"
     r"seconds?|secs?|ms|or\s+more|or\s+less)\b)"
 )
-_MACHINE_SYMBOL = re.compile(r"[0-9!@#$%^&*+=?~]|[a-z][A-Z]|[A-Z]{2}[a-z]")
-_PROSE_SUFFIX = re.compile(r"(?:ed|ing|ly|able|ible|ous|ful|less|ive|tion|sion|ment)$")
-_CLAUSE_END = re.compile(r"\s*(?:$|[,.;!?，。；！？)\]）])")
+_MACHINE_SYMBOL = _Lazy(r"[0-9!@#$%^&*+=?~]|[a-z][A-Z]|[A-Z]{2}[a-z]")
+_PROSE_SUFFIX = _Lazy(r"(?:ed|ing|ly|able|ible|ous|ful|less|ive|tion|sion|ment)$")
+_CLAUSE_END = _Lazy(r"\s*(?:$|[,.;!?，。；！？)\]）])")
 
 
 def _machine_made(value: str) -> bool:
@@ -586,10 +688,18 @@ def _value_span(text: str, i: int) -> tuple[int, int, str] | None:
     m = _ASCII_VALUE.match(text, i)
     if m:
         return i, m.end(), "ascii"
-    m = _CJK_VALUE.match(text, i)
-    if m:
-        return i, m.end(), "cjk"
-    return None
+    # A run of Chinese characters (maybe ending in letters or digits), as a password: "我爱北京天安门".
+    # Scanned by hand: a regex class over the CJK block costs milliseconds to compile at import.
+    if not _is_cjk(text[i]):
+        return None
+    end = i + 1
+    while end < len(text) and (_is_cjk(text[end]) or (text[end].isascii() and text[end].isalnum())):
+        end += 1
+    return (i, end, "cjk") if end - i <= _MAX_CJK_VALUE else None
+
+
+def _is_cjk(c: str) -> bool:
+    return "\u4e00" <= c <= "\u9fff"
 
 
 def _is_placeholder(value: str) -> bool:
@@ -616,7 +726,7 @@ def _is_secret_value(text: str, start: int, end: int, kind: str, strength: str,
         return password_key and delimited and not _ZH_PROSE.search(value)
     bare = value.rstrip(".,;:!?)")
     if (bare.lower() in _STOP_WORDS or _ACRONYM.fullmatch(bare) or _VERSION.fullmatch(bare)
-            or value.startswith("-")):
+            or _QUANTITY.fullmatch(bare) or value.startswith("-")):
         return False
     if _NUMERIC.fullmatch(value) and _UNIT_AFTER.match(text, end):
         return False
@@ -635,6 +745,11 @@ def _key_is_property(key: str) -> bool:
     return len(parts) > 1 and parts[-1] in _PROPERTY_SUFFIX
 
 
+# Keys whose value is several words: "passphrase 是 my secret phrase 42", "助记词: apple ...".
+_PHRASE_KEY = _Lazy(r"(?i)passphrase|mnemonic|seed\s+phrase|recovery\s+phrase|助记词")
+_MORE_WORDS = _Lazy(r"(?:[ \t]+[\x21\x23-\x26\x28-\x7e]+){1,24}")
+
+
 def _phrase_value(text: str, m: re.Match[str]) -> tuple[int, int] | None:
     key = m.group("key")
     if _key_is_property(key):
@@ -643,11 +758,18 @@ def _phrase_value(text: str, m: re.Match[str]) -> tuple[int, int] | None:
     if span is None:
         return None
     start, end, kind = span
+    strong_link = m.group("sep") is not None or (m.group("zh") is not None and not m.group("zhweak"))
+    if kind == "ascii" and strong_link and _PHRASE_KEY.search(key):
+        more = _MORE_WORDS.match(text, end)
+        if more and not _is_placeholder(text[start:end]):
+            return start, more.end()
     password_key = bool(_PASSWORD_FAMILY.search(key))
-    link = m.group(0)[len(key):]
-    delimited = link[-1:].isspace() or link.rstrip()[-1:] in (":", "：") if link else False
+    link = m.group(0)[len(key) :]
+    delimited = bool(link) and (link[-1].isspace() or link.rstrip()[-1:] in (":", "："))
     if m.group("bare") is not None:
         if kind != "ascii" or not _BARE_FAMILY.fullmatch(key):
+            return None
+        if not m.group("bare") and not _machine_made(text[start:end]):
             return None
         strength = "bare"
     elif m.group("zh") is not None:
@@ -671,6 +793,35 @@ def _set_to_value(text: str, m: re.Match[str]) -> tuple[int, int] | None:
                                             True) else None
 
 
+_DIGIT_OR_SYMBOL = _Lazy(r"[0-9!@#$%^&*+=?~]")
+_HAS_LETTER = _Lazy(r"[A-Za-z]")
+
+
+def _gap_verb_value(text: str, m: re.Match[str]) -> tuple[int, int] | None:
+    if _key_is_property(m.group("key")) or _GAP_PROPERTY.search(m.group("gap")):
+        return None
+    span = _value_span(text, m.end())
+    if span is None or span[2] != "ascii":
+        return None
+    start, end, _ = span
+    value = text[start:end]
+    if not (_DIGIT_OR_SYMBOL.search(value) and _HAS_LETTER.search(value)) or value.startswith("^"):
+        return None
+    return (start, end) if _is_secret_value(text, start, end, "ascii", "weak", False, True) else None
+
+
+def _typed_value(text: str, m: re.Match[str]) -> tuple[int, int] | None:
+    span = _value_span(text, m.end())
+    if span is None or span[2] != "ascii":
+        return None
+    start, end, _ = span
+    # Only a lone machine-made word ending the clause: "输 python3 manage.py" is a command line.
+    if not _machine_made(text[start:end]) or (end < len(text) and text[end] == " "
+                                              and end + 1 < len(text) and text[end + 1].isascii()):
+        return None
+    return (start, end) if _is_secret_value(text, start, end, "ascii", "weak", False, True) else None
+
+
 def _account_value(text: str, m: re.Match[str]) -> tuple[int, int] | None:
     span = _value_span(text, m.end())
     if span is None or span[2] == "cjk":
@@ -690,14 +841,17 @@ def _login_pair_value(text: str, m: re.Match[str]) -> tuple[int, int] | None:
         return None
     if m.group("pairsep") == ":" and value.isdigit() and len(value) <= 5:
         return None
-    # "admin / admin" spaced out is a pair; "home/index" glued is a path unless it looks made up.
+    # "admin / admin" spaced out is a pair; "home/index" glued is a path unless it looks made up;
+    # "Google / GitHub" are names.
     spaced = m.group("pairsep").strip() != m.group("pairsep")
+    if not _DIGIT_OR_SYMBOL.search(value) and not value.islower():
+        return None
     strength = "strong" if spaced else "weak"
     return (start, end) if _is_secret_value(text, start, end, "ascii", strength, spaced,
                                             True) else None
 
 
-def _sub_values(pattern: re.Pattern[str], text: str,
+def _sub_values(pattern: _Lazy, text: str,
                 value_of: Callable[[str, re.Match[str]], tuple[int, int] | None]) -> str:
     """Replace, for each match of ``pattern``, the value ``value_of`` finds after it."""
     out: list[str] = []
@@ -720,18 +874,23 @@ def _sub_values(pattern: re.Pattern[str], text: str,
 # ---- shell commands ------------------------------------------------------------------------
 
 _FLAG_VALUE = r"(?:'(?P<sq>[^'\n]+)'|\"(?P<dq>[^\"\n]+)\"|(?P<bare>[\x21\x23-\x26\x28-\x7e]+))"
-# The rest of one command: stops at a pipe, a separator or a line end.
-_CMD_REST = r"[^\n|;&]*?\s"
+# The rest of one command: stops at a pipe, a separator or a line end (bounded, so that a long
+# paste of commands stays linear).
+_CMD_REST = r"[^\n|;&]{0,200}?\s"
 _COMMAND_SECRETS = tuple(
-    re.compile(p)
+    _Lazy(p)
     for p in (
         # mysql -uroot -pS3cret, mysqldump -p'x': the password is glued to -p.
         r"\b(?:mysql|mysqldump|mysqladmin|mysqlimport|mysqlcheck|mysqlsh|mariadb(?:-dump|-admin)?)\b"
         + _CMD_REST + r"-p(?=\S)" + _FLAG_VALUE,
         r"\bsshpass\s+(?:-[A-Za-z]\S*\s+)*?-p\s*" + _FLAG_VALUE,
         r"\bredis-cli\b" + _CMD_REST + r"(?:-a|--pass)\s+" + _FLAG_VALUE,
-        r"\b(?:docker|podman|nerdctl|buildah|skopeo|helm|oras|crane)\b" + _CMD_REST
-        + r"(?:-p|--password)(?:\s+|=)" + _FLAG_VALUE,
+        r"\b(?:docker|podman|nerdctl|buildah|skopeo|helm|oras|crane)\s+(?:[\w-]+\s+)?login\b"
+        + _CMD_REST + r"(?:-p|--password)(?:\s+|=)" + _FLAG_VALUE,
+        # echo 'pw' | sudo -S ..., the password piped into a command that reads it from stdin.
+        r"\becho\s+(?:-\w+\s+)?" + _FLAG_VALUE + r"\s*\|\s*sudo\s+(?:-\w+\s+)*?-\w*S",
+        # htpasswd -b[c] file user password
+        r"\bhtpasswd\s+(?:-\w+\s+)*?-\w*b\w*\s+(?:-\w+\s+)*\S+\s+\S+\s+" + _FLAG_VALUE,
         # -u user -p pass, as mongo, influx and many admin tools take it.
         r"\s-u\s*\S+\s+-p\s*" + _FLAG_VALUE,
         # --password x, --client-secret x, -storepass x: a flag ending in a credential word.
@@ -740,11 +899,11 @@ _COMMAND_SECRETS = tuple(
     )
 )
 # curl -u user:pass, http -a user:pass: only the part after the colon.
-_HTTP_USER = re.compile(
+_HTTP_USER = _Lazy(
     r"\b(?:curl|wget|http|https)\b" + _CMD_REST
     + r"(?:-u|--user|-a|--auth|--proxy-user|-U)(?:\s+|=)?['\"]?[^\s:'\"]*:(?P<bare>[^\s'\"]+)"
 )
-_PORTS = re.compile(r"\d{1,5}(?::\d{1,5})*(?:/(?:tcp|udp))?")
+_PORTS = _Lazy(r"\d{1,5}(?::\d{1,5})*(?:/(?:tcp|udp))?")
 
 
 def _command_value(m: re.Match[str]) -> str:
@@ -763,20 +922,20 @@ def _command_value(m: re.Match[str]) -> str:
 _ID_WEIGHTS = (7, 9, 10, 5, 8, 4, 2, 1, 6, 3, 7, 9, 10, 5, 8, 4, 2)
 _ID_CHECK = "10X98765432"
 # Mainland resident ID: area, birth date, sequence, check character (6-8-4, maybe spaced).
-_NATIONAL_ID = re.compile(
+_NATIONAL_ID = _Lazy(
     r"(?<![0-9A-Za-z.])[1-9]\d{5}\s?(?:18|19|20)\d{2}(?:0[1-9]|1[0-2])(?:0[1-9]|[12]\d|3[01])"
     r"\s?\d{3}[\dXx](?![0-9A-Za-z]|\.\d)"
 )
 # Mainland mobile: 1[3-9] and 9 digits, optionally +86/0086, grouped 3-4-4 by one separator.
-_MOBILE = re.compile(
+_MOBILE = _Lazy(
     r"(?<![0-9A-Za-z.+])(?:(?:\+|00)86[\s-]?)?1[3-9]\d([\s-]?)\d{4}\1\d{4}(?![0-9A-Za-z]|\.\d)"
 )
 # Card numbers: 16-19 digits from the major networks' ranges, optionally grouped by 4.
-_CARD = re.compile(
+_CARD = _Lazy(
     r"(?<![0-9A-Za-z.])(?:2[2-7]\d{2}|[3-6]\d{3})(?:[ -]?\d{4}){2,3}(?:[ -]?\d{1,3})?(?![0-9A-Za-z]|\.\d)"
 )
 # "订单号 13812345678", "#4392268312345672": a number labelled as an id is an id.
-_ID_LABEL = re.compile(
+_ID_LABEL = _Lazy(
     r"(?:订单号?|单号|流水号?|编号|工号|学号|序号|批次号?|运单号?|交易号|(?i:order|trace|request|"
     r"txn|id|no\.?)|#)\s*(?:是|为|[:：=#])?\s*$"
 )
@@ -810,7 +969,7 @@ def _card(m: re.Match[str]) -> str:
 
 
 # "13800138000 元": an amount, not a phone.
-_MONEY_AFTER = re.compile(r"\s*(?:元|块|万|(?i:rmb|cny|usd)\b)")
+_MONEY_AFTER = _Lazy(r"\s*(?:元|块|万|(?i:rmb|cny|usd)\b)")
 
 
 def _mobile(m: re.Match[str]) -> str:
@@ -821,15 +980,19 @@ def _mobile(m: re.Match[str]) -> str:
 
 # ---- long random strings -------------------------------------------------------------------
 
-_LONG_HEX = re.compile(r"(?<![0-9A-Za-z])[0-9a-fA-F]{32,}(?![0-9A-Za-z])")
-# Commit ids, digests and trace ids quoted as such are not secrets.
-_HEX_LABEL = re.compile(
+_LONG_HEX = _Lazy(r"(?<![0-9A-Za-z])[0-9a-fA-F]{32,}(?![0-9A-Za-z])")
+# Commit ids, digests and trace ids quoted as such are not secrets: a word naming one earlier in
+# the clause ("git revert 9fceb02...", "md5 值对不上：本地 e10adc...") and no credential word after it.
+_HEX_LABEL = _Lazy(
     r"(?i:commit|提交|revert|cherry-pick|checkout|reset|show|rebase|blame|/commit/|/tree/|/blob/|"
-    r"digest|checksum|校验和|校验值|哈希值?|hash|sha-?(?:1|224|256|384|512)|md5|"
-    r"(?:trace|span|request)[ _-]?id|etag)(?:\s+-{1,2}[\w-]+)*\s*(?:是|为|[:：=@])?\s*$"
+    r"digest|checksum|校验和|校验值|哈希|hash|sha-?(?:1|224|256|384|512)|md5|"
+    r"(?:trace|span|request)[ _-]?id|etag)"
 )
-_LONG_B64 = re.compile(r"(?<![A-Za-z0-9+/_-])[A-Za-z0-9+/_-]{40,}={0,2}(?![A-Za-z0-9+/_=-])")
-_DIGEST_PREFIX = re.compile(r"(?i)(?:sha(?:1|256|384|512)|md5)-")
+_CLAUSE_BREAK = _Lazy(r"[。；;！？!?\n]")
+_CREDENTIAL_WORD = _Lazy(_ZH_KEY + "|" + _SECRET_WORD)
+_HEX_LABEL_WINDOW = 40
+_LONG_B64 = _Lazy(r"(?<![A-Za-z0-9+/_-])[A-Za-z0-9+/_-]{40,}={0,2}(?![A-Za-z0-9+/_=-])")
+_DIGEST_PREFIX = _Lazy(r"(?i)(?:sha(?:1|256|384|512)|md5)-")
 # Random base64 switches character class on most characters; paths and identifiers do not.
 _MIN_CLASS_SWITCH_RATIO = 0.4
 
@@ -854,8 +1017,11 @@ def _looks_random(token: str) -> bool:
 
 
 def _hex(m: re.Match[str]) -> str:
-    labelled = _HEX_LABEL.search(m.string, max(0, m.start() - 40), m.start())
-    return m.group(0) if labelled else REDACTED
+    clause = _CLAUSE_BREAK.split(m.string[max(0, m.start() - _HEX_LABEL_WINDOW) : m.start()])[-1]
+    labels = list(_HEX_LABEL.finditer(clause))
+    if labels and not _CREDENTIAL_WORD.search(clause, labels[-1].end()):
+        return m.group(0)
+    return REDACTED
 
 
 def _b64(m: re.Match[str]) -> str:
@@ -874,7 +1040,7 @@ def _bearer(m: re.Match[str]) -> str:
 
 
 # "?access_token=abc&page=2": inside a query string the value ends at "&" or "#".
-_KV_QUERY = re.compile(
+_KV_QUERY = _Lazy(
     r"([?&][A-Za-z0-9_.-]*" + _SECRET_WORD + r"[A-Za-z0-9_.-]*=)([^&#\s\"']{3,})"
 )
 
@@ -898,7 +1064,12 @@ def redact(text: str) -> str:
     text = _sub_values(_ACCOUNT_PAIR, text, _account_value)
     text = _sub_values(_EN_SET_TO, text, _set_to_value)
     text = _sub_values(_KEY_AND_LINK, text, _phrase_value)
+    text = _sub_values(_KEY_GAP_VERB, text, _gap_verb_value)
+    text = _sub_values(_KEY_THEN_NEW, text, _gap_verb_value)
+    text = _sub_values(_PROMPT_THEN_TYPE, text, _typed_value)
     text = _sub_values(_LOGIN_PAIR, text, _login_pair_value)
+    text = _USER_PASS_AT_HOST.sub(_pw_group, text)
+    text = _MADE_UP_PAIR.sub(_pw_group, text)
     text = _NATIONAL_ID.sub(_national_id, text)
     text = _CARD.sub(_card, text)
     text = _MOBILE.sub(_mobile, text)
