@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from memself.side.http import SideApiError, chat, endpoint, parse_body
-from tests.fakes.judge_server import Reply, plain, running_judge, sse
+from memself.side.http import ResponseTooLarge, SideApiError, chat, endpoint, parse_body
+from tests.fakes.judge_server import Reply, huge, plain, running_judge, sse
 
 KEY = "sk-live-XYZ123456789"
 
@@ -36,6 +36,7 @@ def test_sse_and_plain_json(judge) -> None:
     assert first.headers["Authorization"] == f"Bearer {KEY}"
     assert first.body["stream"] is True and first.body["model"] == "m1"
     assert "temperature" not in first.body
+    assert first.headers["Accept-Encoding"] == "identity"
     assert [m["role"] for m in first.body["messages"]] == ["system", "user"]
 
 
@@ -79,6 +80,27 @@ def test_server_that_never_answers_times_out(judge) -> None:
 def test_unreachable_server() -> None:
     with pytest.raises(SideApiError, match="请求失败"):
         chat("http://127.0.0.1:9/v1", "m", KEY, "s", "u", 2)
+
+
+@pytest.mark.parametrize("reply", [sse("长" * 4000), huge("json", 3 << 20), huge("sse", 3 << 20)],
+                         ids=["sse-past-limit", "announced-length", "endless-stream"])
+def test_reading_stops_at_the_size_limit(judge, reply: Reply) -> None:
+    judge.script(reply)
+    with pytest.raises(ResponseTooLarge, match="超过 8192 字节"):
+        chat(judge.url, "m1", KEY, "系统", "用户的话", 5.0, max_bytes=8192)
+
+
+def test_default_limit_is_one_mib(judge) -> None:
+    judge.script(huge("sse", 3 << 20), sse("长" * 30_000))
+    with pytest.raises(ResponseTooLarge, match="超过 1 MiB"):
+        call(judge)
+    assert call(judge) == "长" * 30_000  # a long but sane answer still passes
+
+
+def test_compressed_body_is_refused(judge) -> None:
+    judge.script(Reply("gzip_json", "普通 JSON 回答"))
+    with pytest.raises(SideApiError, match="压缩"):
+        call(judge)
 
 
 def test_parse_body_plain_json_without_content() -> None:

@@ -14,11 +14,18 @@ import httpx
 from memself.errors import MemselfError
 
 DEFAULT_TIMEOUT_S = 70.0
+# A completion is a few hundred bytes of JSON, its SSE stream a few KiB. Reading an endpoint's
+# answer whole, however long, let one 400 MB response take a judge past 1 GB of memory.
+MAX_RESPONSE_BYTES = 1 << 20
 _ERROR_BODY_CHARS = 200
 
 
 class SideApiError(MemselfError):
     """The judge API failed: status, transport, timeout, or an empty or broken body."""
+
+
+class ResponseTooLarge(SideApiError):
+    """The endpoint sent more than ``MAX_RESPONSE_BYTES``; reading stopped there."""
 
 
 def endpoint(base: str) -> str:
@@ -30,27 +37,31 @@ def _scrub(text: str, api_key: str) -> str:
     return text.replace(api_key, "") if api_key else text
 
 
+def _size_text(limit: int) -> str:
+    return f"{limit >> 20} MiB" if limit >= 1 << 20 and not limit % (1 << 20) else f"{limit} 字节"
+
+
 def chat(base: str, model: str, api_key: str, system: str, user: str,
-         timeout: float = DEFAULT_TIMEOUT_S) -> str:
+         timeout: float = DEFAULT_TIMEOUT_S, *, max_bytes: int = MAX_RESPONSE_BYTES) -> str:
     """POST one system+user exchange and return the assistant's text.
 
     ``stream`` is requested, but both an SSE stream and a plain JSON body are accepted, since
     compatible servers differ. ``timeout`` bounds the whole call, not just each socket read, so
-    a server that trickles bytes cannot hold a job past its deadline. No temperature is sent.
+    a server that trickles bytes cannot hold a job past its deadline. At most ``max_bytes`` of
+    body are read (``ResponseTooLarge`` past that), and only an uncompressed body is accepted:
+    a small gzip body can expand a thousandfold before any count could stop it. No temperature
+    is sent.
     """
     body = {"model": model, "stream": True,
             "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}]}
-    headers = {"Authorization": f"Bearer {api_key}", "Content-Type": "application/json"}
+    headers = {"Authorization": f"Bearer {api_key}", "Content-Type": "application/json",
+               "Accept-Encoding": "identity"}
     deadline = time.monotonic() + timeout
     try:
         with httpx.Client(timeout=httpx.Timeout(timeout), trust_env=False) as client, \
                 client.stream("POST", endpoint(base), json=body, headers=headers) as response:
-            chunks: list[bytes] = []
-            for chunk in response.iter_bytes():
-                chunks.append(chunk)
-                if time.monotonic() > deadline:
-                    raise SideApiError(f"旁路接口超时（{timeout:g} 秒）")
-            raw = b"".join(chunks).decode("utf-8", errors="replace")
+            raw = _read_bounded(response, max_bytes, deadline, timeout).decode(
+                "utf-8", errors="replace")
             status = response.status_code
     except httpx.TimeoutException as exc:
         raise SideApiError(f"旁路接口超时（{timeout:g} 秒）") from exc
@@ -64,6 +75,28 @@ def chat(base: str, model: str, api_key: str, system: str, user: str,
     if not content.strip():
         raise SideApiError("旁路接口没有正文")
     return content
+
+
+def _read_bounded(response: httpx.Response, max_bytes: int, deadline: float,
+                  timeout: float) -> bytes:
+    """The body as sent (transfer-decoded, never content-decoded), at most ``max_bytes``."""
+    too_large = ResponseTooLarge(f"旁路接口的响应超过 {_size_text(max_bytes)}，已停止读取，不沉淀记忆")
+    encoding = response.headers.get("content-encoding", "").strip().lower()
+    if encoding not in ("", "identity"):
+        raise SideApiError(f"旁路接口返回了压缩的响应（{encoding[:40]}），已拒绝读取")
+    announced = response.headers.get("content-length", "").strip()
+    if announced.isdigit() and int(announced) > max_bytes:
+        raise too_large
+    chunks: list[bytes] = []
+    size = 0
+    for chunk in response.iter_raw():
+        size += len(chunk)
+        if size > max_bytes:
+            raise too_large
+        chunks.append(chunk)
+        if time.monotonic() > deadline:
+            raise SideApiError(f"旁路接口超时（{timeout:g} 秒）")
+    return b"".join(chunks)
 
 
 def parse_body(raw: str) -> str:

@@ -3,11 +3,14 @@
 Each request takes the next scripted ``Reply``; every request body and header is recorded so
 tests can assert what left the machine (the key only in the Authorization header, the prompt
 redacted). Faults: HTTP errors, empty bodies, non-JSON, a stream cut halfway, a server that never
-answers (hangs until the client's timeout, which tests keep short).
+answers (hangs until the client's timeout, which tests keep short), and bodies of hundreds of MB
+(a plain JSON body or an SSE stream, produced on the fly, never held in memory).
 """
 
 from __future__ import annotations
 
+import gzip
+import itertools
 import json
 import threading
 from collections.abc import Iterator
@@ -19,9 +22,17 @@ from typing import Any
 
 @dataclass
 class Reply:
-    kind: str  # sse | json | status | empty | half | sse_no_done | hang | raw
+    # sse | json | gzip_json | status | empty | half | sse_no_done | hang | raw | huge_json | huge_sse
+    kind: str
     content: str = ""
     status: int = 200
+    size: int = 0  # huge_*: how many body bytes to send
+
+
+def huge(kind: str, size: int) -> Reply:
+    """A ``size``-byte body: ``"json"`` (one completion whose text never ends, Content-Length
+    announced) or ``"sse"`` (chunked events that never finish)."""
+    return Reply(f"huge_{kind}", size=size)
 
 
 def sse(content: str) -> Reply:
@@ -63,6 +74,7 @@ class FakeJudge:
     replies: list[Reply] = field(default_factory=list)
     requests: list[Recorded] = field(default_factory=list)
     url: str = ""
+    sent: list[int] = field(default_factory=list)  # body bytes each huge reply got out
     _release: threading.Event = field(default_factory=threading.Event)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -123,6 +135,18 @@ def _handler(judge: FakeJudge) -> type[BaseHTTPRequestHandler]:
                                  "message": {"role": "assistant", "content": reply.content}}]}
             self._send(200, json.dumps(data, ensure_ascii=False).encode(), "application/json")
 
+        def _gzip_json(self, reply: Reply) -> None:
+            data = {"id": "cmpl-1", "object": "chat.completion",
+                    "choices": [{"index": 0, "finish_reason": "stop",
+                                 "message": {"role": "assistant", "content": reply.content}}]}
+            body = gzip.compress(json.dumps(data, ensure_ascii=False).encode())
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Encoding", "gzip")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
         def _status(self, reply: Reply) -> None:
             self._send(reply.status, reply.content.encode(), "application/json")
 
@@ -171,6 +195,42 @@ def _handler(judge: FakeJudge) -> type[BaseHTTPRequestHandler]:
 
         def _hang(self, reply: Reply) -> None:
             judge._release.wait(30)
+
+        def _huge_json(self, reply: Reply) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(reply.size))
+            self.end_headers()
+            head = b'{"choices":[{"index":0,"message":{"role":"assistant","content":"'
+            self._stream(head, b"x" * 65536, reply.size, chunked=False)
+
+        def _huge_sse(self, reply: Reply) -> None:
+            self._stream_head()
+            event = self._sse_bytes([{"choices": [{"index": 0, "delta": {"content": "x" * 60},
+                                                   "finish_reason": None}]}], done=False)
+            self._stream(b"", event * (65536 // len(event)), reply.size, chunked=True)
+
+        def _stream(self, head: bytes, block: bytes, size: int, chunked: bool) -> None:
+            sent = 0
+            try:
+                for data in itertools.chain([head], itertools.repeat(block)):
+                    if sent >= size:
+                        break
+                    data = data[:size - sent]
+                    if not data:
+                        continue
+                    if chunked:
+                        self._chunk(data)
+                    else:
+                        self.wfile.write(data)
+                    sent += len(data)
+                if chunked:
+                    self.wfile.write(b"0\r\n\r\n")
+            except OSError:  # the client hung up: what a bounded reader does
+                pass
+            finally:
+                judge.sent.append(sent)
+                self.close_connection = True
 
     return Handler
 
