@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import memself
+from memself import children
 from memself.atomic import write_atomic
 from memself.engine import instance_lock
 from memself.engine.base import EngineService, watched_files
@@ -266,6 +267,7 @@ class EngineServer:
         assert self._listener is not None and self._wake_r is not None
         try:
             while not self._stop.is_set():
+                children.reap()  # judges a forwarded prompt spawned; at most a second a zombie
                 if not self._socket_file_is_ours():
                     # Deleted (a /tmp cleaner, a logout emptying /run/user): nobody can reach us,
                     # and a successor cannot start while we hold the lock.
@@ -545,6 +547,7 @@ def run_engine(paths: DataPaths, idle_minutes: float | None = None,
     from memself.engine.base import load_service
 
     os.umask(0o077)
+    children.reap_here()
     # posix_spawn leaves us in the hook's working directory; do not pin the user's project.
     with contextlib.suppress(OSError):
         os.chdir(os.path.abspath(os.sep))

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 
+from memself import children
 from memself.config import Config
 from memself.logs import log
 from memself.paths import DataPaths
@@ -64,14 +65,16 @@ def spawn_judge(job_file: Path) -> int:
                (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
                (os.POSIX_SPAWN_DUP2, 1, 2)]
     try:
-        return os.posix_spawn(argv[0], argv, env, file_actions=actions, setsid=True)
+        pid = os.posix_spawn(argv[0], argv, env, file_actions=actions, setsid=True)
     except (AttributeError, NotImplementedError):  # pragma: no cover - platforms without it
         import subprocess
 
         process = subprocess.Popen(
             argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL, close_fds=True, start_new_session=True, env=env)
-        return process.pid
+        return process.pid  # subprocess waits for its own children
+    children.track(pid)  # the engine waits for it; a hook process exits first
+    return pid
 
 
 def maybe_start_judge(paths: DataPaths, config: Config, agent: str, session_key: str,
