@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from datetime import datetime, timezone
+from pathlib import Path
 
 from memself.config import load_config, set_config_value
 from memself.paths import DataPaths
@@ -46,13 +48,34 @@ def overlap_nearest(store: MemoryStore):
     return nearest
 
 
+# Run locks held on behalf of judges that "run" without a process: sessionID -> (data dir,
+# descriptor). Those of an earlier test's data dir are closed by the next ``start_job``.
+_RUNNING: dict[str, tuple[Path, int]] = {}
+
+
 def start_job(paths: DataPaths, prompt: str, agent: str = "claude", session: str = "sess-1",
               turn: str = "turn-1", now: datetime = NOW) -> str:
+    """A running job whose judge counts as alive (its run lock stays held) until
+    ``judge_exits``; the tests run the judge in-process or finish the job themselves."""
     spawned: list[str] = []
+    for other in [s for s, (root, _) in _RUNNING.items() if root != paths.root]:
+        judge_exits(other)
+
+    def spawn(path: Path, run_lock: int) -> None:
+        spawned.append(str(path))
+        _RUNNING[path.stem] = (paths.root, os.dup(run_lock))  # a duplicate shares the lock
+
     sid = maybe_start_judge(paths, load_config(paths), agent, session, turn, prompt, now,
-                            spawn=lambda path: spawned.append(str(path)))
+                            spawn=spawn)
     assert sid is not None and spawned == [str(jobs.job_path(paths, sid))]
     return sid
+
+
+def judge_exits(sid: str) -> None:
+    """What the end of a judge process does to its job's run lock."""
+    held = _RUNNING.pop(sid, None)
+    if held is not None:
+        os.close(held[1])
 
 
 def clock(start: datetime = NOW):

@@ -12,7 +12,7 @@ from memself.side import jobs
 from memself.side.followup import confirm_pair_path, followup, restore_cursor_prompt
 from memself.store import MemoryStore
 from memself.textfilter import NOTICE_HEADER
-from tests.side_helpers import NOW, configure, start_job
+from tests.side_helpers import NOW, configure, judge_exits, start_job
 
 
 class Clock:
@@ -193,6 +193,36 @@ def test_stuck_job_finished_as_judge_timeout() -> None:
     clock = Clock()
     assert stop(paths, store, clock=clock) is None and clock.sleeps == 0
     assert jobs.load_job(paths, sid)["reason"] == "judge-timeout"
+
+
+def test_job_of_a_dead_judge_ends_at_once() -> None:
+    paths, store = env()
+    sid = start_job(paths, "记住：以后回答都用中文")
+    judge_exits(sid)  # killed: nobody holds the job's run lock any more
+    clock = Clock()
+    assert stop(paths, store, clock=clock) is None and clock.sleeps == 0
+    job = jobs.load_job(paths, sid)
+    assert (job["status"], job["reason"]) == ("none", "judge-died")
+    assert "side-judge-died" in paths.log_file.read_text(encoding="utf-8")
+
+
+def test_a_judge_that_finished_before_exiting_keeps_its_result() -> None:
+    paths, store = env()
+    sid = ready(paths, "记住：以后回答都用中文", proposal("回答问题时使用中文"))
+    judge_exits(sid)
+    result = stop(paths, store)
+    assert result is not None and sid in result[1]
+
+
+def test_job_without_run_lock_is_waited_for_as_before() -> None:
+    """Jobs started by the original plugin or an older memself have no run lock."""
+    paths, store = env()
+    set_config_value(paths, "sideWaitMs", "1000")
+    job = jobs.new_job("s_" + "a" * 64, "claude", "sess-1", "t1", "记住：以后回答都用中文", NOW)
+    assert jobs.create_job(paths, job)
+    clock = Clock()
+    assert stop(paths, store, clock=clock) is None
+    assert clock.sleeps == 5 and jobs.load_job(paths, job["id"])["status"] == "running"
 
 
 def test_no_session_key_returns_nothing() -> None:

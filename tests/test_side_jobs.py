@@ -94,6 +94,19 @@ def test_listing_skips_foreign_names_and_expires_tombstones() -> None:
     assert (paths.side_dir / "notes.txt").exists()
 
 
+def test_run_locks_go_with_their_jobs() -> None:
+    paths = DataPaths.default()
+    old = NOW - timedelta(hours=25)
+    dead, kept = make(paths, 1, old), make(paths, 2, NOW)
+    jobs.finish(paths, dead, old, "none", "not-memory")
+    for job_id in (dead, kept, sid(3)):  # sid(3): its job was never created
+        (paths.side_dir / f"{job_id}.run").touch()
+    stale = old.timestamp()
+    os.utime(paths.side_dir / f"{sid(3)}.run", (stale, stale))
+    assert {j["id"] for j in jobs.list_jobs(paths, NOW)} == {kept}
+    assert sorted(p.name for p in paths.side_dir.glob("*.run")) == [f"{kept}.run"]
+
+
 def test_session_jobs_isolated() -> None:
     paths = DataPaths.default()
     a = make(paths, 1, agent="claude", session="k1")

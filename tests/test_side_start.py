@@ -29,7 +29,7 @@ def start(paths: DataPaths, prompt: str = PROMPT, session: str = "sess-1", turn:
           agent: str = "cursor", spawned: list | None = None) -> str | None:
     record = spawned if spawned is not None else []
     return maybe_start_judge(paths, load_config(paths), agent, session, turn, prompt, NOW,
-                             spawn=lambda p: record.append(p))
+                             spawn=lambda p, run_lock: record.append(p))
 
 
 @pytest.fixture
@@ -116,7 +116,7 @@ def test_two_identical_hooks_in_two_processes_spawn_one_judge(paths, tmp_path: P
         go = float(sys.argv[1])
         while time.time() < go:
             pass
-        def spawn(p):
+        def spawn(p, run_lock):
             with open({str(record)!r}, "a") as f:
                 f.write(str(p) + "\\n")
         sid = maybe_start_judge(paths, config, "claude", "sess-x", "p-1", {PROMPT!r},

@@ -21,13 +21,14 @@ from memself.config import Config
 from memself.errors import MemselfError
 from memself.logs import log
 from memself.paths import DataPaths
-from memself.side import jobs
+from memself.side import jobs, runlock
 from memself.side.apply import apply_proposal
 from memself.store import MemoryStore
 from memself.textfilter import CONFIRM_MARKER, NOTICE_HEADER
 from memself.timeutil import iso
 
 POLL_S = 0.2
+JUDGE_DIED = "judge-died"
 DIALOG_TITLE = "记忆确认·插件"
 QUESTION = "检测到一条记忆。是否落成记忆。"
 RESULT_HEADING = "结果："
@@ -92,11 +93,24 @@ def _wait_for_jobs(paths: DataPaths, agent: str, session_key: str, config: Confi
     while True:
         now = now_fn()
         mine = jobs.session_jobs(paths, agent, session_key, now)
-        if jobs.expire_stuck(paths, mine, now):
+        if jobs.expire_stuck(paths, mine, now) + _finish_dead(paths, mine, now):
             mine = jobs.session_jobs(paths, agent, session_key, now)
         if not any(j.get("status") == jobs.RUNNING for j in mine) or now >= deadline:
             return mine
         sleep(POLL_S)
+
+
+def _finish_dead(paths: DataPaths, mine: list[jobs.Job], now: datetime) -> list[str]:
+    """End running jobs whose judge is gone (nobody holds their run lock) as ``judge-died``."""
+    ended: list[str] = []
+    for job in mine:
+        if job.get("status") != jobs.RUNNING or runlock.probe(paths, job["id"]) != runlock.DEAD:
+            continue
+        # Without force: a judge that finished the job just before it exited keeps its result.
+        if jobs.finish(paths, job["id"], now, jobs.NONE, JUDGE_DIED) is not None:
+            log(paths, "side-judge-died", id=job["id"])
+            ended.append(job["id"])
+    return ended
 
 
 def _pending(job: jobs.Job) -> bool:

@@ -20,6 +20,7 @@ from typing import Any
 from memself.atomic import write_atomic
 from memself.logs import log
 from memself.paths import DataPaths
+from memself.side import runlock
 from memself.side.session_id import is_session_id
 from memself.timeutil import iso, local_midnight, parse_iso
 
@@ -196,7 +197,10 @@ def _job_files(paths: DataPaths, now: datetime) -> list[Path]:
         return []
     for name in names:
         # Confirm pairs (Cursor's hidden follow-up text) are only useful for the next prompt.
-        if name.startswith("confirm-") and _mtime_older(paths.side_dir / name, now, TOMBSTONE_TTL):
+        stale = name.startswith("confirm-") or (
+            # A run lock whose job was never created (the disk filled up in between).
+            name.endswith(runlock.SUFFIX) and name[:-len(runlock.SUFFIX)] + ".json" not in names)
+        if stale and _mtime_older(paths.side_dir / name, now, TOMBSTONE_TTL):
             with contextlib.suppress(OSError):
                 (paths.side_dir / name).unlink()
     return [paths.side_dir / n for n in names
@@ -235,6 +239,8 @@ def _delete_expired(paths: DataPaths, candidates: list[Path], now: datetime) -> 
                     continue
             with contextlib.suppress(OSError):
                 path.unlink()
+            with contextlib.suppress(OSError):
+                path.with_suffix(runlock.SUFFIX).unlink()  # the judge has long exited
 
 
 def _mtime_older(path: Path, now: datetime, age: timedelta) -> bool:

@@ -154,7 +154,11 @@ def engine_nearest(store: MemoryStore, timeout_s: float = 60.0) -> NearestFn:
 
 
 def run_detached(job_file: Path) -> None:
-    """Entry of ``memself side-run <jobfile>``: the real clock, store, config and engine."""
+    """Entry of ``memself side-run <jobfile>``: the real clock, store, config and engine.
+
+    The hook that spawned us handed over the job's run lock as fd ``runlock.RUN_LOCK_FD``; it
+    stays open, untouched, until this process exits, which is how Stop tells a judge that died
+    from one still working."""
     job_file = job_file.resolve()
     paths = DataPaths(job_file.parent.parent)
     if job_file.parent != paths.side_dir or not job_file.name.endswith(".json"):

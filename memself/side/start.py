@@ -17,12 +17,13 @@ from memself import children
 from memself.config import Config
 from memself.logs import log
 from memself.paths import DataPaths
-from memself.side import jobs
+from memself.side import jobs, runlock
 from memself.side.secrets import load_or_create_session_secret, read_api_key
 from memself.side.session_id import session_id as make_session_id
 from memself.textfilter import prepare_for_judge
 
-Spawner = Callable[[Path], object]
+# (job file, run-lock descriptor): the spawned judge must hold that descriptor while it runs.
+Spawner = Callable[[Path, int], object]
 NO_SESSION_MESSAGE = "旁路分析缺少稳定会话 ID，已跳过"
 
 
@@ -46,13 +47,15 @@ def judge_command(job_file: Path) -> list[str]:
     return [sys.executable, "-m", "memself", "side-run", str(job_file)]
 
 
-def spawn_judge(job_file: Path) -> int:
+def spawn_judge(job_file: Path, run_lock: int | None = None) -> int:
     """Start the judge in its own session with stdio on /dev/null, so it outlives the hook and
     its host; returns its pid.
 
     ``os.posix_spawn`` keeps ``subprocess`` (and the threading, signal and selectors modules it
     pulls in) out of the hook process. Descriptors Python opened are non-inheritable, so only
-    the three standard ones reach the child, and those point at /dev/null.
+    the three standard ones reach the child, and those point at /dev/null, plus ``run_lock``
+    (the job's locked run-lock file) as fd ``runlock.RUN_LOCK_FD``, which the judge holds until
+    it exits.
     """
     env = dict(os.environ)
     env["MEMORY_SIDE_JUDGE"] = "1"
@@ -61,9 +64,16 @@ def spawn_judge(job_file: Path) -> int:
     package_parent = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = os.pathsep.join(p for p in (package_parent, env.get("PYTHONPATH", "")) if p)
     argv = judge_command(job_file)
-    actions = [(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
-               (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
-               (os.POSIX_SPAWN_DUP2, 1, 2)]
+    actions: list[tuple] = []
+    source = -1
+    if run_lock is not None:
+        # A dup2 onto the same number may keep close-on-exec; first, so that a lock descriptor
+        # numbered 0-2 (a host that closed our stdio) is moved before /dev/null replaces it.
+        source = os.dup(run_lock) if run_lock == runlock.RUN_LOCK_FD else run_lock
+        actions.append((os.POSIX_SPAWN_DUP2, source, runlock.RUN_LOCK_FD))
+    actions += [(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+                (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
+                (os.POSIX_SPAWN_DUP2, 1, 2)]
     try:
         pid = os.posix_spawn(argv[0], argv, env, file_actions=actions, setsid=True)
     except (AttributeError, NotImplementedError):  # pragma: no cover - platforms without it
@@ -71,8 +81,12 @@ def spawn_judge(job_file: Path) -> int:
 
         process = subprocess.Popen(
             argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL, close_fds=True, start_new_session=True, env=env)
+            stderr=subprocess.DEVNULL, close_fds=True, start_new_session=True, env=env,
+            pass_fds=(run_lock,) if run_lock is not None else ())
         return process.pid  # subprocess waits for its own children
+    finally:
+        if source >= 0 and source != run_lock:
+            os.close(source)
     children.track(pid)  # the engine waits for it; a hook process exits first
     return pid
 
@@ -97,14 +111,22 @@ def maybe_start_judge(paths: DataPaths, config: Config, agent: str, session_key:
         return None
     secret = load_or_create_session_secret(paths)
     sid = make_session_id(agent, session_key, turn_id, prompt, secret)
-    job = jobs.new_job(sid, agent, session_key, turn_id, safe_prompt, now)
-    if not jobs.create_job(paths, job):
-        return sid  # a retry or a tombstone: the judge already ran or is running
+    jobs.ensure_side_dir(paths)
+    # Locked before the job exists, so Stop never sees a running job that nobody holds.
+    run_lock = runlock.take(paths, sid)
+    if run_lock is None:
+        return sid  # a retry while this job's hook or judge is still running
     try:
-        (spawn or spawn_judge)(jobs.job_path(paths, sid))
-    except OSError as exc:
-        jobs.finish(paths, sid, now, jobs.NONE, f"spawn-failed: {exc.strerror or exc}")
-        log(paths, "side-spawn-failed", id=sid, error=str(exc))
-        return None
+        job = jobs.new_job(sid, agent, session_key, turn_id, safe_prompt, now)
+        if not jobs.create_job(paths, job):
+            return sid  # a retry or a tombstone: the judge already ran or is running
+        try:
+            (spawn or spawn_judge)(jobs.job_path(paths, sid), run_lock)
+        except OSError as exc:
+            jobs.finish(paths, sid, now, jobs.NONE, f"spawn-failed: {exc.strerror or exc}")
+            log(paths, "side-spawn-failed", id=sid, error=str(exc))
+            return None
+    finally:
+        os.close(run_lock)  # the judge's copy keeps the lock
     log(paths, "side-job-started", id=sid, agent=agent)
     return sid
