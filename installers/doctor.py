@@ -127,6 +127,23 @@ def check_engine(paths: DataPaths, wait_s: float = _ENGINE_WAIT_S) -> Check:
     return Check("召回进程", True, detail)
 
 
+def check_runtime_dir(paths: DataPaths) -> Check | None:
+    """Only when the usual runtime directory is unusable (another user created it first, or a
+    symlink sits there): say so, and where the engine listens instead."""
+    from memself.engine.client import engine_status
+    from memself.engine.location import dir_problem, locate
+
+    wanted = locate(paths.root).runtime_dir
+    problem = dir_problem(wanted)
+    if not problem:
+        return None
+    fallback = (engine_status(paths) or {}).get("runtime_fallback")
+    using = fallback.get("using") if isinstance(fallback, dict) else None
+    where = f"召回引擎改用它自己建的私有目录 {using}" if using else "召回引擎启动时会改用它自己建的私有目录"
+    return Check("运行目录", None, f"{wanted} {problem}，不会使用；{where}，召回照常",
+                 f"让该目录的属主或 root 删除 {wanted}，然后运行 memself engine stop")
+
+
 def _last_engine_error(paths: DataPaths) -> str:
     try:
         lines = paths.log_file.read_text(encoding="utf-8", errors="replace").splitlines()
@@ -178,11 +195,13 @@ def run_checks(paths: DataPaths, home: Path, *, engine_wait_s: float = _ENGINE_W
     checks = [check_install(paths)]
     checks += [check_host(name, home, claude_bin) for name in INSTALLERS]
     for check in (lambda: check_model(paths), lambda: check_engine(paths, engine_wait_s),
-                  lambda: check_judge(paths, chat)):
+                  lambda: check_runtime_dir(paths), lambda: check_judge(paths, chat)):
         try:
-            checks.append(check())
+            result = check()
         except Exception as exc:
-            checks.append(Check("检查出错", False, f"{type(exc).__name__}: {exc}"))
+            result = Check("检查出错", False, f"{type(exc).__name__}: {exc}")
+        if result is not None:
+            checks.append(result)
     return checks
 
 

@@ -35,7 +35,7 @@ from memself.engine.client import (
     recall_or_none,
     stop_engine,
 )
-from memself.engine.location import RUNTIME_ENV, ensure_private_dir, locate
+from memself.engine.location import RUNTIME_ENV, ensure_private_dir, locate, recorded_socket
 from memself.engine.peercred import peer_allowed, peer_uid
 from memself.engine.protocol import MAX_REQUEST_BYTES, read_message
 from memself.engine.server import EngineServer
@@ -163,9 +163,14 @@ def test_spawned_engine_serves_then_stops(paths: DataPaths, runtime_dir: Path) -
     assert stat.S_ISSOCK(os.stat(location.socket_path).st_mode)
     assert stat.S_IMODE(os.stat(location.socket_path).st_mode) == 0o600
 
+    with open(location.record_path, encoding="utf-8") as handle:
+        assert handle.read() == location.socket_path + "\n"  # for clients that look elsewhere
+    assert stat.S_IMODE(os.stat(location.record_path).st_mode) == 0o600
+
     assert stop_engine(paths) == engine_pid
     wait_for(lambda: not alive(engine_pid), 5)
     assert not os.path.exists(location.socket_path)
+    assert not os.path.exists(location.record_path)
     assert stop_engine(paths) is None
     assert '"reason": "stop"' in log_text(paths)
 
@@ -550,8 +555,14 @@ def test_runtime_dir_must_be_private(paths: DataPaths, runtime_dir: Path, tmp_pa
     with pytest.raises(EngineRequestError) as failure:
         EngineClient(paths).ping()
     assert failure.value.code == "unsafe-dir"
-    assert recall_or_none(paths, "你好", 0.5) is None
-    assert engine_client._SPAWNED_PIDS == []
+    # No reason to go without recall: the engine listens in a private directory of its own,
+    # which clients find through the data directory; the planted one stays untouched.
+    assert recall_or_none(paths, "你好", 0.5) is None  # this turn; an engine starts
+    assert wait_for(lambda: ready_recall(paths), 15)
+    status = EngineClient(paths).status()
+    assert status["runtime_fallback"]["unsafe"] == str(runtime_dir)
+    assert Path(status["address"]).parent not in (runtime_dir, target)
+    assert list(target.iterdir()) == []
 
 
 def test_tcp_fallback_with_token(paths: DataPaths) -> None:
@@ -603,12 +614,42 @@ def test_location_is_short_stable_and_per_data_dir(tmp_path: Path,
     assert locate(alias).key == here.key  # the resolved directory decides
     assert locate(tmp_path / "other").key != here.key
     assert here.port_file == str(data / "engine-port.json")
+    # One engine per data directory, whatever the runtime directory: the lock is in the data dir.
+    assert here.lock_path == str(data / "engine.lock") == locate(alias).lock_path
 
     long_xdg = tmp_path / ("x" * 120)
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(long_xdg))
     fallback = locate(data)  # sun_path would overflow: the short /tmp directory instead
     assert fallback.runtime_dir == f"/tmp/memself-{os.getuid()}"
     assert len(fallback.socket_path.encode()) <= 100
+
+
+def test_socket_record_is_trusted_only_when_private(paths: DataPaths) -> None:
+    location = locate(paths.root)
+    record = Path(location.record_path)
+    elsewhere = Path(tempfile.mkdtemp(prefix="msr-", dir="/tmp"))  # 0700, ours
+    try:
+        sock = str(elsewhere / "e.sock")
+        record.write_text(sock + "\n", encoding="utf-8")
+        os.chmod(record, 0o600)
+        assert recorded_socket(location) == sock
+        os.chmod(record, 0o620)  # someone else could have written it
+        assert recorded_socket(location) is None
+        os.chmod(record, 0o600)
+        os.chmod(elsewhere, 0o755)  # a directory others can plant a socket in
+        assert recorded_socket(location) is None
+        os.chmod(elsewhere, 0o700)
+        for text in ("e.sock", location.socket_path, str(elsewhere / "e.txt")):
+            record.write_text(text + "\n", encoding="utf-8")
+            assert recorded_socket(location) is None, text
+        record.unlink()
+        real = elsewhere / "record"
+        real.write_text(sock + "\n", encoding="utf-8")
+        os.chmod(real, 0o600)
+        record.symlink_to(real)
+        assert recorded_socket(location) is None
+    finally:
+        shutil.rmtree(elsewhere, ignore_errors=True)
 
 
 def test_hook_with_closed_stdin_still_hands_over_the_lock(paths: DataPaths) -> None:

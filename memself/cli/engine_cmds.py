@@ -12,7 +12,7 @@ from memself.engine.client import (
     EngineClient,
     EngineRequestError,
     call_engine,
-    engine_status,
+    engine_probe,
     stop_engine,
 )
 from memself.engine.protocol import ERR_NOT_READY, ERR_TIMEOUT, ERR_WARM_UP_FAILED, OP_PING
@@ -20,6 +20,14 @@ from memself.paths import DataPaths
 
 STATE_TEXT = {"ready": "就绪", "loading": "正在加载模型", "failed": "加载失败"}
 NOT_RUNNING = "召回引擎未运行（下次会话开始或提问时会自动启动）"
+STATUS_TIMEOUT_S = 1.0
+# An engine that holds its lock but could not answer ``status``: alive, and not to be restarted.
+SILENT_TEXT = {
+    "busy": "召回引擎运行中，但繁忙：所有连接都在处理请求",
+    "unresponsive": f"召回引擎运行中，但 {STATUS_TIMEOUT_S:g} 秒内没有响应（可能正在处理一个很长的请求）",
+    "starting": "召回引擎正在启动或正在退出",
+}
+SILENT_HINT = "  稍后再运行 memself engine status；一直如此时查看 memself.log，或运行 memself engine stop"
 
 
 def _duration(seconds: float) -> str:
@@ -54,7 +62,18 @@ def render_status(info: dict, same_code: bool) -> list[str]:
     ]
     if info.get("warm_up_s") is not None:
         lines.append(f"  加载耗时  {info['warm_up_s']} 秒")
+    fallback = info.get("runtime_fallback")
+    if isinstance(fallback, dict):
+        lines.append(f"  运行目录  {fallback.get('unsafe')} 不安全（{fallback.get('reason')}），"
+                     f"改用私有目录 {fallback.get('using')}")
     return lines
+
+
+def render_silent(info: dict) -> list[str]:
+    """The lines for an engine that is there but did not answer (busy, hung, starting)."""
+    pid = info.get("pid")
+    head = SILENT_TEXT[str(info["state"])] + (f"（进程 {pid}）" if pid else "")
+    return [head] if info["state"] == "starting" else [head, SILENT_HINT]
 
 
 @main.group("engine")
@@ -67,14 +86,17 @@ def engine_group() -> None:
 def status_cmd(as_json: bool) -> None:
     """引擎是否在运行、版本、状态、闲置时间。"""
     paths = DataPaths.default()
-    info = engine_status(paths)
+    info = engine_probe(paths, STATUS_TIMEOUT_S)
     if as_json:
-        echo_json({"running": info is not None, **(info or {})})
+        echo_json(info)
         return
-    if info is None:
-        click.echo(NOT_RUNNING)
-        return
-    for line in render_status(info, EngineClient(paths).matches(info)):
+    if not info["running"]:
+        lines = [NOT_RUNNING]
+    elif info["state"] in SILENT_TEXT:
+        lines = render_silent(info)
+    else:
+        lines = render_status(info, EngineClient(paths).matches(info))
+    for line in lines:
         click.echo(line)
 
 

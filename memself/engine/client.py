@@ -18,13 +18,14 @@ from memself.engine import instance_lock
 from memself.engine.location import (
     code_fingerprint,
     dir_state,
-    ensure_private_dir,
     locate,
     own_uid,
     package_parent,
+    recorded_socket,
 )
 from memself.engine.peercred import peer_allowed, peer_uid
 from memself.engine.protocol import (
+    ERR_BUSY,
     ERR_PROTOCOL,
     ERR_REFUSED,
     ERR_SPAWN,
@@ -137,31 +138,46 @@ class EngineClient:
         if hasattr(_socket, "AF_UNIX"):
             state = dir_state(location.runtime_dir)
             if state == "private":
-                try:
-                    sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
-                except OSError:  # out of descriptors, say
-                    raise EngineRequestError(ERR_UNREACHABLE) from None
-                try:
-                    sock.settimeout(_remaining(deadline))
-                    sock.connect(location.socket_path)
-                    if not peer_allowed(peer_uid(sock), own_uid()):
-                        raise EngineRequestError(ERR_REFUSED)
+                sock = _connect_unix(location.socket_path, deadline)
+                if sock is not None:
                     return sock, None
-                except (FileNotFoundError, ConnectionRefusedError):
-                    sock.close()  # no engine, or a stale socket file of a crashed one
-                except TimeoutError:
-                    sock.close()
-                    raise EngineRequestError(ERR_TIMEOUT) from None
-                except OSError:
-                    sock.close()
-                    raise EngineRequestError(ERR_UNREACHABLE) from None
-                except BaseException:
-                    sock.close()
-                    raise
-            elif state == "unsafe":
+            # Not where we look first: an engine started with another runtime directory, or
+            # in its own private one because ours is unsafe, recorded where it listens.
+            recorded = recorded_socket(location)
+            if recorded is not None:
+                sock = _connect_unix(recorded, deadline)
+                if sock is not None:
+                    return sock, None
+            if state == "unsafe":
                 raise EngineRequestError(ERR_UNSAFE_DIR, f"{MESSAGES[ERR_UNSAFE_DIR]}："
                                          f"{location.runtime_dir}")
         return _connect_tcp(location.port_file, deadline)
+
+
+def _connect_unix(path: str, deadline: float) -> _socket.socket | None:
+    """A connection to the engine at ``path``; None when nobody listens there."""
+    try:
+        sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+    except OSError:  # out of descriptors, say
+        raise EngineRequestError(ERR_UNREACHABLE) from None
+    try:
+        sock.settimeout(_remaining(deadline))
+        sock.connect(path)
+        if not peer_allowed(peer_uid(sock), own_uid()):
+            raise EngineRequestError(ERR_REFUSED)
+        return sock
+    except (FileNotFoundError, ConnectionRefusedError):
+        sock.close()  # no engine, or a stale socket file of a crashed one
+        return None
+    except TimeoutError:
+        sock.close()
+        raise EngineRequestError(ERR_TIMEOUT) from None
+    except OSError:
+        sock.close()
+        raise EngineRequestError(ERR_UNREACHABLE) from None
+    except BaseException:
+        sock.close()
+        raise
 
 
 def _remaining(deadline: float) -> float:
@@ -220,12 +236,13 @@ def spawn_engine(paths: DataPaths, *, idle_minutes: float | None = None,
     lock_fd: int | None = None
     if instance_lock.can_hand_over():
         try:
-            ensure_private_dir(location.runtime_dir)
+            # The lock lives in the data directory; the engine picks its runtime directory.
+            os.makedirs(location.data_dir, mode=0o700, exist_ok=True)
             lock_fd = instance_lock.try_lock(location.lock_path)
             if lock_fd is not None:
                 lock_fd = instance_lock.above_stdio(lock_fd)
         except OSError as exc:
-            raise EngineRequestError(ERR_UNSAFE_DIR, f"{MESSAGES[ERR_UNSAFE_DIR]}：{exc}") from None
+            raise EngineRequestError(ERR_SPAWN, f"{MESSAGES[ERR_SPAWN]}：{exc}") from None
         if lock_fd is None and not replace:
             return None
     env = dict(os.environ)
@@ -317,18 +334,17 @@ def ensure_started(paths: DataPaths, *, idle_minutes: float | None = None,
     Returns "running" (a matching engine answered), "starting" (one holds the lock but does not
     listen yet), "spawned" (none was there), "restarted" (one of another version was told to stop
     and a new one spawned) or "unresponsive" (one holds the lock but does not answer in time).
-    Raises EngineRequestError only for an unsafe runtime directory or a failed spawn.
+    An unsafe runtime directory is no reason not to spawn: the engine listens in a private one
+    of its own. Raises EngineRequestError only for a failed spawn.
     """
     _reap()
     client = client or EngineClient(paths)
     try:
         info = client.ping(timeout_s=0.3)
     except EngineRequestError as exc:
-        if exc.code == ERR_UNSAFE_DIR:
-            raise
         if spawn_engine(paths, idle_minutes=idle_minutes) is not None:
             return "spawned"
-        return "starting" if exc.code == ERR_UNREACHABLE else "unresponsive"
+        return "starting" if exc.code in (ERR_UNREACHABLE, ERR_UNSAFE_DIR) else "unresponsive"
     if client.matches(info):
         return "running"
     try:
@@ -355,9 +371,9 @@ def recall_or_none(paths: DataPaths, text: str, budget_s: float, *,
     except (EngineRequestError, OSError) as exc:
         code = exc.code if isinstance(exc, EngineRequestError) else ERR_UNREACHABLE
         try:
-            if code in (ERR_UNREACHABLE, ERR_VERSION_MISMATCH):
+            if code in (ERR_UNREACHABLE, ERR_UNSAFE_DIR, ERR_VERSION_MISMATCH):
                 # Gone (a no-op if another engine is starting), or exiting: the new one waits
-                # for the old one's lock.
+                # for the old one's lock. With our runtime directory unsafe, it uses its own.
                 spawn_engine(paths, replace=code == ERR_VERSION_MISMATCH)
         except (OSError, EngineUnavailable):
             pass
@@ -379,7 +395,7 @@ def call_engine(paths: DataPaths, op: str, payload: dict | None = None,
         try:
             return client.request(op, payload, max(left, 0.001), wait_ready_s=left)
         except EngineRequestError as exc:
-            if exc.code not in (ERR_UNREACHABLE, ERR_VERSION_MISMATCH) or left <= 0.1:
+            if exc.code not in (ERR_UNREACHABLE, ERR_UNSAFE_DIR, ERR_VERSION_MISMATCH) or left <= 0.1:
                 raise
             if spawns_left <= 0:
                 raise
@@ -392,19 +408,46 @@ def engine_status(paths: DataPaths, timeout_s: float = 1.0) -> dict | None:
     """The running engine's status, or None if none answers."""
     try:
         return EngineClient(paths).status(timeout_s)
-    except EngineRequestError as exc:
-        if exc.code == ERR_UNSAFE_DIR:
-            raise
+    except EngineRequestError:
         return None
 
 
+def engine_probe(paths: DataPaths, timeout_s: float = 1.0) -> dict:
+    """What ``memself engine status`` reports, never confusing "cannot answer" with "gone".
+
+    ``{"running": True, **status}`` when the engine answered (``state`` is ready, loading or
+    failed); otherwise ``state`` says why not: "busy" (every connection slot taken), "unresponsive"
+    (connected, but no answer within ``timeout_s``: one long request holding it, or a stopped
+    process), "starting" (holds the lock, not listening yet, or already exiting), each with
+    ``running`` True and the lock holder's ``pid`` when known; or "stopped".
+    """
+    client = EngineClient(paths)
+    try:
+        return {"running": True, **client.status(timeout_s)}
+    except EngineRequestError as exc:
+        code = exc.code
+    held = instance_lock.is_held(client.location.lock_path)
+    if code == ERR_BUSY:
+        state = "busy"
+    elif code == ERR_TIMEOUT:
+        state = "unresponsive"
+    elif held:
+        state = "starting"
+    else:
+        return {"running": False, "state": "stopped"}
+    pid = instance_lock.read_owner(client.location.lock_path) if held else None
+    return {"running": True, "state": state, "pid": pid, "error": code}
+
+
 def stop_engine(paths: DataPaths, timeout_s: float = 5.0) -> int | None:
-    """Ask the engine to exit and wait until it has; its pid, or None if none was running."""
+    """Ask the engine to exit and wait until it has; its pid, or None if none was running.
+
+    An engine that is there but cannot take the request (busy, not answering) raises."""
     client = EngineClient(paths)
     try:
         pid = client.request(OP_STOP, None, min(timeout_s, 2.0)).get("pid")
     except EngineRequestError as exc:
-        if exc.code == ERR_UNSAFE_DIR:
+        if exc.code in (ERR_BUSY, ERR_TIMEOUT):
             raise
         return None
     deadline = time.monotonic() + timeout_s

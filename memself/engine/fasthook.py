@@ -92,16 +92,7 @@ def forward(host: str, raw: bytes, started: float,
     """
     import _socket
 
-    from memself.engine.protocol import (
-        ERR_PROTOCOL,
-        ERR_REFUSED,
-        ERR_TIMEOUT,
-        ERR_UNREACHABLE,
-        ERR_UNSAFE_DIR,
-        HEADER_BYTES,
-        MAX_REQUEST_BYTES,
-        MAX_RESPONSE_BYTES,
-    )
+    from memself.engine.protocol import ERR_UNREACHABLE, ERR_UNSAFE_DIR, MAX_REQUEST_BYTES
 
     if not hasattr(_socket, "AF_UNIX"):
         return None  # the TCP fallback (token, port file) is the full client's job
@@ -110,38 +101,67 @@ def forward(host: str, raw: bytes, started: float,
         return None
     deadline = time.monotonic() + timeout_s
 
-    from memself.engine.location import dir_state, locate, own_uid
-    from memself.engine.peercred import peer_allowed, peer_uid
+    from memself.engine.location import dir_state, locate, recorded_socket
 
     location = locate(data_root())
     state = dir_state(location.runtime_dir)
-    if state == "missing":
-        return ("error", ERR_UNREACHABLE)
-    if state != "private":
-        return ("error", ERR_UNSAFE_DIR)
+    reply: bytes | str | None = None
+    if state == "private":
+        reply = _exchange(location.socket_path, body, deadline)
+    if reply is None:
+        # Not where we look first: an engine started with another runtime directory, or in its
+        # own private one because ours is unsafe. One small read, and only after a miss.
+        recorded = recorded_socket(location)
+        if recorded is not None:
+            reply = _exchange(recorded, body, deadline)
+    if reply is None:
+        return ("error", ERR_UNSAFE_DIR if state == "unsafe" else ERR_UNREACHABLE)
+    if isinstance(reply, str):
+        return ("error", reply)
+    return _parse_reply(reply)
+
+
+def _exchange(path: str, body: bytes, deadline: float) -> bytes | str | None:
+    """Send the request frame to the engine at ``path``: its reply, an ERR_* code, or None
+    when nobody listens there."""
+    import _socket
+
+    from memself.engine.location import own_uid
+    from memself.engine.peercred import peer_allowed, peer_uid
+    from memself.engine.protocol import (
+        ERR_PROTOCOL,
+        ERR_REFUSED,
+        ERR_TIMEOUT,
+        ERR_UNREACHABLE,
+        HEADER_BYTES,
+        MAX_RESPONSE_BYTES,
+    )
+
     try:
         sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     except OSError:
-        return ("error", ERR_UNREACHABLE)
+        return ERR_UNREACHABLE
     try:
         sock.settimeout(max(deadline - time.monotonic(), 0.001))
-        sock.connect(location.socket_path)
+        try:
+            sock.connect(path)
+        except (FileNotFoundError, ConnectionRefusedError):
+            return None  # no engine here, or the stale socket file of a crashed one
         if not peer_allowed(peer_uid(sock), own_uid()):
-            return ("error", ERR_REFUSED)
+            return ERR_REFUSED
         sock.sendall(len(body).to_bytes(HEADER_BYTES, "big") + body)
         size = int.from_bytes(_recv_exact(sock, HEADER_BYTES, deadline), "big")
         if size > MAX_RESPONSE_BYTES:
-            return ("error", ERR_PROTOCOL)
-        reply = _recv_exact(sock, size, deadline)
+            return ERR_PROTOCOL
+        return _recv_exact(sock, size, deadline)
     except TimeoutError:
-        return ("error", ERR_TIMEOUT)
+        return ERR_TIMEOUT
     except EOFError:
-        return ("error", ERR_PROTOCOL)
-    except OSError:  # refused, reset, no socket file: no (live) engine
-        return ("error", ERR_UNREACHABLE)
+        return ERR_PROTOCOL
+    except OSError:  # reset mid-request: the engine died or exited
+        return ERR_UNREACHABLE
     finally:
         sock.close()
-    return _parse_reply(reply)
 
 
 def _request(host: str, raw: bytes, started: float) -> bytes:

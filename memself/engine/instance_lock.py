@@ -1,7 +1,9 @@
-"""The single-instance lock: an advisory lock on a file next to the socket.
+"""The single-instance lock: an advisory lock on a file in the data directory.
 
-The kernel drops the lock when its holder dies, so a crashed engine never blocks the next one
-(unlike a pid file). The file itself is never deleted: deleting lock files reopens races.
+Kept in the data directory, not next to the socket, so that processes started with different
+runtime directories still agree on one engine per data directory. The kernel drops the lock
+when its holder dies, so a crashed engine never blocks the next one (unlike a pid file). The
+file itself is never deleted: deleting lock files reopens races.
 """
 
 from __future__ import annotations
@@ -87,6 +89,17 @@ def is_held(path: str) -> bool:
         return True
     release(fd)
     return False
+
+
+def read_owner(path: str) -> int | None:
+    """The pid ``write_owner`` recorded; only meaningful while the lock is held (a spawned
+    engine writes it a moment after it starts)."""
+    try:
+        with open(path, "rb") as handle:
+            text = handle.read(32).decode("ascii", errors="replace").strip()
+    except OSError:
+        return None
+    return int(text) if text.isdigit() else None
 
 
 def write_owner(fd: int, pid: int) -> None:

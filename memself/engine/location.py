@@ -2,8 +2,14 @@
 
 The socket lives outside the data directory because ``sun_path`` holds at most ~104 bytes and
 data directories (and pytest's temp dirs) can be longer; the name is a short hash of the
-resolved data directory, so each data directory gets its own engine. Standard library only,
-and cheap: the hook resolves this on every prompt.
+resolved data directory. The single-instance lock lives in the data directory itself, so one
+data directory has one engine even when processes disagree on the runtime directory (a terminal
+and a GUI host with different ``XDG_RUNTIME_DIR``). The engine records its socket's path in the
+data directory too; a client that finds no engine where it looks first reads that record.
+When the runtime directory is unsafe (another user created ``/tmp/memself-<uid>`` first), the
+engine listens in a private directory it creates itself, found through the same record.
+
+Standard library only, and cheap: the hook resolves this on every prompt.
 """
 
 from __future__ import annotations
@@ -16,21 +22,31 @@ RUNTIME_ENV = "MEMSELF_RUNTIME_DIR"
 # Linux allows 107 bytes in sun_path, macOS 103; keep a margin.
 _SUN_PATH_MAX = 100
 PORT_FILE_NAME = "engine-port.json"
+LOCK_FILE_NAME = "engine.lock"
+SOCKET_RECORD_NAME = "engine-socket"
+_RECORD_MAX_BYTES = 4096
 
 
 class EngineLocation:
-    """The files of one engine: socket, single-instance lock, and the TCP fallback's port file."""
+    """The files of one engine: socket, single-instance lock, the record of where the socket
+    is, and the TCP fallback's port file."""
 
-    __slots__ = ("data_dir", "key", "lock_path", "port_file", "runtime_dir", "socket_path")
+    __slots__ = ("data_dir", "key", "lock_path", "port_file", "record_path", "runtime_dir",
+                 "socket_path")
 
     def __init__(self, data_dir: str, runtime_dir: str, key: str) -> None:
         self.data_dir = data_dir
         self.runtime_dir = runtime_dir
         self.key = key
         self.socket_path = os.path.join(runtime_dir, f"{key}.sock")
-        self.lock_path = os.path.join(runtime_dir, f"{key}.lock")
+        self.lock_path = os.path.join(data_dir, LOCK_FILE_NAME)
+        self.record_path = os.path.join(data_dir, SOCKET_RECORD_NAME)
         # The fallback's token must be readable by the user's clients only; the data dir is 0700.
         self.port_file = os.path.join(data_dir, PORT_FILE_NAME)
+
+    def moved_to(self, runtime_dir: str) -> EngineLocation:
+        """The same engine listening in another runtime directory."""
+        return EngineLocation(self.data_dir, runtime_dir, self.key)
 
     def __repr__(self) -> str:
         return f"EngineLocation({self.socket_path!r})"
@@ -86,6 +102,74 @@ def locate(data_dir: str | os.PathLike[str]) -> EngineLocation:
         if len(os.path.join(runtime_dir, f"{key}.sock").encode()) <= _SUN_PATH_MAX:
             return EngineLocation(resolved, runtime_dir, key)
     return EngineLocation(resolved, candidates[-1], key)
+
+
+def recorded_socket(location: EngineLocation) -> str | None:
+    """The socket path the running engine recorded in the data directory, when it differs from
+    ``location.socket_path`` and lies in a private directory of ours; None otherwise.
+
+    The record is trusted only if it is a regular file of ours that nobody else may write; the
+    caller still checks the peer's uid on the socket.
+    """
+    try:
+        fd = os.open(location.record_path,
+                     os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        uid = own_uid()
+        if not stat.S_ISREG(info.st_mode) or (
+                uid is not None and (info.st_uid != uid or info.st_mode & 0o022)):
+            return None
+        data = os.read(fd, _RECORD_MAX_BYTES)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    path = data.decode("utf-8", errors="replace").strip()
+    if not path.endswith(".sock") or not os.path.isabs(path) or path == location.socket_path:
+        return None
+    return path if dir_state(os.path.dirname(path)) == "private" else None
+
+
+def fallback_prefix() -> str:
+    """Name prefix of the private runtime directories an engine creates for itself."""
+    return f"memself-{_user_tag()}-"
+
+
+def make_fallback_dir(location: EngineLocation) -> str:
+    """A private runtime directory for an engine whose usual one is unsafe: the one the last
+    engine of this data directory used, if it is still ours, else a new one. ``mkdtemp``
+    creates it 0700 under a random name, so nobody can plant it first. Engine side only."""
+    previous = recorded_socket(location)
+    if previous is not None and os.path.basename(
+            os.path.dirname(previous)).startswith(fallback_prefix()):
+        return os.path.dirname(previous)
+    import tempfile
+
+    base = "/tmp" if os.name == "posix" else tempfile.gettempdir()
+    return tempfile.mkdtemp(prefix=fallback_prefix(), dir=base)
+
+
+def dir_problem(path: str) -> str:
+    """Why ``path`` is not usable as a runtime directory, in words for the user; "" if it is."""
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return ""
+    except OSError as exc:
+        return f"无法读取：{exc.strerror or exc}"
+    if stat.S_ISLNK(info.st_mode):
+        return "是一个符号链接"
+    if not stat.S_ISDIR(info.st_mode):
+        return "不是目录"
+    uid = own_uid()
+    if uid is not None and info.st_uid != uid:
+        return f"属于另一个用户（uid {info.st_uid}）"
+    if uid is not None and info.st_mode & 0o077:
+        return f"其他用户可以访问（权限 {stat.S_IMODE(info.st_mode):o}）"
+    return ""
 
 
 def dir_state(path: str) -> str:

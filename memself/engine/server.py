@@ -1,7 +1,8 @@
 """The engine process: one per data directory, holding whatever its service loaded, warm.
 
-Lifecycle: take the single-instance lock, listen (Unix socket in a private directory, or
-loopback TCP with a token where AF_UNIX is missing), warm the service up in the background,
+Lifecycle: take the single-instance lock (in the data directory), listen (Unix socket in a
+private directory, whose path is recorded in the data directory, or loopback TCP with a token
+where AF_UNIX is missing), warm the service up in the background,
 serve one request per connection on its own thread, and exit after ``idle_s`` without requests,
 on ``stop``, on SIGTERM, or when a client of another version asks for a service op.
 """
@@ -29,8 +30,11 @@ from memself.engine.base import EngineService, watched_files
 from memself.engine.location import (
     EngineLocation,
     code_fingerprint,
+    dir_problem,
     ensure_private_dir,
+    fallback_prefix,
     locate,
+    make_fallback_dir,
     own_uid,
 )
 from memself.engine.peercred import peer_allowed, peer_uid
@@ -44,6 +48,7 @@ from memself.engine.protocol import (
     ERR_TOO_LARGE,
     ERR_VERSION_MISMATCH,
     ERR_WARM_UP_FAILED,
+    HEADER_BYTES,
     MAX_REQUEST_BYTES,
     MAX_RESPONSE_BYTES,
     MESSAGES,
@@ -69,6 +74,8 @@ _WRITE_TIMEOUT_S = 10.0
 _MAX_WAIT_READY_S = 120.0
 # How long the exit waits for in-flight replies (the reply to "stop" among them).
 _DRAIN_S = 2.0
+# How long the accept loop waits for the request it answers "busy" (clients send at once).
+_BUSY_READ_S = 0.05
 
 
 def _error(code: str, message: str | None = None) -> dict:
@@ -113,6 +120,8 @@ class EngineServer:
         self.pid = os.getpid()
         self.address = ""
         self.stop_reason = ""
+        # (the unsafe runtime directory, why) when the engine listens in a fallback directory.
+        self.runtime_fallback: tuple[str, str] | None = None
         self._service: EngineService | None = None
         self._listener: socket.socket | None = None
         self._lock_fd: int | None = None
@@ -144,24 +153,46 @@ class EngineServer:
 
         ``handed_fd``: the lock file, already locked by the client that spawned us.
         """
-        ensure_private_dir(self.location.runtime_dir)
+        os.makedirs(self.location.data_dir, mode=0o700, exist_ok=True)
         if handed_fd is not None:
             if instance_lock.holds(handed_fd, self.location.lock_path):
                 os.set_inheritable(handed_fd, False)  # our own children must not keep the lock
-                self._lock_fd = handed_fd
-                instance_lock.write_owner(handed_fd, self.pid)
-                return True
+                return self._locked(handed_fd)
             # Not our lock file (or not locked): leave that descriptor alone and lock normally.
         deadline = time.monotonic() + self.lock_wait_s
         while True:
             fd = instance_lock.try_lock(self.location.lock_path)
             if fd is not None:
-                self._lock_fd = fd
-                instance_lock.write_owner(fd, self.pid)
-                return True
+                return self._locked(fd)
             if self._same_engine_answers() or time.monotonic() > deadline:
                 return False
             time.sleep(0.05)
+
+    def _locked(self, fd: int) -> bool:
+        self._lock_fd = fd
+        instance_lock.write_owner(fd, self.pid)
+        if self.transport == "unix":
+            try:
+                self._choose_runtime_dir()
+            except BaseException:
+                self.release()
+                raise
+        return True
+
+    def _choose_runtime_dir(self) -> None:
+        """Use the usual runtime directory, or a private one of our own when it is unsafe:
+        refusing to run would switch recall off for good for this user."""
+        wanted = self.location.runtime_dir
+        try:
+            ensure_private_dir(wanted)
+            return
+        except OSError as exc:
+            reason = dir_problem(wanted) or (exc.strerror or str(exc))
+        self.location = self.location.moved_to(make_fallback_dir(self.location))
+        ensure_private_dir(self.location.runtime_dir)
+        self.runtime_fallback = (wanted, reason)
+        log(self.paths, "engine-runtime-fallback", unsafe=wanted, reason=reason,
+            using=self.location.runtime_dir)
 
     def _same_engine_answers(self) -> bool:
         from memself.engine.client import EngineClient, EngineRequestError
@@ -213,6 +244,11 @@ class EngineServer:
         self._bound_inode = os.stat(path).st_ino
         self._listener = listener
         self.address = path
+        try:
+            # Clients started with another runtime directory (or none usable) look here.
+            write_atomic(Path(self.location.record_path), path + "\n", mode=0o600)
+        except OSError as exc:  # they would only miss the engine, not reach a wrong one
+            log(self.paths, "engine-record-failed", error=_describe_error(exc))
 
     def _listen_tcp(self) -> None:
         listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -306,6 +342,9 @@ class EngineServer:
         with self._counter_lock:
             self._last_activity = time.monotonic()
         if not self._slots.acquire(blocking=False):
+            # Read the request first: closing a Unix socket with unread data resets it, and the
+            # client would report "not running" instead of "busy".
+            _discard_request(conn, _BUSY_READ_S)
             _send(conn, _error(ERR_BUSY), timeout=0.2)
             conn.close()
             return
@@ -320,6 +359,8 @@ class EngineServer:
             with contextlib.suppress(OSError):
                 if os.lstat(self.location.socket_path).st_ino == self._bound_inode:
                     os.unlink(self.location.socket_path)
+            # Still under our lock: a successor writes its record only after it takes the lock.
+            self._remove_record()
         if self.transport == "tcp" and self._token:
             self._remove_port_file()
         # New clients already see "unreachable" and may spawn a successor, which waits for the
@@ -340,6 +381,19 @@ class EngineServer:
         for end in (self._wake_r, self._wake_w):
             if end is not None:
                 end.close()
+
+    def _remove_record(self) -> None:
+        try:
+            with open(self.location.record_path, encoding="utf-8") as handle:
+                ours = handle.read(4096).strip() == self.location.socket_path
+            if ours:
+                os.unlink(self.location.record_path)
+        except OSError:
+            pass
+        if self.runtime_fallback is not None and os.path.basename(
+                self.location.runtime_dir).startswith(fallback_prefix()):
+            with contextlib.suppress(OSError):
+                os.rmdir(self.location.runtime_dir)  # ours, and empty unless someone added files
 
     def _remove_port_file(self) -> None:
         try:
@@ -487,6 +541,10 @@ class EngineServer:
             "error": self._warm_error or None,
             "service": self._describe_service(),
         })
+        if self.runtime_fallback is not None:
+            info["runtime_fallback"] = {"unsafe": self.runtime_fallback[0],
+                                        "reason": self.runtime_fallback[1],
+                                        "using": self.location.runtime_dir}
         return info
 
     def _describe_service(self) -> dict:
@@ -517,6 +575,30 @@ def _send(conn: socket.socket, response: dict, timeout: float = _WRITE_TIMEOUT_S
         conn.sendall(frame)
     except OSError:
         pass  # the client gave up (its budget ran out); nothing to tell it
+
+
+def _discard_request(conn: socket.socket, timeout: float) -> None:
+    """Read and drop one request frame (bounded in size and time), without parsing it."""
+    deadline = time.monotonic() + timeout
+    try:
+        header = b""
+        while len(header) < HEADER_BYTES:
+            conn.settimeout(max(deadline - time.monotonic(), 0.001))
+            chunk = conn.recv(HEADER_BYTES - len(header))
+            if not chunk:
+                return
+            header += chunk
+        left = int.from_bytes(header, "big")
+        if left > MAX_REQUEST_BYTES:
+            return
+        while left:
+            conn.settimeout(max(deadline - time.monotonic(), 0.001))
+            chunk = conn.recv(min(left, 1 << 16))
+            if not chunk:
+                return
+            left -= len(chunk)
+    except OSError:
+        return
 
 
 def _describe_error(exc: BaseException) -> str:
