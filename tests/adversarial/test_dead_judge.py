@@ -10,6 +10,7 @@ import os
 import signal
 import time
 from datetime import datetime, timezone
+from pathlib import Path
 
 from memself.config import load_config
 from memself.paths import DataPaths
@@ -55,5 +56,50 @@ def test_stop_does_not_wait_for_a_killed_judge(hook_data: DataPaths) -> None:
     assert proc.rc == 0
     # sideWaitMs is 12 s: a Stop that waited for the dead judge would take all of it.
     assert elapsed < 4.0, f"Stop took {elapsed:.1f} s"
+    job = jobs.load_job(paths, sid)
+    assert (job["status"], job["reason"]) == (jobs.NONE, "judge-died"), job
+
+
+def judge_pids(job_file: str) -> list[int]:
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as handle:
+                argv = handle.read().split(b"\0")
+        except OSError:
+            continue
+        if b"side-run" in argv and job_file.encode() in argv:
+            pids.append(int(entry))
+    return pids
+
+
+def test_a_judge_started_by_the_real_prompt_hook_holds_its_run_lock(hook_data: DataPaths) -> None:
+    """The hook process as hosts run it (``python -I -S``, few descriptors open, so the run
+    lock may well be fd 3 itself) hands the lock to the judge it spawns."""
+    paths = hook_data
+    with running_judge() as judge:
+        configure(paths, judge.url)
+        judge.script(Reply("hang"))
+        payload = json.dumps({"hook_event_name": "UserPromptSubmit", "session_id": SESSION,
+                              "prompt": PROMPT, "prompt_id": "p-2", "cwd": "/tmp"},
+                             ensure_ascii=False).encode()
+        assert run_entry("claude", payload).rc == 0
+        [job_file] = [str(p) for p in paths.side_dir.glob("s_*.json")]
+        sid = jobs.read_job(Path(job_file))["id"]
+        deadline = time.monotonic() + 60
+        while not judge.requests and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert judge.requests, "the judge never called the endpoint"
+        assert runlock.probe(paths, sid) == runlock.ALIVE  # the hook exited; the judge holds it
+        [pid] = judge_pids(job_file)
+        os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while runlock.probe(paths, sid) != runlock.DEAD and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert runlock.probe(paths, sid) == runlock.DEAD
+        proc = run_entry("claude", stop_payload(), timeout=60)
+    assert proc.rc == 0
     job = jobs.load_job(paths, sid)
     assert (job["status"], job["reason"]) == (jobs.NONE, "judge-died"), job

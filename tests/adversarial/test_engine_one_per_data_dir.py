@@ -73,6 +73,8 @@ def test_a_second_runtime_dir_reaches_the_one_engine(
         assert answer is not None
         assert RECALLED_RULE in answer["hookSpecificOutput"]["additionalContext"]
         assert [r.get("note") for r in hook_runs(paths)] == ["engine"]
-    finally:
+    finally:  # whichever runtime directory the test ended in, this engine goes
         with contextlib.suppress(ProcessLookupError):
             os.kill(engine_pid, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(engine_pid, 0)
