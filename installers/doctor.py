@@ -158,35 +158,50 @@ def _last_engine_error(paths: DataPaths) -> str:
 def check_judge(paths: DataPaths,
                 chat: Callable[..., str] | None = None) -> Check:
     from memself.config import load_config
-    from memself.side.secrets import read_api_key
+    from memself.errors import KeyEndpointMismatch
+    from memself.side.secrets import key_for_endpoint, read_key_file, shown_base
 
     cfg = load_config(paths)
     if cfg.side_judge is False:
         return Check("旁路判别", False, "配置还停在已移除的阻塞模式（sideJudge=false），不会沉淀新记忆",
                      "memself setup sidepath")
-    key = read_api_key(paths)
+    found = read_key_file(paths)
+    if found.state == "invalid":
+        return Check("旁路判别", False, f"接口密钥文件 {paths.side_secret} {found.problem}，"
+                                     "不会沉淀新记忆（已有记忆照常注入和召回）",
+                     "memself key set 重新输入 apiKey")
     missing = [name for name, value in (("sideApiBase", cfg.sideApiBase),
-                                        ("sideApiModel", cfg.sideApiModel), ("apiKey", key))
+                                        ("sideApiModel", cfg.sideApiModel), ("apiKey", found.key))
                if not value]
     if missing:
         # A supported state (the README's "没配齐接口时"): recall works, nothing new is learnt.
         return Check("旁路判别", None, f"接口没配齐（缺 {'、'.join(missing)}），已有记忆照常注入和召回，"
                                     "但不会沉淀新记忆",
-                     "memself setup，或 memself config sideApiBase/sideApiModel 并写入 "
-                     f"{paths.side_secret}")
+                     "memself setup，或 memself config sideApiBase/sideApiModel 后运行 memself key set")
+    base = str(cfg.sideApiBase)
+    try:
+        # The same gate as the judge: the key goes only to the endpoint it was entered for.
+        key, bound = key_for_endpoint(paths, base)
+    except KeyEndpointMismatch:
+        return Check("旁路判别", False,
+                     f"apiKey 是为 {shown_base(found.bound_base)} 录入的，而 sideApiBase 现在是 "
+                     f"{shown_base(base)}；为防密钥外泄，记忆沉淀已暂停，本次检查也没有发送请求",
+                     "确认新地址可信后运行 memself key set 重新输入 apiKey；"
+                     "地址不是你改的就运行 memself setup 重新填写")
+    except (MemselfError, OSError) as exc:
+        return Check("旁路判别", False, f"接口密钥不可用：{exc}", "memself key set 重新输入 apiKey")
     if chat is None:
         from memself.side.http import chat
     started = time.monotonic()
     try:
-        chat(cfg.sideApiBase, cfg.sideApiModel, key, "只回答 OK。", "ping",
-             timeout=_JUDGE_TIMEOUT_S)
+        chat(bound, cfg.sideApiModel, key, "只回答 OK。", "ping", timeout=_JUDGE_TIMEOUT_S)
     except MemselfError as exc:
         text = str(exc).replace(key, "***")
-        return Check("旁路判别", False, f"{cfg.sideApiBase}（模型 {cfg.sideApiModel}）请求失败：{text}",
-                     "检查地址、模型名和 apiKey（memself config sideApiBase ...）")
+        return Check("旁路判别", False, f"{shown_base(bound)}（模型 {cfg.sideApiModel}）请求失败：{text}",
+                     "检查地址、模型名和 apiKey（memself config sideApiBase ...、memself key set）")
     elapsed = time.monotonic() - started
-    return Check("旁路判别", True, f"{cfg.sideApiBase}（模型 {cfg.sideApiModel}，apiKey 已配置、"
-                                  f"不显示）真实请求成功，用时 {elapsed:.1f} 秒")
+    return Check("旁路判别", True, f"{shown_base(bound)}（模型 {cfg.sideApiModel}，apiKey 已配置、"
+                                  f"只发往这个地址、不显示）真实请求成功，用时 {elapsed:.1f} 秒")
 
 
 def run_checks(paths: DataPaths, home: Path, *, engine_wait_s: float = _ENGINE_WAIT_S,

@@ -107,9 +107,9 @@ def write_answers(paths: DataPaths, answers: Answers, echo: Echo) -> None:
 
         set_config_value(paths, "sideApiBase", answers.api_base)
         set_config_value(paths, "sideApiModel", answers.api_model)
-        write_api_key(paths, answers.api_key)
+        write_api_key(paths, answers.api_key, answers.api_base)  # the key goes only there
         echo(f"  {paths.config}：sideApiBase、sideApiModel")
-        echo(f"  {paths.side_secret}：apiKey（权限 600）")
+        echo(f"  {paths.side_secret}：apiKey（权限 600，只会发往 {answers.api_base}）")
 
 
 def convert_legacy_blocking(paths: DataPaths, echo: Echo) -> None:
@@ -232,16 +232,18 @@ def _footer(hosts: Sequence[str], reports: Sequence[HostReport], paths: DataPath
         echo("WorkBuddy 会把新加的 MCP 显示为未启用：请在「连接器」里批准 memory-self-evolution。")
     try:
         from memself.config import load_config
-        from memself.side.secrets import read_api_key
+        from memself.side.start import deposition_status
 
-        cfg = load_config(paths)
-        configured = bool(cfg.sideApiBase and cfg.sideApiModel and read_api_key(paths))
+        state = deposition_status(paths, load_config(paths))
     except MemselfError:
-        configured = False
-    if not configured:
+        state = "off"
+    if state == "off":
         echo("旁路判别接口还没配齐，不会沉淀新记忆（已有记忆照常注入和召回）。配置方法："
              "memself config sideApiBase <地址>、memself config sideApiModel <模型>，"
-             f"并把 apiKey 写入 {paths.side_secret}（或重新运行 memself setup）。")
+             "再运行 memself key set 输入 apiKey（或重新运行 memself setup）。")
+    elif state in ("paused-endpoint", "key-invalid"):
+        echo("旁路判别已暂停：apiKey 不能用于当前的 sideApiBase（memself key status 查看原因），"
+             "运行 memself key set 重新输入 apiKey 后恢复。")
 
 
 # ---- uninstall

@@ -25,24 +25,32 @@ class Key:
     default: Any
     help: str
     minimum: float | None = None
+    # Decides where data goes or whether the user is asked: only the user changes it (the CLI or
+    # setup), never an assistant's tool call.
+    user_only: bool = False
 
 
 # None as a default means "not set": thresholds then come from the model table (memself.models).
 KEYS: dict[str, Key] = {
-    "enabled": Key(bool, True, "关掉后 hook 不注入任何记忆，旁路判别也不启动"),
+    # enabled decides whether prompts leave the machine at all: switching it back on would resume
+    # sending them to the judge after the user stopped that.
+    "enabled": Key(bool, True, "关掉后 hook 不注入任何记忆，旁路判别也不启动", user_only=True),
     "recallTopK": Key(int, 3, "rule 和 project 每轮各自最多召回几条", minimum=1),
     "recallMinScore": Key(float, None, "rule 的召回下限，-1 关闭；不设时用当前模型的默认值"),
     "recallMinScoreProject": Key(float, None, "project 的召回下限，-1 关闭；不设时用当前模型的默认值"),
     "recallMinMargin": Key(float, -1.0, "对第二名的领先幅度下限，-1 关闭"),
     "showRecall": Key(bool, False, "把召回的条目也展示给用户（Claude Code）"),
-    "confirm": Key(bool, True, "写盘前是否弹确认"),
+    "confirm": Key(bool, True, "写盘前是否弹确认", user_only=True),
     "sideWaitMs": Key(int, 12000, "回答结束后 stop 等待旁路结果的毫秒数", minimum=0),
     "decayDays": Key(int, 30, "闲置满多少天扣一次置信度", minimum=1),
-    "sideApiBase": Key(str, "", "旁路判别接口根地址（OpenAI 兼容）"),
-    "sideApiModel": Key(str, "", "旁路判别模型名"),
-    "model": Key(str, DEFAULT_MODEL, "向量模型：hub id、本地目录或 multilingual-e5-small"),
+    "sideApiBase": Key(str, "", "旁路判别接口根地址（OpenAI 兼容）", user_only=True),
+    "sideApiModel": Key(str, "", "旁路判别模型名", user_only=True),
+    # model names what is downloaded from the hub or loaded from a local folder.
+    "model": Key(str, DEFAULT_MODEL, "向量模型：hub id、本地目录或 multilingual-e5-small",
+                 user_only=True),
     "engineIdleMinutes": Key(int, 30, "常驻召回进程闲置多少分钟后退出", minimum=1),
 }
+USER_ONLY_KEYS = tuple(name for name, key in KEYS.items() if key.user_only)
 LEGACY_KEYS = ("sideJudge",)
 _TRUE = {"true", "on", "1", "yes"}
 _FALSE = {"false", "off", "0", "no"}
@@ -170,3 +178,27 @@ def unset_config_value(paths: DataPaths, name: str) -> None:
     if name in current:
         del current[name]
         write_atomic(paths.config, json.dumps(current, ensure_ascii=False, indent=2) + "\n")
+
+
+def user_only_key(name: str) -> str | None:
+    """The user-only key ``name`` spells (case and surrounding blanks ignored), else ``None``."""
+    wanted = name.strip().lower()
+    return next((key for key in USER_ONLY_KEYS if key.lower() == wanted), None)
+
+
+def user_only_command(name: str, value: object) -> str:
+    """The CLI command the user runs to change a user-only key.
+
+    Booleans are spelled out; a string value is never echoed (a tool call's address must not
+    become a command the model hands the user to run), so it is a placeholder.
+    """
+    key = KEYS[name]
+    if key.kind is bool:
+        try:
+            shown = "true" if parse_value(name, str(value).lower() if isinstance(value, bool)
+                                          else str(value)) else "false"
+        except ConfigError:
+            shown = "<true|false>"
+        return f"memself config {name} {shown}"
+    placeholder = {"sideApiBase": "<地址>", "sideApiModel": "<模型名>", "model": "<模型>"}
+    return f"memself config {name} {placeholder.get(name, '<值>')}"

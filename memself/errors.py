@@ -31,3 +31,11 @@ class EngineUnavailable(MemselfError):
 
 class WriteFailed(MemselfError):
     """A write could not complete (read-only folder, full disk); the old file is intact."""
+
+
+class KeyEndpointMismatch(MemselfError):
+    """The judge endpoint configured now is not the one the API key was entered for."""
+
+
+class KeyFileInvalid(MemselfError):
+    """``side-secret.json`` exists but cannot be read or does not hold a usable key."""

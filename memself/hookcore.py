@@ -64,12 +64,10 @@ def _adapter(event: HookEvent) -> HostAdapter:
 
 
 def deposition_state(paths: DataPaths, config: Config) -> str:
-    """"on" when the judge can run, "legacy" for the removed blocking mode, else "off"."""
-    if config.side_judge is False:
-        return "legacy"
-    from memself.side.start import deposition_configured
+    """"on" when the judge can run, else why not (``memself.side.start.deposition_status``)."""
+    from memself.side.start import deposition_status
 
-    return "on" if deposition_configured(paths, config) else "off"
+    return deposition_status(paths, config)
 
 
 def session_start(event: HookEvent, config: Config, now: datetime, paths: DataPaths,

@@ -16,14 +16,21 @@ from datetime import datetime, timezone
 from typing import Any
 
 from memself import __version__
-from memself.config import KEYS, load_config, set_config_value
+from memself.config import (
+    KEYS,
+    USER_ONLY_KEYS,
+    load_config,
+    set_config_value,
+    user_only_command,
+    user_only_key,
+)
 from memself.errors import InvalidInput, MemselfError
 from memself.logs import log
 from memself.paths import DataPaths
 from memself.records import GROUPS, fmt_confidence
 from memself.side.notices import GROUP_LABELS
 from memself.side.resolve import DECISIONS, MSG_INVALID, invalidate_for_memories, resolve
-from memself.side.secrets import read_api_key
+from memself.side.secrets import key_state, read_key_file
 from memself.store import MemoryStore
 
 SERVER_NAME = "memory-self-evolution"
@@ -77,13 +84,19 @@ TOOLS: list[dict[str, Any]] = [
     {
         "name": "memory_config",
         "description": "查看或修改 memory-self-evolution 的配置。不带参数时列出全部配置；"
-                       "同时给出 key 与 value 时修改这一项。接口密钥不经此工具查看或修改。",
+                       "同时给出 key 与 value 时修改这一项。接口密钥不经此工具查看或修改；"
+                       f"{'、'.join(USER_ONLY_KEYS)} 只能由用户在终端用 memself config 修改。",
         "inputSchema": {"type": "object", "properties": {
             "key": {"type": "string", "description": "配置项名，例如 confirm、recallTopK"},
             "value": {"type": ["string", "number", "boolean"], "description": "新的值"}}},
     },
 ]
 TOOL_NAMES = tuple(t["name"] for t in TOOLS)
+_KEY_STATES = {
+    "missing": "未设置", "unbound": "已设置", "ok": "已设置",
+    "invalid": "文件无法读取或内容无效（请用户运行 memself key set）",
+    "mismatch": "已设置，但不是为当前 sideApiBase 录入的，记忆沉淀已暂停（请用户运行 memself key set）",
+}
 _SECRET_KEYS = {"apikey", "api_key", "sessionsecret", "session-secret", "secret"}
 
 
@@ -205,6 +218,12 @@ class MemoryTools:
         if key == "sideJudge":
             raise InvalidInput("sideJudge 是旧版阻塞模式的开关，不能在这里修改；"
                                "请在终端运行 memself setup sidepath")
+        protected = user_only_key(key)
+        if protected is not None:
+            log(self.paths, "mcp-config-refused", key=protected, agent=self.agent)
+            raise InvalidInput(
+                f"{protected} 决定数据发往哪里或写入前是否询问用户，只能由用户本人在终端修改，"
+                f"不能通过 memory_config 修改。请让用户自己在终端运行：{user_only_command(protected, value)}")
         if value is None:
             raise InvalidInput("修改配置需要同时提供 key 与 value")
         raw = ("true" if value else "false") if isinstance(value, bool) else str(value)
@@ -217,8 +236,11 @@ class MemoryTools:
         lines = ["当前配置："]
         for name in KEYS:
             mark = "" if config.is_set(name) else "（默认）"
+            if KEYS[name].user_only:
+                mark += "（仅用户可在终端修改）"
             lines.append(f"- {name} = {_show_value(getattr(config, name))}{mark}")
-        lines.append(f"- apiKey（side-secret.json）= {'已设置' if read_api_key(self.paths) else '未设置'}")
+        state = key_state(read_key_file(self.paths), str(config.sideApiBase or ""))
+        lines.append(f"- apiKey（side-secret.json）= {_KEY_STATES[state]}")
         return "\n".join(lines)
 
 

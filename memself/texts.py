@@ -54,6 +54,26 @@ DEPOSITION_OFF_LEGACY = (
     "急用时可以运行 memself rule add \"<规则>\" 直接写入。"
 )
 
+# The endpoint and the key file are named, never their contents: a hand-edited address is not
+# text the model should read, let alone repeat to the user as something to run.
+DEPOSITION_PAUSED_ENDPOINT = (
+    "记忆沉淀已暂停：memory-self-evolution 插件 config.json 里的判别接口地址（sideApiBase）"
+    "不是录入 apiKey 时的那个地址，可能被改动过。为防止密钥和对话被发往别处，插件没有发送任何请求，"
+    "在用户重新输入 apiKey 之前不会记下新内容；已有记忆照常注入和召回。"
+    "用户陈述偏好、规范或要求记住时，请如实告诉用户这句话不会被记下，并请用户亲自核对地址："
+    "确认新地址可信后，在终端运行 memself key set 重新输入 apiKey 即可恢复；"
+    "地址不是自己改的，就运行 memself setup 重新填写判别接口。"
+)
+DEPOSITION_KEY_INVALID = (
+    "记忆沉淀已暂停：memory-self-evolution 插件的接口密钥文件 side-secret.json 无法读取或内容无效"
+    "（可能是磁盘写满时留下的空文件），已有记忆照常注入和召回，但不会记下新内容。"
+    "用户陈述偏好、规范或要求记住时，请如实告诉用户这句话不会被记下，"
+    "并请用户在终端运行 memself key set 重新输入 apiKey（memself doctor 会说明文件哪里不对）。"
+)
+_DEPOSITION_NOTICES = {"off": DEPOSITION_OFF, "legacy": DEPOSITION_OFF_LEGACY,
+                       "paused-endpoint": DEPOSITION_PAUSED_ENDPOINT,
+                       "key-invalid": DEPOSITION_KEY_INVALID}
+
 RECALL_HEADER = "# 与本轮输入相关的长期记忆（自动召回）"
 RECALL_FOOTER = "以上为系统按相关性自动召回：规则需要遵守，项目事实供本轮参考。"
 
@@ -66,19 +86,16 @@ class RecallHit:
 
 
 def boundary(plugin_scoped: bool, deposition: str) -> str:
-    """The responsibility paragraph; ``deposition`` is "on", "off" or "legacy"."""
-    if deposition == "off":
-        return DEPOSITION_OFF
-    if deposition == "legacy":
-        return DEPOSITION_OFF_LEGACY
+    """The responsibility paragraph; ``deposition`` is "on" or why learning is off or paused
+    (``memself.side.start.deposition_status``)."""
+    if deposition in _DEPOSITION_NOTICES:
+        return _DEPOSITION_NOTICES[deposition]
     return BOUNDARY_PLUGIN_SCOPED if plugin_scoped else BOUNDARY
 
 
 def reminder(plugin_scoped: bool, deposition: str) -> str:
-    if deposition == "off":
-        return DEPOSITION_OFF
-    if deposition == "legacy":
-        return DEPOSITION_OFF_LEGACY
+    if deposition in _DEPOSITION_NOTICES:
+        return _DEPOSITION_NOTICES[deposition]
     return REMINDER_PLUGIN_SCOPED if plugin_scoped else REMINDER
 
 

@@ -24,7 +24,7 @@ def configure(paths: DataPaths, url: str, confirm: bool = True) -> None:
     set_config_value(paths, "sideApiBase", url)
     set_config_value(paths, "sideApiModel", "fake-judge")
     set_config_value(paths, "confirm", "true" if confirm else "false")
-    write_api_key(paths, API_KEY)
+    write_api_key(paths, API_KEY, url)
 
 
 def overlap_nearest(store: MemoryStore):

@@ -68,3 +68,30 @@ def test_open_writes_snapshot_without_browser() -> None:
     assert result.returncode == 0
     html = open(os.path.join(os.environ["MEMSELF_HOME"], "memories.html"), encoding="utf-8").read()
     assert "回答一律使用中文" in html
+
+
+def test_key_set_reads_stdin_binds_and_config_warns_on_a_new_base() -> None:
+    home = os.environ["MEMSELF_HOME"]
+    assert memself("config", "sideApiBase", "https://a.example/v1").returncode == 0
+    done = subprocess.run([sys.executable, "-m", "memself", "key", "set"], input="sk-cli-key\n",
+                          capture_output=True, text=True, timeout=60, env=os.environ.copy())
+    assert done.returncode == 0 and "只会发往 https://a.example/v1" in done.stdout
+    assert "sk-cli-key" not in done.stdout + done.stderr
+    with open(os.path.join(home, "side-secret.json"), encoding="utf-8") as handle:
+        assert json.load(handle) == {"apiKey": "sk-cli-key", "boundApiBase": "https://a.example/v1"}
+    assert "绑定 https://a.example/v1" in memself("key", "status").stdout
+    moved = memself("config", "sideApiBase", "https://b.example/v1")
+    assert moved.returncode == 0 and "memself key set" in moved.stdout
+    assert "与 sideApiBase 不同" in memself("key", "status").stdout
+    empty = subprocess.run([sys.executable, "-m", "memself", "key", "set"], input="",
+                           capture_output=True, text=True, timeout=60, env=os.environ.copy())
+    assert empty.returncode == 1 and "没有读到 apiKey" in empty.stderr
+    bad = subprocess.run([sys.executable, "-m", "memself", "key", "set", "--base", "ftp://x"],
+                         input="sk\n", capture_output=True, text=True, timeout=60,
+                         env=os.environ.copy())
+    assert bad.returncode == 1 and "http://" in bad.stderr
+    moved_back = subprocess.run([sys.executable, "-m", "memself", "key", "set", "--base",
+                                 "https://b.example/v1"], input="sk-b\n", capture_output=True,
+                                text=True, timeout=60, env=os.environ.copy())
+    assert moved_back.returncode == 0
+    assert "绑定 https://b.example/v1" in memself("key", "status").stdout

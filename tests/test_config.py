@@ -6,7 +6,13 @@ import json
 
 import pytest
 
-from memself.config import load_config, set_config_value
+from memself.config import (
+    USER_ONLY_KEYS,
+    load_config,
+    set_config_value,
+    user_only_command,
+    user_only_key,
+)
 from memself.errors import ConfigError
 from memself.paths import DataPaths
 
@@ -73,3 +79,17 @@ def test_unknown_key_and_bool_parsing(paths: DataPaths) -> None:
 def test_legacy_side_judge_is_read(paths: DataPaths) -> None:
     paths.config.write_text(json.dumps({"sideJudge": False}))
     assert load_config(paths).side_judge is False
+
+
+def test_user_only_keys_are_one_flag_in_the_table() -> None:
+    assert USER_ONLY_KEYS == ("enabled", "confirm", "sideApiBase", "sideApiModel", "model")
+    assert user_only_key(" SideApiBase ") == "sideApiBase" and user_only_key("recallTopK") is None
+    assert user_only_command("confirm", False) == "memself config confirm false"
+    assert user_only_command("enabled", "on") == "memself config enabled true"
+    assert user_only_command("confirm", "maybe") == "memself config confirm <true|false>"
+    assert user_only_command("sideApiBase", "https://evil.io") == "memself config sideApiBase <地址>"
+
+
+def test_the_cli_still_sets_user_only_keys(paths: DataPaths) -> None:
+    assert set_config_value(paths, "confirm", "false") is False
+    assert set_config_value(paths, "sideApiBase", "https://a.example/v1") == "https://a.example/v1"

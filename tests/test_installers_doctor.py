@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from memself.config import set_config_value
 from memself.errors import MemselfError
 from memself.installers import doctor
 from memself.installers.base import InstallContext
@@ -91,6 +92,27 @@ def test_judge_real_request_hides_the_key(isolated_home: Path) -> None:
     assert bad.ok is False and "401" in bad.summary
     for check in (ok, bad):
         assert API_KEY not in check.summary + check.fix
+
+
+def test_judge_check_sends_nothing_to_an_endpoint_the_key_was_not_entered_for(
+        isolated_home: Path) -> None:
+    paths = DataPaths.default()
+    with running_judge() as user, running_judge() as other:
+        configure(paths, user.url)
+        set_config_value(paths, "sideApiBase", other.url)
+        check = doctor.check_judge(paths)
+        assert other.requests == [] and user.requests == []
+    assert check.ok is False and "为防密钥外泄" in check.summary
+    assert "memself key set" in check.fix and API_KEY not in check.summary + check.fix
+
+
+def test_judge_check_reports_an_unusable_key_file(isolated_home: Path) -> None:
+    paths = DataPaths.default()
+    configure(paths, "http://127.0.0.1:9/v1")
+    paths.side_secret.write_bytes(b"")
+    check = doctor.check_judge(paths)
+    assert check.ok is False and "side-secret.json 是空文件" in check.summary
+    assert check.fix == "memself key set 重新输入 apiKey"
 
 
 def test_render_counts_problems() -> None:

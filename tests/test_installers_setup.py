@@ -119,7 +119,9 @@ def test_interactive_asks_the_readme_questions_and_writes_answers(isolated_home:
     config = json.loads(paths.config.read_text())
     assert config == {"confirm": False, "sideApiBase": "https://judge.example/v1",
                       "sideApiModel": "judge-model"}
-    assert json.loads(paths.side_secret.read_text()) == {"apiKey": KEY}
+    # The key is bound to the endpoint it was entered for; apiKey keeps the original's name.
+    assert json.loads(paths.side_secret.read_text()) == {"apiKey": KEY,
+                                                         "boundApiBase": "https://judge.example/v1"}
     assert stat.S_IMODE(paths.side_secret.stat().st_mode) == 0o600
     assert KEY not in out.text
     settings = json.loads((home / ".claude/settings.json").read_text())

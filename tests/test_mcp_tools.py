@@ -129,17 +129,23 @@ def test_config_show_set_reread_and_no_secrets(tools) -> None:
     secret = load_or_create_session_secret(paths)
     shown = tools.call("memory_config", {})
     assert shown.startswith("当前配置：\n- enabled = true（默认）")
-    assert "- confirm = true\n" in shown  # set explicitly by the test setup: no 默认 mark
+    # Set explicitly by the test setup: no 默认 mark; only the user may change it.
+    assert "- confirm = true（仅用户可在终端修改）\n" in shown
     assert "- sideApiModel = fake-judge" in shown and "- apiKey（side-secret.json）= 已设置" in shown
     assert API_KEY not in shown and secret not in shown
     assert tools.call("memory_config", {"key": "recallTopK", "value": 5}) == "recallTopK 已设为 5"
     # A change made elsewhere after the server started is seen and never overwritten.
     set_config_value(paths, "sideWaitMs", "3000")
-    assert tools.call("memory_config", {"key": "confirm", "value": False}) == "confirm 已设为 false"
+    assert tools.call("memory_config", {"key": "decayDays", "value": 7}) == "decayDays 已设为 7"
     data = json.loads(paths.config.read_text())
-    assert data["sideWaitMs"] == 3000 and data["recallTopK"] == 5 and data["confirm"] is False
+    assert data["sideWaitMs"] == 3000 and data["recallTopK"] == 5 and data["decayDays"] == 7
     assert "- sideWaitMs = 3000" in tools.call("memory_config", {})
-    assert fails(tools, "memory_config", {"key": "confirm"}) == "修改配置需要同时提供 key 与 value"
+    assert fails(tools, "memory_config", {"key": "recallTopK"}) == "修改配置需要同时提供 key 与 value"
+    refused = fails(tools, "memory_config", {"key": "confirm", "value": False})
+    assert "只能由用户本人在终端修改" in refused and "memself config confirm false" in refused
+    assert "memself config sideApiBase <地址>" in fails(
+        tools, "memory_config", {"key": " SIDEAPIBASE ", "value": "http://evil.example/v1"})
+    assert json.loads(paths.config.read_text())["confirm"] is True
     assert "sideJudge" in fails(tools, "memory_config", {"key": "sideJudge", "value": True})
     assert "密钥" in fails(tools, "memory_config", {"key": "apiKey", "value": "sk-evil"})
     assert "未知配置项「nope」" in fails(tools, "memory_config", {"key": "nope", "value": 1})

@@ -11,6 +11,7 @@ from memself.config import KEYS, load_config, set_config_value
 from memself.paths import DataPaths
 from memself.records import GROUPS, fmt_confidence
 from memself.side.resolve import invalidate_for_memories
+from memself.side.secrets import key_state, read_key_file, shown_base
 from memself.store import MemoryStore
 
 GROUP_TITLES = {"rule": "规则与偏好", "project": "项目事实"}
@@ -144,6 +145,8 @@ def config_cmd(key: str | None, value: str | None, as_json: bool) -> None:
     if key is not None and value is not None:
         stored = set_config_value(paths, key, value)
         click.echo(f"{key} 已设为 {_show(stored)}")
+        if key == "sideApiBase":
+            _warn_key_binding(paths, str(stored))
         return
     config = load_config(paths)
     names = [key] if key else list(KEYS)
@@ -155,6 +158,14 @@ def config_cmd(key: str | None, value: str | None, as_json: bool) -> None:
     for name in names:
         mark = "" if config.is_set(name) else "  (默认)"
         click.echo(f"{name.ljust(21)} = {_show(config.values[name])}{mark}")
+
+
+def _warn_key_binding(paths: DataPaths, base: str) -> None:
+    """A key entered for another endpoint is not sent to this one until the user re-enters it."""
+    found = read_key_file(paths)
+    if key_state(found, base) == "mismatch":
+        click.echo(f"注意：apiKey 是为 {shown_base(found.bound_base)} 录入的，不会发往新地址，记忆沉淀暂停；"
+                   "确认新地址可信后运行 memself key set 重新输入 apiKey。")
 
 
 def _show(value: object) -> str:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from memself.config import Config, load_config
-from memself.errors import MemselfError
+from memself.errors import KeyEndpointMismatch, KeyFileInvalid, MemselfError
 from memself.logs import log
 from memself.paths import DataPaths
 from memself.records import Memory
@@ -22,7 +22,7 @@ from memself.side import jobs, prompts
 from memself.side.apply import apply_proposal
 from memself.side.http import DEFAULT_TIMEOUT_S, chat
 from memself.side.parse import DedupAnswer, parse_dedup, parse_remember
-from memself.side.secrets import read_api_key
+from memself.side.secrets import key_for_endpoint, read_key_file, shown_base
 from memself.store import MemoryStore
 
 NearestFn = Callable[[str, int], Sequence[tuple[Memory, float]]]
@@ -49,13 +49,14 @@ def run_job(job_file: Path, now_fn: Callable[[], datetime], nearest_fn: NearestF
     if job is None or job.get("status") != jobs.RUNNING:
         return None
     sid = job["id"]
-    api_key = read_api_key(paths)
+    api_key = ""
     try:
-        if not api_key or not config.sideApiBase or not config.sideApiModel:
+        if not config.sideApiBase or not config.sideApiModel:
             raise _Stop("api-not-configured")
+        api_key, base = _key_for(paths, sid, str(config.sideApiBase))
 
         def call(system: str, user: str) -> str:
-            return chat(config.sideApiBase, config.sideApiModel, api_key, system, user, timeout)
+            return chat(base, config.sideApiModel, api_key, system, user, timeout)
 
         proposal = build_proposal(job, call, nearest_fn)
         if config.confirm:
@@ -70,6 +71,24 @@ def run_job(job_file: Path, now_fn: Callable[[], datetime], nearest_fn: NearestF
             reason = reason.replace(api_key, "")
         log(paths, "side-job-failed", id=sid, reason=reason)
         return jobs.finish(paths, sid, now_fn(), jobs.NONE, reason)
+
+
+def _key_for(paths: DataPaths, sid: str, configured_base: str) -> tuple[str, str]:
+    """The key and the endpoint it is bound to; a job whose endpoint is not the key's ends here,
+    before a single byte is sent."""
+    try:
+        return key_for_endpoint(paths, configured_base)
+    except KeyEndpointMismatch:
+        found = read_key_file(paths)
+        log(paths, "side-endpoint-mismatch", id=sid, configured=shown_base(configured_base),
+            bound=shown_base(found.bound_base))
+        raise _Stop("endpoint-mismatch") from None
+    except KeyFileInvalid as exc:
+        raise _Stop("api-key-unusable" if read_key_file(paths).state == "invalid"
+                    else "api-not-configured") from exc
+    except (MemselfError, OSError) as exc:  # binding an original-format key failed to write
+        log(paths, "side-key-bind-failed", id=sid, error=str(exc))
+        raise _Stop("api-key-bind-failed") from exc
 
 
 def build_proposal(job: jobs.Job, call: ChatFn, nearest_fn: NearestFn) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from memself.config import Config
 from memself.logs import log
 from memself.paths import DataPaths
 from memself.side import jobs, runlock
-from memself.side.secrets import load_or_create_session_secret, read_api_key
+from memself.side.secrets import key_state, load_or_create_session_secret, read_key_file
 from memself.side.session_id import session_id as make_session_id
 from memself.textfilter import prepare_for_judge
 
@@ -27,13 +27,35 @@ Spawner = Callable[[Path, int], object]
 NO_SESSION_MESSAGE = "旁路分析缺少稳定会话 ID，已跳过"
 
 
+def deposition_status(paths: DataPaths, config: Config) -> str:
+    """What the hooks tell the model about learning (§4.1), one of:
+
+    "on"; "off" (disabled or the API triple incomplete); "legacy" (the removed blocking mode);
+    "key-invalid" (``side-secret.json`` exists but is unusable); "paused-endpoint" (the configured
+    endpoint is not the one the key was entered for: nothing is sent until the user enters the
+    key again).
+    """
+    if not config.enabled:
+        return "off"
+    if legacy_blocking(config):
+        return "legacy"
+    base = str(config.sideApiBase or "").strip()
+    if not base or not str(config.sideApiModel or "").strip():
+        return "off"
+    state = key_state(read_key_file(paths), base)
+    if state == "missing":
+        return "off"
+    if state == "invalid":
+        return "key-invalid"
+    if state == "mismatch":
+        return "paused-endpoint"
+    return "on"
+
+
 def deposition_configured(paths: DataPaths, config: Config) -> bool:
-    """Enabled, not the legacy blocking mode, and the API triple complete (§4.1)."""
-    if not config.enabled or legacy_blocking(config):
-        return False
-    if not str(config.sideApiBase or "").strip() or not str(config.sideApiModel or "").strip():
-        return False
-    return bool(read_api_key(paths))
+    """Enabled, not the legacy blocking mode, the API triple complete and the key usable for the
+    configured endpoint."""
+    return deposition_status(paths, config) == "on"
 
 
 def legacy_blocking(config: Config) -> bool:
