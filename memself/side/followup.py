@@ -8,6 +8,7 @@ host adapter to render as its continuation, or ``None`` when the turn simply end
 from __future__ import annotations
 
 import contextlib
+import hmac
 import json
 import os
 import time
@@ -21,8 +22,9 @@ from memself.config import Config
 from memself.errors import MemselfError
 from memself.logs import log
 from memself.paths import DataPaths
-from memself.side import jobs, runlock
+from memself.side import jobs, runlock, seal
 from memself.side.apply import apply_proposal
+from memself.side.secrets import read_session_secret
 from memself.store import MemoryStore
 from memself.textfilter import CONFIRM_MARKER, NOTICE_HEADER
 from memself.timeutil import iso
@@ -56,10 +58,10 @@ def followup(paths: DataPaths, store: MemoryStore, config: Config, agent: str, s
         log(paths, "旁路结果缺少稳定会话 ID，已跳过", agent=agent)
         return None
     mine = _wait_for_jobs(paths, agent, session_key, config, now_fn, sleep)
-    shown = [j for j in mine if _pending(j)]
+    now = now_fn()
+    shown = _trusted([j for j in mine if _pending(j)], paths, now)
     if not shown:
         return None
-    now = now_fn()
     if not config.confirm:
         result = _direct(paths, store, shown, now)
     else:
@@ -113,6 +115,17 @@ def _finish_dead(paths: DataPaths, mine: list[jobs.Job], now: datetime) -> list[
     return ended
 
 
+def _trusted(pending: list[jobs.Job], paths: DataPaths, now: datetime) -> list[jobs.Job]:
+    """Only jobs the plugin sealed are applied or shown; any other ends as ``seal-invalid``."""
+    kept: list[jobs.Job] = []
+    for job in pending:
+        if jobs.untrusted(paths, job, "stop"):
+            jobs.finish(paths, job["id"], now, jobs.NONE, "seal-invalid", force=True)
+        else:
+            kept.append(job)
+    return kept
+
+
 def _pending(job: jobs.Job) -> bool:
     """Ready and never shown: a proposal to ask about, or a notice of a write already made."""
     if job.get("status") != jobs.READY or job.get("prompted"):
@@ -142,7 +155,8 @@ def _direct(paths: DataPaths, store: MemoryStore, shown: list[jobs.Job],
                 log(paths, "side-apply-failed", id=job["id"], error=str(exc))
                 jobs.finish(paths, job["id"], now, jobs.NONE, str(exc), force=True)
                 continue
-        jobs.update_job(paths, job["id"], lambda j, n=notice: _mark_shown(j, now, n))
+        jobs.update_job(paths, job["id"], lambda j, n=notice: _mark_shown(j, now, n),
+                        trusted_only=True)
         lines.append(notice)
     if not lines:
         return None
@@ -177,13 +191,15 @@ def _confirm(paths: DataPaths, mine: list[jobs.Job], shown: list[jobs.Job], ask_
                 jobs.finish(paths, old["id"], now, jobs.NONE, "superseded", force=True)
     marked: list[jobs.Job] = []
     for job in proposals:
-        done = jobs.update_job(paths, job["id"], lambda j: _mark_prompted(j, now))
+        done = jobs.update_job(paths, job["id"], lambda j: _mark_prompted(j, now),
+                               trusted_only=True)
         if done is not None:
             marked.append(done)
     notice_lines: list[str] = []
     for job in notices:
         notice = str(job["notice"])
-        if jobs.update_job(paths, job["id"], lambda j, n=notice: _mark_shown(j, now, n)):
+        if jobs.update_job(paths, job["id"], lambda j, n=notice: _mark_shown(j, now, n),
+                           trusted_only=True):
             notice_lines.append(notice)
     if not marked:
         return direct_texts(notice_lines) if notice_lines else None
@@ -296,9 +312,27 @@ def confirm_pair_path(paths: DataPaths, agent: str, session_key: str) -> Path:
 def save_confirm_pair(paths: DataPaths, agent: str, session_key: str, user_text: str,
                       model_text: str) -> None:
     jobs.ensure_side_dir(paths)
+    pair: dict[str, str] = {"userText": user_text, "modelText": model_text}
+    secret = read_session_secret(paths)
+    if secret is not None:  # without it the pair is not trusted, and the text is rebuilt
+        pair[seal.MAC_FIELD] = seal.pair_mac(agent, session_key, user_text, model_text, secret)
     write_atomic(confirm_pair_path(paths, agent, session_key),
-                 json.dumps({"userText": user_text, "modelText": model_text},
-                            ensure_ascii=False) + "\n", mode=0o600)
+                 json.dumps(pair, ensure_ascii=False) + "\n", mode=0o600)
+
+
+def _sealed_pair(paths: DataPaths, agent: str, session_key: str, saved: object) -> str | None:
+    """The saved model text if the plugin wrote this pair for this host and session."""
+    if not isinstance(saved, dict):
+        return None
+    user_text, model_text = saved.get("userText"), saved.get("modelText")
+    mac, secret = saved.get(seal.MAC_FIELD), read_session_secret(paths)
+    if not isinstance(user_text, str) or not isinstance(model_text, str):
+        return None
+    if not isinstance(mac, str) or secret is None or not hmac.compare_digest(
+            mac, seal.pair_mac(agent, session_key, user_text, model_text, secret)):
+        log(paths, "side-confirm-pair-seal-invalid", agent=agent)
+        return None
+    return model_text
 
 
 def restore_cursor_prompt(paths: DataPaths, agent: str, session_key: str,
@@ -320,7 +354,9 @@ def restore_cursor_prompt(paths: DataPaths, agent: str, session_key: str,
         if isinstance(saved, dict) and str(saved.get("userText", "")).strip() == text:
             with contextlib.suppress(OSError):
                 os.unlink(path)
-            return str(saved.get("modelText") or "")
+            model_text = _sealed_pair(paths, agent, session_key, saved)
+            if model_text is not None:
+                return model_text
     lines = _result_lines(text)
     if lines:
         return direct_texts(lines)[1]

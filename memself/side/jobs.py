@@ -20,7 +20,8 @@ from typing import Any
 from memself.atomic import write_atomic
 from memself.logs import log
 from memself.paths import DataPaths
-from memself.side import runlock
+from memself.side import runlock, seal
+from memself.side.secrets import read_session_secret
 from memself.side.session_id import is_session_id
 from memself.timeutil import iso, local_midnight, parse_iso
 
@@ -133,7 +134,10 @@ def read_job(path: Path) -> Job | None:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    return data if isinstance(data, dict) and is_session_id(data.get("id")) else None
+    # A job copied under another file name is not a job: one id, one file.
+    if not isinstance(data, dict) or not is_session_id(data.get("id")) or data["id"] != path.stem:
+        return None
+    return data
 
 
 def load_job(paths: DataPaths, session_id: str) -> Job | None:
@@ -147,17 +151,37 @@ def save_job(paths: DataPaths, job: Job) -> None:
                  json.dumps(job, ensure_ascii=False, indent=2) + "\n", mode=0o600)
 
 
-def update_job(paths: DataPaths, session_id: str, change: Callable[[Job], bool]) -> Job | None:
+def update_job(paths: DataPaths, session_id: str, change: Callable[[Job], bool], *,
+               trusted_only: bool = False) -> Job | None:
     """Under the side lock: read the job, let ``change`` mutate it, save if it returns True.
 
-    Returns the job as saved, or ``None`` when it is missing or ``change`` declined.
+    Returns the job as saved, or ``None`` when it is missing, ``change`` declined, or
+    ``trusted_only`` is set and the job is not one the plugin sealed.
     """
     with side_lock(paths):
         job = load_job(paths, session_id)
-        if job is None or not change(job):
+        if job is None:
             return None
+        # Only a job the plugin sealed is sealed again: an update never launders a forged file.
+        secret = read_session_secret(paths)
+        authentic = seal.check_job(job, secret, session_id) == ""
+        if (trusted_only and not authentic) or not change(job):
+            return None
+        if authentic and secret is not None:
+            seal.seal_job(job, secret)
+        else:
+            job.pop(seal.MAC_FIELD, None)
         save_job(paths, job)
         return job
+
+
+def untrusted(paths: DataPaths, job: Job, where: str) -> bool:
+    """True, and logged, when ``job`` is not exactly what the plugin sealed: invented, edited,
+    re-armed or copied. Such a job is never applied or shown."""
+    problem = seal.check_job(job, read_session_secret(paths), str(job.get("id")))
+    if problem:
+        log(paths, "side-job-seal-invalid", id=job.get("id"), reason=problem, at=where)
+    return bool(problem)
 
 
 def finish(paths: DataPaths, session_id: str, now: datetime, status: str, reason: str = "",

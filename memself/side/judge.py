@@ -49,6 +49,9 @@ def run_job(job_file: Path, now_fn: Callable[[], datetime], nearest_fn: NearestF
     if job is None or job.get("status") != jobs.RUNNING:
         return None
     sid = job["id"]
+    if jobs.untrusted(paths, job, "judge"):
+        # Not created by the prompt hook: its prompt is nobody's to send anywhere.
+        return jobs.finish(paths, sid, now_fn(), jobs.NONE, "seal-invalid")
     api_key = ""
     try:
         if not config.sideApiBase or not config.sideApiModel:

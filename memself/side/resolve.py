@@ -2,7 +2,8 @@
 
 The caller (the host's model) only names a sessionID and a decision. The job must belong to this
 host, have been shown in a popup and not yet be answered; the decision must be one the popup
-offered; text, target and merged text come from the proposal. No config is read.
+offered; text, target and merged text come from the proposal; the job must carry the plugin's
+seal (``memself.side.seal``), so a forged, edited or re-armed file is refused. No config is read.
 """
 
 from __future__ import annotations
@@ -13,8 +14,9 @@ from datetime import datetime
 from memself.errors import MemselfError
 from memself.logs import log
 from memself.paths import DataPaths
-from memself.side import jobs
+from memself.side import jobs, seal
 from memself.side.apply import apply_proposal
+from memself.side.secrets import read_session_secret
 from memself.side.session_id import is_session_id
 from memself.store import MemoryStore
 from memself.timeutil import iso
@@ -24,6 +26,8 @@ MSG_INVALID = "sessionID 或 decision 无效，已拒绝处理。"
 MSG_NOT_FOUND = "未找到可处理的记忆分析会话，可能已处理、过期或不属于当前客户端。"
 MSG_MISMATCH = "decision 与本次记忆分析提供的选项不匹配，已拒绝处理。"
 MSG_DISCARDED = "本次记忆已不落成。"
+MSG_TAMPERED = ("这条记忆分析会话的文件没有通过插件的校验（不是插件生成的，或生成后被改动过），"
+                "已拒绝处理，也不会写入任何记忆。")
 
 
 class ResolveRejected(MemselfError):
@@ -58,8 +62,15 @@ def resolve(paths: DataPaths, store: MemoryStore, agent: str, session_id: str, d
     # The side lock is held across the store write so two resolves of one id apply once.
     with jobs.side_lock(paths):
         job = jobs.load_job(paths, session_id)
+        secret = read_session_secret(paths)
+        if job is not None and jobs.untrusted(paths, job, "resolve"):
+            if job.get("status") == jobs.READY:
+                job.pop(seal.MAC_FIELD, None)
+                job.update(status=jobs.NONE, reason="seal-invalid", finishedAt=iso(now))
+                jobs.save_job(paths, job)
+            raise ResolveRejected(MSG_TAMPERED)
         proposal = job.get("proposal") if job else None
-        if (job is None or job.get("agent") != agent or not job.get("prompted")
+        if (job is None or secret is None or job.get("agent") != agent or not job.get("prompted")
                 or job.get("applied") or job.get("status") != jobs.READY
                 or not isinstance(proposal, dict) or not proposal.get("text")):
             raise ResolveRejected(MSG_NOT_FOUND)
@@ -67,6 +78,7 @@ def resolve(paths: DataPaths, store: MemoryStore, agent: str, session_id: str, d
             raise ResolveRejected(MSG_MISMATCH)
         if decision == "discard":
             job.update(status=jobs.NONE, reason="user-skip", finishedAt=iso(now))
+            seal.seal_job(job, secret)
             jobs.save_job(paths, job)
             return MSG_DISCARDED
         if decision.startswith("create_"):
@@ -76,6 +88,7 @@ def resolve(paths: DataPaths, store: MemoryStore, agent: str, session_id: str, d
         notice = apply_proposal(store, proposal, action, group, now, resolve_style=True)
         job.update(status=jobs.NONE, applied=True, notice=notice, reason=decision,
                    finishedAt=iso(now))
+        seal.seal_job(job, secret)  # re-arming it (applied back to false) breaks the seal
         jobs.save_job(paths, job)
     log(paths, "side-resolved", id=session_id, decision=decision)
     return notice

@@ -49,6 +49,14 @@ def load_or_create_session_secret(paths: DataPaths) -> str:
     return value
 
 
+def read_session_secret(paths: DataPaths) -> str | None:
+    """The secret if the file holds a valid one, else ``None``; never creates or repairs it."""
+    try:
+        return _read_secret(paths.session_secret)
+    except (OSError, CorruptFile):
+        return None
+
+
 def _read_secret(target: Path) -> str:
     value = target.read_text(encoding="utf-8", errors="replace").strip()
     if not _SECRET_RE.match(value):

@@ -25,7 +25,13 @@ def prompt_hash(prompt: str) -> str:
 
 def session_id(agent: str, session_key: str, turn_id: str, prompt: str, secret: str) -> str:
     """``s_`` + hex HMAC; the key is the hex secret string's UTF-8 bytes, not its decoded bytes."""
-    material = "\0".join((agent, session_key, turn_id, prompt_hash(prompt), _VERSION))
+    return session_id_from_hash(agent, session_key, turn_id, prompt_hash(prompt), secret)
+
+
+def session_id_from_hash(agent: str, session_key: str, turn_id: str, prompt_sha256: str,
+                         secret: str) -> str:
+    """The same id from the prompt's hash: how a stored job's id is checked again later."""
+    material = "\0".join((agent, session_key, turn_id, prompt_sha256, _VERSION))
     digest = hmac.new(secret.encode("utf-8"), material.encode("utf-8"), hashlib.sha256)
     return "s_" + digest.hexdigest()
 

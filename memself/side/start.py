@@ -17,8 +17,9 @@ from memself import children
 from memself.config import Config
 from memself.logs import log
 from memself.paths import DataPaths
-from memself.side import jobs, runlock
+from memself.side import jobs, runlock, seal
 from memself.side.secrets import key_state, load_or_create_session_secret, read_key_file
+from memself.side.session_id import prompt_hash
 from memself.side.session_id import session_id as make_session_id
 from memself.textfilter import prepare_for_judge
 
@@ -140,6 +141,7 @@ def maybe_start_judge(paths: DataPaths, config: Config, agent: str, session_key:
         return sid  # a retry while this job's hook or judge is still running
     try:
         job = jobs.new_job(sid, agent, session_key, turn_id, safe_prompt, now)
+        seal.bind_prompt(job, prompt_hash(prompt), secret)
         if not jobs.create_job(paths, job):
             return sid  # a retry or a tombstone: the judge already ran or is running
         try:
