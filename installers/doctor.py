@@ -204,13 +204,36 @@ def check_judge(paths: DataPaths,
                                   f"只发往这个地址、不显示）真实请求成功，用时 {elapsed:.1f} 秒")
 
 
+def check_secrets(paths: DataPaths) -> Check:
+    """The local session secret: valid, not made yet, unusable, or replaced after being invalid."""
+    from memself.side.secrets import read_session_secret, session_secret_problem, set_aside_secrets
+
+    target = paths.session_secret
+    problem = session_secret_problem(paths)
+    if problem:
+        return Check("本地会话密钥", False,
+                     f"{target} {problem}（常见原因：写入时磁盘已满），记忆沉淀暂停",
+                     "腾出磁盘空间后正常提问即可：插件会把它另存为 session-secret.invalid-* "
+                     "并重新生成（之前未确认的记忆提案随之失效）")
+    aside = set_aside_secrets(paths)
+    if aside:
+        names = "、".join(p.name for p in aside)
+        return Check("本地会话密钥", True,
+                     f"曾经内容无效，已另存为 {names} 并重新生成；之前未确认的记忆提案已失效",
+                     f"不需要时可以删除 {names}")
+    if read_session_secret(paths) is None:
+        return Check("本地会话密钥", None, "还没有生成（第一次判别时自动生成）")
+    return Check("本地会话密钥", True, f"{target}（权限 600，不显示）")
+
+
 def run_checks(paths: DataPaths, home: Path, *, engine_wait_s: float = _ENGINE_WAIT_S,
                chat: Callable[..., str] | None = None) -> list[Check]:
     claude_bin = find_claude(home)
     checks = [check_install(paths)]
     checks += [check_host(name, home, claude_bin) for name in INSTALLERS]
     for check in (lambda: check_model(paths), lambda: check_engine(paths, engine_wait_s),
-                  lambda: check_runtime_dir(paths), lambda: check_judge(paths, chat)):
+                  lambda: check_runtime_dir(paths), lambda: check_judge(paths, chat),
+                  lambda: check_secrets(paths)):
         try:
             result = check()
         except Exception as exc:

@@ -268,7 +268,7 @@ def run_uninstall(only: str | None, dry_run: bool, echo: Echo, *, home: Path | N
     if only is None:
         _stop_engine_for_uninstall(paths, dry_run, echo)
         echo(f"{paths.root}：")
-        for name in _REMOVED_DATA:
+        for name in [*_REMOVED_DATA, *_leftover_secrets(paths)]:
             target = paths.root / name
             if not target.exists():
                 continue
@@ -283,6 +283,14 @@ def run_uninstall(only: str | None, dry_run: bool, echo: Echo, *, home: Path | N
     if not dry_run:
         echo("卸完后请重启各客户端，MCP 才会从已经打开的会话里消失。")
     return 1 if any(r.error for r in reports) else 0
+
+
+def _leftover_secrets(paths: DataPaths) -> list[str]:
+    """Invalid session secrets set aside after a full disk, and the lock of their replacement."""
+    from memself.side.secrets import set_aside_secrets
+
+    names = [p.name for p in set_aside_secrets(paths)]
+    return [*names, ".session-secret.lock"]
 
 
 def _stop_engine_for_uninstall(paths: DataPaths, dry_run: bool, echo: Echo) -> None:

@@ -39,3 +39,7 @@ class KeyEndpointMismatch(MemselfError):
 
 class KeyFileInvalid(MemselfError):
     """``side-secret.json`` exists but cannot be read or does not hold a usable key."""
+
+
+class SecretUnavailable(MemselfError):
+    """The local session secret is invalid and could not be replaced (full disk, read-only)."""

@@ -106,7 +106,7 @@ def prompt_submit(event: HookEvent, config: Config, now: datetime, paths: DataPa
     if verdict.skip_reason in _PLUGIN_TRAFFIC:
         return HookReply()
     deposition = deposition_state(paths, config)
-    if deposition == "on" and not verdict.skipped:
+    if deposition in ("on", "repaired") and not verdict.skipped:
         _start_judge(event, config, now, paths)
     block = ""
     if not verdict.skipped:

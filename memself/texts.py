@@ -70,9 +70,21 @@ DEPOSITION_KEY_INVALID = (
     "用户陈述偏好、规范或要求记住时，请如实告诉用户这句话不会被记下，"
     "并请用户在终端运行 memself key set 重新输入 apiKey（memself doctor 会说明文件哪里不对）。"
 )
+DEPOSITION_SECRET_BROKEN = (
+    "记忆沉淀已暂停：memory-self-evolution 插件的本地会话密钥 session-secret 无效，也无法重新生成"
+    "（可能磁盘已满或数据目录不可写），已有记忆照常注入和召回，但不会记下新内容。"
+    "用户陈述偏好、规范或要求记住时，请如实告诉用户这句话不会被记下，"
+    "并请用户腾出磁盘空间或检查数据目录的权限，然后运行 memself doctor 确认；之后的提问会自动恢复。"
+)
+SECRET_REPAIRED = (
+    "注意：memory-self-evolution 插件的本地会话密钥 session-secret 内容无效（可能是上次写入时磁盘已满），"
+    "已把它另存为 session-secret.invalid-* 并重新生成，记忆沉淀照常进行；之前等待确认的记忆提案随之失效。"
+    "请用一句话把这件事告诉用户，详情可以运行 memself doctor 查看。"
+)
 _DEPOSITION_NOTICES = {"off": DEPOSITION_OFF, "legacy": DEPOSITION_OFF_LEGACY,
                        "paused-endpoint": DEPOSITION_PAUSED_ENDPOINT,
-                       "key-invalid": DEPOSITION_KEY_INVALID}
+                       "key-invalid": DEPOSITION_KEY_INVALID,
+                       "secret-broken": DEPOSITION_SECRET_BROKEN}
 
 RECALL_HEADER = "# 与本轮输入相关的长期记忆（自动召回）"
 RECALL_FOOTER = "以上为系统按相关性自动召回：规则需要遵守，项目事实供本轮参考。"
@@ -90,13 +102,15 @@ def boundary(plugin_scoped: bool, deposition: str) -> str:
     (``memself.side.start.deposition_status``)."""
     if deposition in _DEPOSITION_NOTICES:
         return _DEPOSITION_NOTICES[deposition]
-    return BOUNDARY_PLUGIN_SCOPED if plugin_scoped else BOUNDARY
+    text = BOUNDARY_PLUGIN_SCOPED if plugin_scoped else BOUNDARY
+    return f"{text}\n\n{SECRET_REPAIRED}" if deposition == "repaired" else text
 
 
 def reminder(plugin_scoped: bool, deposition: str) -> str:
     if deposition in _DEPOSITION_NOTICES:
         return _DEPOSITION_NOTICES[deposition]
-    return REMINDER_PLUGIN_SCOPED if plugin_scoped else REMINDER
+    text = REMINDER_PLUGIN_SCOPED if plugin_scoped else REMINDER
+    return f"{text}\n\n{SECRET_REPAIRED}" if deposition == "repaired" else text
 
 
 def session_start(rules: Sequence[Memory], plugin_scoped: bool, deposition: str,

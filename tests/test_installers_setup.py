@@ -251,7 +251,8 @@ def test_uninstall_removes_ours_and_config_but_keeps_memories(isolated_home: Pat
     paths.ensure()
     kept = ["rule.jsonl", "project.jsonl", "trash.jsonl", "memories.html", "decay-state.json",
             "verify-cases.json"]
-    for name in [*kept, "config.json", "side-secret.json", "session-secret"]:
+    for name in [*kept, "config.json", "side-secret.json", "session-secret",
+                 "session-secret.invalid-0a1b2c3d", ".session-secret.lock"]:
         (paths.root / name).write_text("{}\n")
     (paths.side_dir / "jobs").mkdir(parents=True)
     assert setup(home, SetupOptions())[0] == 0

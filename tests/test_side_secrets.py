@@ -10,15 +10,19 @@ import threading
 
 import pytest
 
-from memself.errors import CorruptFile, KeyEndpointMismatch, KeyFileInvalid
+from memself.errors import KeyEndpointMismatch, KeyFileInvalid
 from memself.paths import DataPaths
 from memself.side.secrets import (
+    ensure_session_secret,
     key_for_endpoint,
     key_state,
     load_or_create_session_secret,
     read_api_key,
     read_key_file,
+    read_session_secret,
     same_base,
+    session_secret_problem,
+    set_aside_secrets,
     shown_base,
     write_api_key,
 )
@@ -58,13 +62,20 @@ def test_secret_race_gives_one_value() -> None:
     assert len(set(results)) == 1 and len(results) == 8
 
 
-def test_invalid_secret_is_an_error_not_replaced() -> None:
+def test_invalid_secret_is_set_aside_and_replaced() -> None:
     paths = DataPaths.default()
     paths.ensure()
     paths.session_secret.write_text("not-a-secret\n")
-    with pytest.raises(CorruptFile):
-        load_or_create_session_secret(paths)
-    assert paths.session_secret.read_text() == "not-a-secret\n"
+    assert read_session_secret(paths) is None
+    assert session_secret_problem(paths) == "内容不是 64 位小写十六进制"
+    value, aside = ensure_session_secret(paths)
+    assert aside is not None and aside.read_text() == "not-a-secret\n"
+    assert set_aside_secrets(paths) == [aside]
+    assert paths.session_secret.read_text() == value + "\n" and read_session_secret(paths) == value
+    assert stat.S_IMODE(paths.session_secret.stat().st_mode) == 0o600
+    assert ensure_session_secret(paths) == (value, None)
+    log = paths.log_file.read_text()
+    assert "session-secret-invalid" in log and value not in log
 
 
 def test_api_key_roundtrip_mode_600() -> None:

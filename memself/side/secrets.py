@@ -9,11 +9,13 @@ import contextlib
 import json
 import os
 import re
+import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from memself.atomic import write_atomic
-from memself.errors import CorruptFile, InvalidInput, KeyEndpointMismatch, KeyFileInvalid
+from memself.errors import InvalidInput, KeyEndpointMismatch, KeyFileInvalid, SecretUnavailable
 from memself.logs import log
 from memself.paths import DataPaths
 
@@ -21,56 +23,196 @@ _SECRET_RE = re.compile(r"^[a-f0-9]{64}$")
 # The endpoint the API key was entered for; the original reads only ``apiKey`` and ignores it.
 BOUND_FIELD = "boundApiBase"
 _COMPLETIONS = "/chat/completions"
+_ASIDE_PREFIX = "session-secret.invalid-"
+_LOCK_NAME = ".session-secret.lock"
+# An empty secret file younger than this may still be another writer's exclusive create.
+_EMPTY_GRACE_S = 2.0
+_EMPTY_WAIT_STEPS = 50
 
 
 def load_or_create_session_secret(paths: DataPaths) -> str:
-    """The 64-hex local HMAC secret; created exclusively with mode 600 on first use (§4.2).
+    """The 64-hex local HMAC secret (§4.2), created on first use; see ``ensure_session_secret``."""
+    return ensure_session_secret(paths)[0]
 
-    Two hooks racing on the first use both end with the same secret: the loser of the exclusive
-    create re-reads the winner's file. A file that exists but does not hold a valid secret is an
-    error, never silently replaced, since that would orphan every pending sessionID.
+
+def ensure_session_secret(paths: DataPaths) -> tuple[str, Path | None]:
+    """The secret, and where an invalid one was set aside if this call replaced it (else None).
+
+    Created atomically: the value is written to a temp file and fsynced, then hard-linked into
+    place, so no reader ever sees a short file and racing first uses end with the one secret
+    whose link won. A file that does not hold a valid secret (0 bytes after a full disk,
+    garbage) is renamed aside, never deleted, and replaced; a replacement that cannot be written
+    leaves everything as it was and raises ``SecretUnavailable``. Pending proposals sealed with
+    the old secret are no longer trusted, which is the point: nobody can vouch for them.
     """
     target = paths.session_secret
-    try:
-        return _read_secret_waiting(target)
-    except FileNotFoundError:
-        pass
+    state, value = _secret_state(target, wait=True)
+    if state == "ok":
+        return value, None
     paths.ensure()
-    value = os.urandom(32).hex()  # what secrets.token_hex does, without its imports
-    try:
-        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        return _read_secret_waiting(target)
-    try:
-        os.write(fd, (value + "\n").encode("ascii"))  # one write: readers see 0 or 65 bytes
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    return value
+    if state == "missing":
+        fresh = os.urandom(32).hex()  # what secrets.token_hex does, without its imports
+        tmp = _write_temp_secret(target, fresh)
+        try:
+            placed = _link_into_place(tmp, target, fresh)
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+        if placed is not None:
+            return placed, None
+    return _replace_invalid(paths)
 
 
 def read_session_secret(paths: DataPaths) -> str | None:
     """The secret if the file holds a valid one, else ``None``; never creates or repairs it."""
+    state, value = _secret_state(paths.session_secret)
+    return value if state == "ok" else None
+
+
+def session_secret_problem(paths: DataPaths) -> str:
+    """Why the secret file is unusable ("" when it is valid or not created yet)."""
+    state, value = _secret_state(paths.session_secret)
+    return value if state == "invalid" else ""
+
+
+def set_aside_secrets(paths: DataPaths) -> list[Path]:
+    """Invalid secrets that were renamed aside, oldest first."""
     try:
-        return _read_secret(paths.session_secret)
-    except (OSError, CorruptFile):
-        return None
+        found = list(paths.root.glob(_ASIDE_PREFIX + "*"))
+    except OSError:
+        return []
+    return sorted(found, key=lambda p: p.stat().st_mtime if p.exists() else 0.0)
 
 
-def _read_secret(target: Path) -> str:
-    value = target.read_text(encoding="utf-8", errors="replace").strip()
-    if not _SECRET_RE.match(value):
-        raise CorruptFile(f"本地会话密钥 {target} 内容无效，需要 64 位小写十六进制")
+def _secret_state(target: Path, wait: bool = False) -> tuple[str, str]:
+    """("ok", secret), ("missing", "") or ("invalid", why)."""
+    for _attempt in range(_EMPTY_WAIT_STEPS if wait else 1):
+        try:
+            raw = target.read_bytes()
+        except FileNotFoundError:
+            return "missing", ""
+        except OSError as exc:
+            return "invalid", f"无法读取（{exc.strerror or type(exc).__name__}）"
+        value = raw.decode("utf-8", errors="replace").strip()
+        if _SECRET_RE.match(value):
+            return "ok", value
+        if raw or not wait or not _just_created(target):
+            break
+        # A fresh empty file may be an older writer's exclusive create in progress.
+        time.sleep(0.01)
+    return "invalid", "是空文件" if not raw.strip() else "内容不是 64 位小写十六进制"
+
+
+def _just_created(target: Path) -> bool:
+    try:
+        return time.time() - target.stat().st_mtime < _EMPTY_GRACE_S
+    except OSError:
+        return False
+
+
+def _write_temp_secret(target: Path, value: str) -> Path:
+    """The new secret in a temp file beside ``target``, on disk (fsynced) before anyone sees it."""
+    fd, name = tempfile.mkstemp(prefix=f".{target.name}.tmp.", dir=target.parent)
+    try:
+        os.fchmod(fd, 0o600)
+        os.write(fd, (value + "\n").encode("ascii"))
+        os.fsync(fd)
+    except OSError as exc:
+        os.close(fd)
+        with contextlib.suppress(OSError):
+            os.unlink(name)
+        raise SecretUnavailable(f"无法写入本地会话密钥 {target}（{exc.strerror or exc}）") from exc
+    os.close(fd)
+    return Path(name)
+
+
+def _link_into_place(tmp: Path, target: Path, value: str) -> str | None:
+    """Put ``tmp`` at ``target`` unless a file is already there; the secret now in place, or
+    None when what is in place is not valid."""
+    try:
+        os.link(tmp, target)
+    except FileExistsError:
+        state, other = _secret_state(target, wait=True)
+        return other if state == "ok" else None
+    except OSError as exc:
+        try:  # filesystems without hard links: an exclusive create of the finished content
+            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            state, other = _secret_state(target, wait=True)
+            return other if state == "ok" else None
+        except OSError:
+            raise SecretUnavailable(f"无法写入本地会话密钥 {target}（{exc.strerror or exc}）") from exc
+        try:
+            os.write(fd, (value + "\n").encode("ascii"))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    _fsync_dir(target.parent)
     return value
 
 
-def _read_secret_waiting(target: Path) -> str:
-    # An empty file is another process's exclusive create in progress: give it a moment.
-    for _ in range(50):
-        if target.stat().st_size > 0:
-            break
-        time.sleep(0.01)
-    return _read_secret(target)
+def _replace_invalid(paths: DataPaths) -> tuple[str, Path | None]:
+    """Set an invalid secret aside and put a new one in its place, one process at a time: a
+    second process must not move the new secret aside as if it were the old one."""
+    target = paths.session_secret
+    with _secret_lock(paths):
+        state, problem = _secret_state(target, wait=True)
+        if state == "ok":
+            return problem, None  # another process has just replaced it
+        fresh = os.urandom(32).hex()
+        tmp = _write_temp_secret(target, fresh)  # a full disk stops here, before anything moves
+        try:
+            aside = None
+            if state == "invalid":
+                aside = target.with_name(_ASIDE_PREFIX + os.urandom(4).hex())
+                try:
+                    os.rename(target, aside)
+                except FileNotFoundError:
+                    aside = None
+                except OSError as exc:
+                    raise SecretUnavailable(
+                        f"本地会话密钥 {target} 内容无效，且无法另存（{exc.strerror or exc}）") from exc
+                else:
+                    log(paths, "session-secret-invalid", problem=problem, moved_to=aside.name)
+            placed = _link_into_place(tmp, target, fresh)
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+        if placed is None:
+            raise SecretUnavailable(f"本地会话密钥 {target} 内容无效")
+        return placed, aside
+
+
+@contextlib.contextmanager
+def _secret_lock(paths: DataPaths) -> Iterator[None]:
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not a supported platform for hooks
+        yield
+        return
+    try:
+        fd = os.open(paths.root / _LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError as exc:
+        raise SecretUnavailable(f"无法锁定本地会话密钥（{exc.strerror or exc}）") from exc
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _fsync_dir(folder: Path) -> None:
+    # The link is durable only once the directory entry is flushed too.
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 class KeyFile:

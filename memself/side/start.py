@@ -15,10 +15,16 @@ from pathlib import Path
 
 from memself import children
 from memself.config import Config
+from memself.errors import MemselfError
 from memself.logs import log
 from memself.paths import DataPaths
 from memself.side import jobs, runlock, seal
-from memself.side.secrets import key_state, load_or_create_session_secret, read_key_file
+from memself.side.secrets import (
+    ensure_session_secret,
+    key_state,
+    load_or_create_session_secret,
+    read_key_file,
+)
 from memself.side.session_id import prompt_hash
 from memself.side.session_id import session_id as make_session_id
 from memself.textfilter import prepare_for_judge
@@ -26,15 +32,18 @@ from memself.textfilter import prepare_for_judge
 # (job file, run-lock descriptor): the spawned judge must hold that descriptor while it runs.
 Spawner = Callable[[Path, int], object]
 NO_SESSION_MESSAGE = "旁路分析缺少稳定会话 ID，已跳过"
+LEARNING = ("on", "repaired")  # the deposition states in which the judge runs
 
 
 def deposition_status(paths: DataPaths, config: Config) -> str:
     """What the hooks tell the model about learning (§4.1), one of:
 
-    "on"; "off" (disabled or the API triple incomplete); "legacy" (the removed blocking mode);
-    "key-invalid" (``side-secret.json`` exists but is unusable); "paused-endpoint" (the configured
-    endpoint is not the one the key was entered for: nothing is sent until the user enters the
-    key again).
+    "on"; "repaired" (on, and an invalid ``session-secret`` was just set aside and replaced:
+    say so once); "off" (disabled or the API triple incomplete); "legacy" (the removed blocking
+    mode); "key-invalid" (``side-secret.json`` exists but is unusable); "paused-endpoint" (the
+    configured endpoint is not the one the key was entered for: nothing is sent until the user
+    enters the key again); "secret-broken" (no valid ``session-secret`` can be written, e.g. a
+    full disk).
     """
     if not config.enabled:
         return "off"
@@ -50,13 +59,18 @@ def deposition_status(paths: DataPaths, config: Config) -> str:
         return "key-invalid"
     if state == "mismatch":
         return "paused-endpoint"
-    return "on"
+    try:
+        _, set_aside = ensure_session_secret(paths)
+    except (MemselfError, OSError) as exc:
+        log(paths, "session-secret-unavailable", error=str(exc))
+        return "secret-broken"
+    return "repaired" if set_aside is not None else "on"
 
 
 def deposition_configured(paths: DataPaths, config: Config) -> bool:
     """Enabled, not the legacy blocking mode, the API triple complete and the key usable for the
     configured endpoint."""
-    return deposition_status(paths, config) == "on"
+    return deposition_status(paths, config) in LEARNING
 
 
 def legacy_blocking(config: Config) -> bool:
