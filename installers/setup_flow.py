@@ -244,6 +244,12 @@ def _footer(hosts: Sequence[str], reports: Sequence[HostReport], paths: DataPath
     elif state in ("paused-endpoint", "key-invalid"):
         echo("旁路判别已暂停：apiKey 不能用于当前的 sideApiBase（memself key status 查看原因），"
              "运行 memself key set 重新输入 apiKey 后恢复。")
+    elif state == "repaired":
+        echo(f"本地会话密钥 {paths.session_secret} 内容无效，已另存为 session-secret.invalid-* "
+             "并重新生成；之前未确认的记忆提案已失效。")
+    elif state == "secret-broken":
+        echo(f"旁路判别已暂停：无法写入本地会话密钥 {paths.session_secret}（磁盘已满或目录不可写？），"
+             "腾出空间后运行 memself doctor 确认。")
 
 
 # ---- uninstall
