@@ -65,8 +65,21 @@ def test_interactive_setup_in_a_terminal(isolated_home: Path, model_cache: Path)
     assert json.loads(paths.config.read_text()) == {
         "model": "multilingual-e5-small", "confirm": False,
         "sideApiBase": "https://judge.example/v1", "sideApiModel": "judge-m"}
-    assert json.loads(paths.side_secret.read_text()) == {"apiKey": KEY}
+    assert json.loads(paths.side_secret.read_text()) == {
+        "apiKey": KEY, "boundApiBase": "https://judge.example/v1"}
     assert stat.S_IMODE(paths.side_secret.stat().st_mode) == 0o600
     settings = json.loads((home / ".claude/settings.json").read_text())
     assert settings["permissions"]["allow"] == ["mcp__memory-self-evolution__memory_resolve"]
     assert "向量模型就绪：multilingual-e5-small" in output
+
+
+def test_key_set_reads_a_hidden_prompt(isolated_home: Path) -> None:
+    paths = DataPaths.default()
+    paths.ensure()
+    paths.config.write_text('{"sideApiBase": "https://judge.example/v1"}\n')
+    memself = Path(os.environ.get("VIRTUAL_ENV", Path(__file__).parents[1] / ".venv")) / "bin"
+    code, output = drive([str(memself / "memself"), "key", "set"], [("apiKey", KEY)], timeout=60)
+    assert code == 0, output
+    assert KEY not in output and "只会发往 https://judge.example/v1" in output
+    assert json.loads(paths.side_secret.read_text()) == {
+        "apiKey": KEY, "boundApiBase": "https://judge.example/v1"}
