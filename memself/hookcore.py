@@ -105,8 +105,10 @@ def prompt_submit(event: HookEvent, config: Config, now: datetime, paths: DataPa
     verdict = classify_input(event.prompt)
     if verdict.skip_reason in _PLUGIN_TRAFFIC:
         return HookReply()
+    from memself.side.start import LEARNING
+
     deposition = deposition_state(paths, config)
-    if deposition in ("on", "repaired") and not verdict.skipped:
+    if deposition in LEARNING and not verdict.skipped:
         _start_judge(event, config, now, paths)
     block = ""
     if not verdict.skipped:
