@@ -63,6 +63,32 @@ def check_host(name: str, home: Path, claude_bin: str | None) -> Check:
     return Check(installer.label, False, f"未注册或指向旧的路径：{missing}", fix)
 
 
+def check_data(paths: DataPaths) -> Check:
+    """The memory files read whole, the write lock is usable, no interrupted write is pending."""
+    from memself.journal import intent_path
+    from memself.lock import lock_problem
+    from memself.store import MemoryStore
+
+    problem = lock_problem(paths.lock_dir)
+    if problem:
+        return Check("记忆数据", False, problem, f"确认没有 memself 或原插件在运行后：rm -r {paths.lock_dir}")
+    if not paths.root.is_dir():
+        return Check("记忆数据", True, "还没有记忆文件（第一次写入时创建）")
+    try:
+        bad = MemoryStore(paths).quarantined()
+    except MemselfError as exc:
+        return Check("记忆数据", False, str(exc), f"检查 {paths.root} 的权限")
+    if bad:
+        shown = "；".join(f"{name} 第 {line.line_no} 行（{line.reason}）" for name, line in bad[:5])
+        more = f"等 {len(bad)} 行" if len(bad) > 5 else ""
+        paused = "；每日衰减在修好之前暂停" if any(n != paths.trash.name for n, _ in bad) else ""
+        return Check("记忆数据", False,
+                     f"{shown}{more}无法读取，已隔离：原样保留在文件里，其余记忆照常注入和召回{paused}",
+                     f"用编辑器打开 {paths.root} 里的这些文件，修好或删掉这几行（memself list 也会列出）")
+    pending = " 有一次被中断的写入待完成，下次写入时自动补完；" if intent_path(paths).exists() else ""
+    return Check("记忆数据", True, f"{pending}rule.jsonl、project.jsonl、trash.jsonl 都能完整读取，写锁可用")
+
+
 def check_model(paths: DataPaths) -> Check:
     from memself.config import load_config
     from memself.installers.model_prep import is_cached
@@ -231,9 +257,9 @@ def run_checks(paths: DataPaths, home: Path, *, engine_wait_s: float = _ENGINE_W
     claude_bin = find_claude(home)
     checks = [check_install(paths)]
     checks += [check_host(name, home, claude_bin) for name in INSTALLERS]
-    for check in (lambda: check_model(paths), lambda: check_engine(paths, engine_wait_s),
-                  lambda: check_runtime_dir(paths), lambda: check_judge(paths, chat),
-                  lambda: check_secrets(paths)):
+    for check in (lambda: check_data(paths), lambda: check_model(paths),
+                  lambda: check_engine(paths, engine_wait_s), lambda: check_runtime_dir(paths),
+                  lambda: check_judge(paths, chat), lambda: check_secrets(paths)):
         try:
             result = check()
         except Exception as exc:

@@ -1,4 +1,10 @@
-"""Atomic file replacement: a reader sees the old file or the new one, never half of either."""
+"""Atomic file replacement: a reader sees the old file or the new one, never half of either.
+
+A path that is a symlink (a user's sync folder, a dotfile manager) is written through: the new
+content is staged in the *target's* folder and renamed over the target, so the link stays a link
+and the rename stays atomic. Temp files are named ``.<name>.tmp.<pid>.<random>`` so a later
+writer can tell a killed writer's leftover (dead pid) from a live one's.
+"""
 
 from __future__ import annotations
 
@@ -7,30 +13,81 @@ import os
 import tempfile
 from pathlib import Path
 
+from memself.errors import WriteFailed
 
-def write_atomic(path: Path, data: str | bytes, mode: int = 0o600) -> None:
-    """Write to a temp file in the same folder, fsync it, rename it over ``path``, fsync the folder.
+TMP_MARK = ".tmp."
 
-    On any failure (full disk, read-only folder) the temp file is removed and the old file stays.
+
+def real_target(path: Path) -> Path:
+    """The file a write to ``path`` replaces: ``path`` itself, or the end of its symlink chain."""
+    if not path.is_symlink():
+        return path
+    target = Path(os.path.realpath(path))
+    if target.is_symlink():  # realpath stops inside a loop
+        raise WriteFailed(f"{path} 是符号链接，但它指向自己或形成了循环，无法写入：请把它换成普通文件或"
+                          "指向一个真实的文件")
+    return target
+
+
+def temp_prefix(target: Path) -> str:
+    return f".{target.name}{TMP_MARK}{os.getpid()}."
+
+
+def stage(path: Path, data: str | bytes, mode: int = 0o600) -> tuple[Path, Path]:
+    """Write ``data`` to a temp file beside ``path``'s real target and fsync it.
+
+    Returns ``(staged, target)``; the caller renames one over the other (or removes the staged
+    file). On failure nothing is left behind.
     """
     payload = data.encode("utf-8") if isinstance(data, str) else data
-    folder = path.parent
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.tmp.{os.getpid()}.", dir=folder)
+    target = real_target(path)
+    try:
+        fd, tmp_name = tempfile.mkstemp(prefix=temp_prefix(target), dir=target.parent)
+    except OSError as exc:
+        raise _through_link_error(path, target, exc) from exc
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(payload)
             handle.flush()
             os.fsync(handle.fileno())
         os.chmod(tmp_name, mode)
-        os.replace(tmp_name, path)
-    except BaseException:
+    except BaseException as exc:
         with contextlib.suppress(OSError):
             os.unlink(tmp_name)
+        if isinstance(exc, OSError):
+            raise _through_link_error(path, target, exc) from exc
         raise
-    _fsync_dir(folder)
+    return Path(tmp_name), target
 
 
-def _fsync_dir(folder: Path) -> None:
+def write_atomic(path: Path, data: str | bytes, mode: int = 0o600) -> None:
+    """Write to a temp file in the same folder, fsync it, rename it over ``path``, fsync the folder.
+
+    On any failure (full disk, read-only folder) the temp file is removed and the old file stays.
+    A symlinked ``path`` is written through to its target; the link is never replaced.
+    """
+    staged, target = stage(path, data, mode)
+    try:
+        os.replace(staged, target)
+    except BaseException as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(staged)
+        if isinstance(exc, OSError):
+            raise _through_link_error(path, target, exc) from exc
+        raise
+    fsync_dir(target.parent)
+
+
+def _through_link_error(path: Path, target: Path, exc: OSError) -> OSError | WriteFailed:
+    """A plain OSError for an ordinary file (callers word it); a clear refusal through a link."""
+    if target == path:
+        return exc
+    return WriteFailed(f"{path} 是指向 {target} 的符号链接，但无法在 {target.parent} 里写入"
+                       f"（{exc.strerror or exc}），链接和原文件都没有改动：请让该文件夹可写，"
+                       "或把链接换成普通文件")
+
+
+def fsync_dir(folder: Path) -> None:
     # The rename is durable only once the directory entry is flushed too.
     try:
         fd = os.open(folder, os.O_RDONLY)

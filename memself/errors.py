@@ -43,3 +43,11 @@ class KeyFileInvalid(MemselfError):
 
 class SecretUnavailable(MemselfError):
     """The local session secret is invalid and could not be replaced (full disk, read-only)."""
+
+
+class LockBroken(MemselfError):
+    """The lock path is something no lock protocol can clear (a file, a folder of foreign files)."""
+
+
+class LockLost(MemselfError):
+    """Another program took the write lock, or changed a file, while we held it: nothing written."""

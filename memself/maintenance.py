@@ -1,9 +1,11 @@
 """The daily maintenance, run by the first session start of the local day (shared across processes).
 
-It decays idle memories once, clamps legacy confidences, purges old trash and finishes zombie
-judge jobs. It refuses to rewrite a group file it could not fully read, and marks the day done
-only after everything is written, so a failed run is retried by the next session without
-deducting twice (a deducted memory already carries a fresh ``lastSeen``).
+It decays idle memories once, clamps legacy confidences, purges old trash, clears crash
+leftovers and finishes zombie judge jobs. Like the original it refuses to rewrite the group
+files while one holds a quarantined line (the user sees why in ``list`` and ``doctor``), and
+marks the day done only after everything is written, so a failed run is retried by the next
+session without deducting twice (a deducted memory already carries a fresh ``lastSeen``).
+Each file is replaced on its own: none of these changes moves a memory between files.
 """
 
 from __future__ import annotations
@@ -15,11 +17,11 @@ from datetime import datetime, timedelta
 from memself import confidence
 from memself.atomic import write_atomic
 from memself.errors import CorruptFile
-from memself.lock import write_lock
+from memself.lock import LockHandle, write_lock
 from memself.logs import log
 from memself.paths import DataPaths
-from memself.records import GROUPS, sort_memories
-from memself.store import TRASH_KEEP_DAYS, MemoryStore, TrashEntry, render_lines
+from memself.records import sort_memories
+from memself.store import TRASH_KEEP_DAYS, MemoryStore, TrashFile, WriteSession, render_lines
 from memself.timeutil import iso, local_day, parse_iso
 
 
@@ -50,10 +52,11 @@ def run_daily_maintenance(
     if ran_today(paths, now):
         return None
     store = MemoryStore(paths)
-    with write_lock(paths):
+    with write_lock(paths) as lock:
         if ran_today(paths, now):
             return None
-        result = _maintain(store, decay_days, now)
+        store.prepare_write(deep=True)
+        result = _maintain(store, lock, decay_days, now)
         write_atomic(paths.decay_state, json.dumps(
             {"lastRunDate": local_day(now), "lastRunAt": iso(now)}, ensure_ascii=False) + "\n")
     log(paths, "每日衰减完成", decayed=result.decayed, deprecated=result.newly_deprecated,
@@ -62,19 +65,18 @@ def run_daily_maintenance(
     return result
 
 
-def _maintain(store: MemoryStore, decay_days: int, now: datetime) -> MaintenanceResult:
+def _maintain(store: MemoryStore, lock: LockHandle, decay_days: int,
+              now: datetime) -> MaintenanceResult:
     paths = store.paths
     decayed = deprecated = clamped = 0
     changed_groups = []
-    loaded = {}
-    for group in GROUPS:
-        group_file = store.load_group(group)
+    session = WriteSession(store, lock)
+    for group, group_file in session.groups.items():
         if group_file.bad_lines:
             first = group_file.bad_lines[0]
             raise CorruptFile(f"{group}.jsonl 第 {first.line_no} 行无法读取（{first.reason}），"
                               "每日维护未改动任何文件")
-        loaded[group] = group_file
-    for group, group_file in loaded.items():
+    for group, group_file in session.groups.items():
         dirty = False
         for memory in group_file.memories:
             was_deprecated = memory.deprecated
@@ -95,22 +97,30 @@ def _maintain(store: MemoryStore, decay_days: int, now: datetime) -> Maintenance
                 dirty = True
         if dirty:
             changed_groups.append(group)
-    trash = store.trash_entries()
-    purged = _purge_trash(store, trash, now)
+    session.load_trash()
+    trash = session.trash_file
+    assert trash is not None
+    purged = _purge_trash(session, trash, now)
     for group in changed_groups:
-        records = [m.to_json() for m in sort_memories(loaded[group].memories)]
-        write_atomic(paths.group_file(group), render_lines(records))
+        group_file = session.groups[group]
+        path = paths.group_file(group)
+        session.check_still_ours([(path, group_file.stamp)])
+        records = [m.to_json() for m in sort_memories(group_file.memories)]
+        write_atomic(path, render_lines(records))
     if changed_groups or purged:
-        store._refresh_snapshot({g: gf.memories for g, gf in loaded.items()}, now)
+        store._refresh_snapshot({g: gf.memories for g, gf in session.groups.items()}, now)
     return MaintenanceResult(decayed, deprecated, clamped, purged)
 
 
-def _purge_trash(store: MemoryStore, trash: list[TrashEntry], now: datetime) -> int:
+def _purge_trash(session: WriteSession, trash: TrashFile, now: datetime) -> int:
     limit = now - timedelta(days=TRASH_KEEP_DAYS)
-    keep = [e for e in trash if (parse_iso(e.deleted_at) or now) >= limit]
-    if len(keep) != len(trash):
-        write_atomic(store.paths.trash, render_lines(e.to_json() for e in keep))
-    return len(trash) - len(keep)
+    keep = [e for e in trash.entries if (parse_iso(e.deleted_at) or now) >= limit]
+    if len(keep) != len(trash.entries):
+        path = session.store.paths.trash
+        session.check_still_ours([(path, trash.stamp)])
+        # Quarantined trash lines are kept as they are, like in every other rewrite.
+        write_atomic(path, render_lines((e.to_json() for e in keep), trash.bad_lines))
+    return len(trash.entries) - len(keep)
 
 
 def _cleanup_side_jobs(paths: DataPaths, now: datetime) -> None:

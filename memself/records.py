@@ -8,6 +8,7 @@ dropped on read and therefore on the next rewrite.
 
 from __future__ import annotations
 
+import math
 import random
 import string
 from dataclasses import dataclass, field
@@ -27,8 +28,43 @@ _BASE36 = string.digits + string.ascii_lowercase
 
 
 def round_conf(value: float) -> float:
-    """Round like the original (``round(x * 1e10) / 1e10``) so 0.45 - 0.05 is exactly 0.4."""
-    return round(value * 1e10) / 1e10
+    """Round like the original (``round(x * 1e10) / 1e10``) so 0.45 - 0.05 is exactly 0.4.
+
+    Never raises: a value the rounding cannot take (NaN, infinite, beyond ~1e298) comes back as
+    it is. The store quarantines records carrying such values, so none reaches a write.
+    """
+    try:
+        return round(value * 1e10) / 1e10
+    except (OverflowError, ValueError, TypeError):
+        return value
+
+
+def number_problem(name: str, value: object) -> str:
+    """Why a numeric field cannot be used (Chinese, for the user), or "" when it can."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return ""
+    try:
+        number = float(value)
+    except OverflowError:
+        return f"{name}超出范围"
+    if math.isnan(number):
+        return f"{name}不是数（NaN）"
+    if math.isinf(number):
+        return f"{name}是无穷大"
+    if math.isinf(number * 1e10):
+        return f"{name} {number:g} 超出范围"
+    return ""
+
+
+def record_problem(raw: object) -> str:
+    """Why a parsed line is not a usable memory record, or "" when it is."""
+    if not isinstance(raw, dict):
+        return "缺少 id 或 text"
+    text = raw.get("text")
+    if not isinstance(text, str) or not text.strip() or not isinstance(raw.get("id"), str):
+        return "缺少 id 或 text"
+    return number_problem("置信度", raw.get("confidence")) or number_problem(
+        "gainToday", raw.get("gainToday"))
 
 
 def _base36(number: int) -> str:
@@ -109,8 +145,7 @@ class Memory:
         if category not in GROUPS:
             category = file_group if file_group in GROUPS else "rule"
         conf = raw.get("confidence")
-        confidence = float(conf) if isinstance(conf, (int, float)) and not isinstance(
-            conf, bool) and conf == conf else 0.5
+        confidence = _number(conf, 0.5)
         gain = raw.get("gainToday")
         extra = {k: v for k, v in raw.items() if k not in _KNOWN and k not in _DROPPED}
         return cls(
@@ -119,8 +154,7 @@ class Memory:
             firstSeen=_str(raw.get("firstSeen")), lastSeen=_str(raw.get("lastSeen")),
             deprecated=raw.get("deprecated") is True, createdAt=_str(raw.get("createdAt")),
             gainDay=_str(raw.get("gainDay")),
-            gainToday=float(gain) if isinstance(gain, (int, float)) and not isinstance(
-                gain, bool) else 0.0,
+            gainToday=_number(gain, 0.0),
             extra=extra,
         )
 
@@ -140,6 +174,14 @@ class Memory:
 
 def _str(value: object) -> str:
     return value if isinstance(value, str) else ""
+
+
+def _number(value: object, default: float) -> float:
+    """A usable float, else ``default`` (records read from files are checked by ``record_problem``
+    first; this keeps every other caller from crashing on a hand-made record)."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or number_problem("", value):
+        return default
+    return float(value)
 
 
 def sort_memories(memories: list[Memory]) -> list[Memory]:

@@ -1,22 +1,33 @@
 """The memory store: two group files, the trash, and every write under one lock, atomically.
 
-Reads are lenient (a corrupt line is skipped and reported); writes keep such lines verbatim at
-the end of the file so that nothing a user had is lost by a rewrite. Every write regenerates
-``memories.html`` and tells listeners which ids changed.
+Reads are lenient, line by line: a line that is not valid UTF-8, not JSON, not a usable record
+(no id or text, a confidence that is not a finite number or that rounding cannot take) or
+absurdly long (beyond ``MAX_LINE_BYTES``, which is never parsed) is quarantined. The rest of the
+file loads as usual; quarantined lines are kept byte for byte at the end of the file on every
+rewrite, so nothing a user had is lost, and ``list`` and ``doctor`` name each one.
+
+Writes: under the write lock, a write first finishes a multi-file write that a killed writer had
+committed (``journal.replay``) and clears crash leftovers, then loads the files it changes,
+noting each one's stamp. Before its commit point it checks that it still holds the lock and that
+no file changed since it read it; otherwise it fails loudly and writes nothing (see
+``memself.lock``). Files that change together (a move between a group file and the trash) are
+replaced as one step (``memself.journal``). Every write regenerates ``memories.html`` and tells
+listeners which ids changed.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import os
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
+from pathlib import Path
 
-from memself import confidence
-from memself.atomic import write_atomic
-from memself.errors import InvalidInput, MemselfError, NotFound, WriteFailed
-from memself.lock import DEFAULT_WAIT_S, REWARD_WAIT_S, write_lock
+from memself import confidence, journal
+from memself.errors import InvalidInput, LockLost, MemselfError, NotFound, WriteFailed
+from memself.lock import DEFAULT_WAIT_S, REWARD_WAIT_S, LockHandle, write_lock
 from memself.logs import log
 from memself.paths import DataPaths
 from memself.records import (
@@ -24,12 +35,18 @@ from memself.records import (
     Memory,
     check_group,
     check_text,
+    record_problem,
     round_conf,
     sort_memories,
 )
 from memself.timeutil import iso, local_day, parse_iso
 
 TRASH_KEEP_DAYS = 30
+# Far above any record memself or the original writes (400 characters of text plus the fields,
+# a few KiB at most); a longer line is quarantined without being decoded or parsed.
+MAX_LINE_BYTES = 64 * 1024
+# How long a reader that finds a killed writer's committed intent waits for the lock to replay it.
+_READ_REPLAY_WAIT_S = 0.3
 ChangeListener = Callable[[DataPaths, set[str]], None]
 _listeners: list[ChangeListener] = []
 
@@ -43,7 +60,7 @@ def on_change(listener: ChangeListener) -> None:
 @dataclass
 class BadLine:
     line_no: int
-    raw: str
+    raw: bytes  # the line as found, without its newline; written back unchanged
     reason: str
 
 
@@ -52,6 +69,7 @@ class GroupFile:
     group: str
     memories: list[Memory] = field(default_factory=list)
     bad_lines: list[BadLine] = field(default_factory=list)
+    stamp: journal.Stamp | None = None
 
 
 @dataclass
@@ -65,45 +83,110 @@ class TrashEntry:
 
 
 @dataclass
+class TrashFile:
+    entries: list[TrashEntry] = field(default_factory=list)
+    bad_lines: list[BadLine] = field(default_factory=list)
+    stamp: journal.Stamp | None = None
+
+
+@dataclass
 class Change:
     memory: Memory
     gain: float
     previous_text: str
 
 
-def parse_lines(text: str, group: str) -> GroupFile:
-    result = GroupFile(group)
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
+def parse_records(data: bytes) -> tuple[list[dict[str, object]], list[BadLine]]:
+    """The usable records of a JSON Lines file, and its quarantined lines with their reasons.
+
+    Lines are split on newline bytes only: a record may hold U+2028 and friends raw (``ensure_ascii``
+    is off), which ``str.splitlines`` would wrongly cut.
+    """
+    records: list[dict[str, object]] = []
+    bad: list[BadLine] = []
+    for number, raw in enumerate(data.split(b"\n"), start=1):
+        if not raw.strip():
+            continue
+        if len(raw) > MAX_LINE_BYTES:
+            bad.append(BadLine(number, raw, f"这一行过长（{len(raw)} 字节，上限 {MAX_LINE_BYTES // 1024} "
+                                            "KiB），未解析"))
             continue
         try:
-            raw = json.loads(line)
-        except json.JSONDecodeError:
-            result.bad_lines.append(BadLine(number, line, "不是合法的 JSON"))
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            bad.append(BadLine(number, raw, "不是合法的 UTF-8"))
             continue
+        try:
+            value = json.loads(text)
+        except RecursionError:
+            bad.append(BadLine(number, raw, "JSON 嵌套过深"))
+            continue
+        except ValueError:
+            bad.append(BadLine(number, raw, "不是合法的 JSON"))
+            continue
+        problem = record_problem(value)
+        if problem:
+            bad.append(BadLine(number, raw, problem))
+            continue
+        records.append(value)
+    return records, bad
+
+
+def parse_lines(data: bytes | str, group: str) -> GroupFile:
+    result = GroupFile(group)
+    records, result.bad_lines = parse_records(data.encode("utf-8") if isinstance(data, str) else data)
+    for raw in records:
         memory = Memory.from_json(raw, group)
-        if memory is None:
-            result.bad_lines.append(BadLine(number, line, "缺少 id 或 text"))
+        if memory is None:  # record_problem already refuses what from_json cannot use
             continue
         result.memories.append(memory)
     return result
 
 
-def render_lines(records: Iterable[dict[str, object]], bad_lines: Iterable[BadLine] = ()) -> str:
-    lines = [json.dumps(r, ensure_ascii=False, separators=(",", ":")) for r in records]
+def parse_trash(data: bytes) -> TrashFile:
+    result = TrashFile()
+    records, result.bad_lines = parse_records(data)
+    for raw in records:
+        category = raw.get("category", "")
+        memory = Memory.from_json(raw, category if isinstance(category, str) else "")
+        if memory is None:
+            continue
+        deleted_at = memory.extra.pop("deletedAt", "")
+        reason = memory.extra.pop("deleteReason", "")
+        result.entries.append(TrashEntry(memory, str(deleted_at), str(reason)))
+    return result
+
+
+def render_lines(records: Iterable[dict[str, object]], bad_lines: Iterable[BadLine] = ()) -> bytes:
+    lines = [json.dumps(r, ensure_ascii=False, separators=(",", ":")).encode("utf-8") for r in records]
     lines.extend(b.raw for b in bad_lines)
-    return "".join(line + "\n" for line in lines)
+    return b"".join(line + b"\n" for line in lines)
 
 
-class _WriteSession:
-    """The state loaded under the lock; changed groups are written back on exit."""
+def read_file(path: Path) -> tuple[bytes, journal.Stamp | None]:
+    """The bytes of ``path`` and the stamp of exactly the version read (None: no such file)."""
+    try:
+        with open(path, "rb") as handle:
+            info = os.fstat(handle.fileno())
+            return handle.read(), (info.st_ino, info.st_mtime_ns, info.st_size)
+    except FileNotFoundError:
+        return b"", None
 
-    def __init__(self, store: MemoryStore) -> None:
+
+class WriteSession:
+    """The state loaded under the lock; changed files are written back on exit."""
+
+    def __init__(self, store: MemoryStore, lock: LockHandle) -> None:
         self.store = store
-        self.groups = {g: store.load_group(g) for g in GROUPS}
+        self.lock = lock
+        self.groups = {g: store._read_group_file(g) for g in GROUPS}
         self.dirty: set[str] = set()
         self.changed_ids: set[str] = set()
-        self.trash: list[TrashEntry] | None = None
+        self.trash_file: TrashFile | None = None
+
+    @property
+    def trash(self) -> list[TrashEntry] | None:
+        return None if self.trash_file is None else self.trash_file.entries
 
     def find(self, mem_id: str) -> tuple[GroupFile, Memory] | None:
         for group_file in self.groups.values():
@@ -123,9 +206,20 @@ class _WriteSession:
         self.changed_ids.add(memory.id)
 
     def load_trash(self) -> list[TrashEntry]:
-        if self.trash is None:
-            self.trash = self.store.trash_entries()
-        return self.trash
+        if self.trash_file is None:
+            self.trash_file = self.store._read_trash_file()
+        return self.trash_file.entries
+
+    def check_still_ours(self, targets: Iterable[tuple[Path, journal.Stamp | None]]) -> None:
+        """Fail, writing nothing, when the lock was taken from us or a file changed under us."""
+        changed = [p.name for p, stamp in targets if journal.file_stamp(p) != stamp]
+        if self.lock.still_held() and not changed:
+            return
+        detail = f"（{'、'.join(changed)} 已被改动）" if changed else ""
+        log(self.store.paths, "write-refused-stale", changed=",".join(changed),
+            lock_held=self.lock.still_held())
+        raise LockLost(f"写入期间记忆写锁被其他程序收回了{detail}，多半是原插件在本进程暂停超过 15 秒后"
+                       "按它的规则收回了锁。为了不覆盖别人的改动，这次没有写入任何文件，请重试。")
 
 
 class MemoryStore:
@@ -134,15 +228,46 @@ class MemoryStore:
 
     # ----- reads (no lock: files are replaced atomically) -----
 
-    def load_group(self, group: str) -> GroupFile:
+    def _settle(self) -> None:
+        """Finish a multi-file write a killed writer committed, before reading its files.
+
+        A reader cannot replay it without the lock; if the lock is busy, its holder replays it
+        (or is the writer still renaming), so the reader just reads.
+        """
+        if not os.path.lexists(journal.intent_path(self.paths)):
+            return
+        try:
+            with write_lock(self.paths, _READ_REPLAY_WAIT_S):
+                journal.replay(self.paths)
+        except (MemselfError, OSError) as exc:
+            log(self.paths, "intent-replay-deferred", error=str(exc))
+
+    def _read_group_file(self, group: str) -> GroupFile:
         path = self.paths.group_file(check_group(group))
         try:
-            text = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            return GroupFile(group)
-        except (OSError, UnicodeDecodeError) as exc:
-            raise MemselfError(f"读取 {path.name} 失败：{exc}") from exc
-        return parse_lines(text, group)
+            data, stamp = read_file(path)
+        except OSError as exc:
+            raise MemselfError(f"读取 {path.name} 失败：{exc.strerror or exc}") from exc
+        loaded = parse_lines(data, group)
+        loaded.stamp = stamp
+        return loaded
+
+    def _read_trash_file(self) -> TrashFile:
+        try:
+            data, stamp = read_file(self.paths.trash)
+        except OSError as exc:
+            raise MemselfError(f"读取 {self.paths.trash.name} 失败：{exc.strerror or exc}") from exc
+        loaded = parse_trash(data)
+        loaded.stamp = stamp
+        return loaded
+
+    def load_group(self, group: str) -> GroupFile:
+        self._settle()
+        return self._read_group_file(group)
+
+    def load_trash(self) -> TrashFile:
+        self._settle()
+        return self._read_trash_file()
 
     def read_group(self, group: str) -> list[Memory]:
         loaded = self.load_group(group)
@@ -161,31 +286,31 @@ class MemoryStore:
         return next((m for m in self.all() if m.id == mem_id), None)
 
     def trash_entries(self) -> list[TrashEntry]:
-        try:
-            text = self.paths.trash.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            return []
-        entries = []
-        for line in text.splitlines():
-            try:
-                raw = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            memory = Memory.from_json(raw, raw.get("category", "") if isinstance(raw, dict) else "")
-            if memory is None:
-                continue
-            deleted_at = memory.extra.pop("deletedAt", "")
-            reason = memory.extra.pop("deleteReason", "")
-            entries.append(TrashEntry(memory, str(deleted_at), str(reason)))
-        return entries
+        return self.load_trash().entries
+
+    def quarantined(self) -> list[tuple[str, BadLine]]:
+        """(file name, line) of every quarantined line of the group files and the trash."""
+        out = [(f"{g}.jsonl", b) for g in GROUPS for b in self.load_group(g).bad_lines]
+        out += [(self.paths.trash.name, b) for b in self.load_trash().bad_lines]
+        return out
 
     # ----- writes -----
 
-    @contextlib.contextmanager
-    def _writing(self, now: datetime, wait_s: float = DEFAULT_WAIT_S) -> Iterator[_WriteSession]:
+    def prepare_write(self, deep: bool = False) -> None:
+        """Under the lock, before loading anything: finish a killed writer's multi-file write and
+        clear crash leftovers (``deep``: the index and judge folders too)."""
+        journal.replay(self.paths)
         try:
-            with write_lock(self.paths, wait_s):
-                session = _WriteSession(self)
+            journal.cleanup_leftovers(self.paths, deep=deep)
+        except OSError as exc:
+            log(self.paths, "leftovers-cleanup-failed", error=str(exc))
+
+    @contextlib.contextmanager
+    def _writing(self, now: datetime, wait_s: float = DEFAULT_WAIT_S) -> Iterator[WriteSession]:
+        try:
+            with write_lock(self.paths, wait_s) as lock:
+                self.prepare_write()
+                session = WriteSession(self, lock)
                 yield session
                 self._commit(session, now)
         except OSError as exc:
@@ -197,15 +322,24 @@ class MemoryStore:
                 except Exception as exc:
                     log(self.paths, "change-listener-failed", error=str(exc))
 
-    def _commit(self, session: _WriteSession, now: datetime) -> None:
+    def _commit(self, session: WriteSession, now: datetime) -> None:
+        writes: list[tuple[Path, bytes]] = []
+        stamps: list[tuple[Path, journal.Stamp | None]] = []
         for group in GROUPS:
             if group in session.dirty:
                 gf = session.groups[group]
                 records = [m.to_json() for m in sort_memories(gf.memories)]
-                write_atomic(self.paths.group_file(group), render_lines(records, gf.bad_lines))
-        if session.trash is not None:
-            write_atomic(self.paths.trash, render_lines(e.to_json() for e in session.trash))
-        if session.dirty or session.trash is not None:
+                path = self.paths.group_file(group)
+                writes.append((path, render_lines(records, gf.bad_lines)))
+                stamps.append((path, gf.stamp))
+        if session.trash_file is not None:
+            trash = session.trash_file
+            writes.append((self.paths.trash,
+                           render_lines((e.to_json() for e in trash.entries), trash.bad_lines)))
+            stamps.append((self.paths.trash, trash.stamp))
+        if writes:
+            journal.commit(self.paths, writes, precheck=lambda: session.check_still_ours(stamps))
+        if session.dirty or session.trash_file is not None:
             self._refresh_snapshot({g: gf.memories for g, gf in session.groups.items()}, now)
 
     def _refresh_snapshot(self, groups: dict[str, list[Memory]], now: datetime) -> None:

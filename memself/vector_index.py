@@ -488,7 +488,7 @@ def _save_npy(path: Path, array: Any) -> None:
     """np.save straight into a temp file beside ``path``, fsync, rename (no copy in memory)."""
     import numpy as np
 
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.tmp.", dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.tmp.{os.getpid()}.", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as fh:
             np.save(fh, array, allow_pickle=False)

@@ -27,8 +27,8 @@ def list_cmd(as_json: bool) -> None:
     """两组记忆各有多少条。"""
     store = _store()
     loaded = {g: store.load_group(g) for g in GROUPS}
-    problems = [{"file": f"{g}.jsonl", "line": b.line_no, "reason": b.reason}
-                for g, gf in loaded.items() for b in gf.bad_lines]
+    problems = [{"file": name, "line": b.line_no, "reason": b.reason}
+                for name, b in store.quarantined()]
     counts = {g: len(gf.memories) for g, gf in loaded.items()}
     if as_json:
         echo_json({**counts, "total": sum(counts.values()), "problems": problems})
@@ -38,7 +38,9 @@ def list_cmd(as_json: bool) -> None:
     click.echo(f"共 {sum(counts.values())} 条")
     for problem in problems:
         click.echo(f"注意：{problem['file']} 第 {problem['line']} 行无法读取（{problem['reason']}），"
-                   "已跳过，文件未改动", err=True)
+                   "已隔离：这一行原样保留在文件里，其余记忆照常使用；修好或删掉这一行即可", err=True)
+    if any(p["file"] != store.paths.trash.name for p in problems):
+        click.echo("每日衰减在这些行修好之前暂停（不会改动有问题的文件）", err=True)
 
 
 @main.command("read")
