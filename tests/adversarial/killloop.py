@@ -342,6 +342,7 @@ def run(kind: str, kills: int, seed: int) -> dict[str, Any]:
     totals["acked"] += len(scenario.acked())
     totals["seconds"] = round(time.monotonic() - started, 1)
     totals["replayed"] = _log_count(paths, " intent-replayed ")
+    totals["index_writes"] = _log_count(paths, " index.written ")
     scenario.finish()
     totals["leftovers"] = _leftovers_after_maintenance(paths)
     return totals

@@ -129,7 +129,7 @@ def test_paused_writer_past_the_real_15_s_loses_no_update() -> None:
 
 
 def test_paused_writer_many_trials_with_a_short_threshold() -> None:
-    for _trial in range(6):
+    for _trial in range(10):
         outputs, lost = _paused_memself_vs_memself(1.2, "0.5")
         assert lost == [], outputs
         assert all(out.startswith("OK ") for out in outputs), outputs
@@ -157,7 +157,7 @@ def test_paused_writer_whose_lock_the_original_plugin_took_fails_loudly() -> Non
 
 
 def test_lock_taken_by_the_original_plugin_many_trials() -> None:
-    for _trial in range(6):
+    for _trial in range(10):
         outputs, lost = _paused_memself_vs_foreign(0.8, "0.5")
         assert lost == [], outputs
         assert outputs[0].startswith("ERR "), outputs
