@@ -135,6 +135,11 @@ class MemoryTools:
                 dead = sum(1 for m in memories if not m.active)
                 extra = f"（其中已废弃 {dead} 条）" if dead else ""
                 lines.append(f"{group:<7} {len(memories)} 条{extra} —— {hints[group]}")
+        bad = store.quarantined()
+        if bad:
+            where = "、".join(f"{name} 第 {line.line_no} 行" for name, line in bad[:5])
+            lines.append(f"注意：{where}{'等' if len(bad) > 5 else ''}无法读取，已隔离（原样保留，其余记忆"
+                         "照常使用）；请用户运行 memself list 查看原因并修好这些行")
         if args.get("open") in (True, "true"):  # some clients send booleans as strings
             store.refresh_snapshot(self.now_fn())
             self.opener(self.paths.html.resolve().as_uri())

@@ -154,3 +154,12 @@ def test_doctor_reports_quarantined_lines(store: MemoryStore) -> None:
     assert check.ok is False
     assert "rule.jsonl 第 2 行" in check.summary and "置信度" in check.summary
     assert check.fix
+
+
+def test_memory_list_tool_mentions_quarantined_lines(store: MemoryStore) -> None:
+    from memself.mcp_server import MemoryTools
+
+    _seed(store, BAD_LINES["invalid-utf8"])
+    text = MemoryTools(store.paths, "claude", now_fn=lambda: T0).call("memory_list", {})
+    assert "rule    2 条" in text and "rule.jsonl 第 2 行" in text and "已隔离" in text
+    assert "broken bytes" not in text  # the line's content is data, never shown to the model

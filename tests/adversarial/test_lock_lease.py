@@ -184,3 +184,36 @@ def test_owner_age_starts_when_the_lock_is_acquired() -> None:
         sleeper.kill()
         sleeper.wait()
     assert age < 2.0, f"the lease counted {age:.1f} s spent waiting"
+
+
+_HOLDER = """
+import sys, time
+from memself.paths import DataPaths
+from memself.lock import write_lock
+with write_lock(DataPaths.default()):
+    print("held", flush=True)
+    time.sleep(float(sys.argv[1]))
+"""
+
+
+def test_a_live_memself_holder_is_never_reclaimed_by_age() -> None:
+    from memself.errors import LockTimeout
+    from memself.lock import write_lock
+
+    store = make_store()
+    holder = _start(_HOLDER, "30")
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        owner = next(p for p in store.paths.lock_dir.iterdir() if p.name.startswith("owner-"))
+        old = time.time() - 60
+        os.utime(owner, (old, old))  # as if it had been paused for a minute
+        with pytest.raises(LockTimeout, match=f"进程 {holder.pid} 正在写入记忆"):
+            with write_lock(store.paths, wait_s=0.5):
+                pass
+        assert owner.exists()
+    finally:
+        holder.kill()
+        holder.wait()
+    # Once the holder is gone (killed), its locks go with it and the next writer proceeds.
+    with write_lock(store.paths, wait_s=2):
+        pass
