@@ -213,13 +213,16 @@ class WriteSession:
     def check_still_ours(self, targets: Iterable[tuple[Path, journal.Stamp | None]]) -> None:
         """Fail, writing nothing, when the lock was taken from us or a file changed under us."""
         changed = [p.name for p, stamp in targets if journal.file_stamp(p) != stamp]
-        if self.lock.still_held() and not changed:
+        held = self.lock.still_held()
+        if held and not changed:
             return
-        detail = f"（{'、'.join(changed)} 已被改动）" if changed else ""
-        log(self.store.paths, "write-refused-stale", changed=",".join(changed),
-            lock_held=self.lock.still_held())
-        raise LockLost(f"写入期间记忆写锁被其他程序收回了{detail}，多半是原插件在本进程暂停超过 15 秒后"
-                       "按它的规则收回了锁。为了不覆盖别人的改动，这次没有写入任何文件，请重试。")
+        log(self.store.paths, "write-refused-stale", changed=",".join(changed), lock_held=held)
+        if not held:
+            what = ("写入期间记忆写锁被其他程序收回了（多半是原插件在本进程暂停超过 15 秒后按它的规则"
+                    "收回的）")
+        else:
+            what = f"写入期间 {'、'.join(changed)} 被其他程序改动了（例如手动编辑或原插件）"
+        raise LockLost(f"{what}。为了不覆盖别人的改动，这次没有写入任何文件，请重试。")
 
 
 class MemoryStore:
