@@ -43,7 +43,7 @@ def _record(mem_id: str, text: str, group: str) -> dict[str, Any]:
 class Scenario:
     """Seed data, a child body that loops forever, and a check run after each kill."""
 
-    delay = (0.002, 0.08)
+    delay = (0.002, 0.12)
 
     def __init__(self, paths: DataPaths) -> None:
         self.paths = paths
