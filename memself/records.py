@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import random
+import re
 import string
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -83,11 +84,46 @@ def new_id(now: datetime) -> str:
     return f"mem-{_base36(millis)}-{suffix}"
 
 
+# A run of variation selectors: a character takes at most one, so the rest can only carry
+# hidden bytes (text smuggled in selectors U+FE00-FE0F and U+E0100-E01EF).
+_SELECTORS = "\ufe00-\ufe0f\U000e0100-\U000e01ef"
+_SELECTOR_RUN = re.compile(f"([{_SELECTORS}])[{_SELECTORS}]+")
+
+
+def one_line(text: str) -> str:
+    """``text`` as one clean line: every line or paragraph separator and other whitespace
+    (``\\n \\r \\t \\v \\f``, NEL, U+2028/2029, the Unicode spaces) becomes a single space,
+    control characters (Cc) and invisible format characters (Cf: bidi embeddings, overrides and
+    isolates, zero-width space and joiners, word joiner, BOM, soft hyphen, tag characters) are
+    removed, a lone surrogate becomes U+FFFD, and the ends are trimmed.
+
+    Format characters go entirely, zero-width joiners included: they let a word be split so that
+    it reads the same to a model but no longer matches a check (``MEM\\u200bORY_CONFIRM_V1``);
+    what is lost is the joining of emoji sequences (a family emoji becomes its members).
+    """
+    if not text.isprintable():
+        text = "".join(_clean_char(c) for c in text)
+    text = _SELECTOR_RUN.sub(r"\1", text)
+    return " ".join(text.split())
+
+
+def _clean_char(char: str) -> str:
+    if char.isprintable() or char.isspace():
+        return char
+    import unicodedata  # only for text that has something unprintable: rare, and not free
+
+    category = unicodedata.category(char)
+    if category in ("Cc", "Cf"):
+        return ""
+    return "\ufffd" if category == "Cs" else char
+
+
 def check_text(text: object) -> str:
-    """Trim and enforce 6..400 characters; the message is for the user."""
+    """Normalise to one line (``one_line``) and enforce 6..400 characters; the message is for
+    the user. Every write of a memory's text goes through here."""
     if not isinstance(text, str):
         raise InvalidInput("记忆正文必须是文字")
-    cleaned = text.strip()
+    cleaned = one_line(text)
     if not MIN_TEXT <= len(cleaned) <= MAX_TEXT:
         raise InvalidInput(f"记忆正文需要 {MIN_TEXT} 到 {MAX_TEXT} 个字，收到 {len(cleaned)} 个字")
     return cleaned

@@ -444,8 +444,10 @@ class MemoryStore:
                 raise NotFound(f"回收站里没有「{mem_id}」")
             if session.find(mem_id) is not None:
                 raise InvalidInput(f"记忆「{mem_id}」已经在记忆库里")
-            trash.remove(entry)
             memory = entry.memory
+            # Trash written by hand or by the original plugin never went through check_text.
+            memory.text = check_text(memory.text)
+            trash.remove(entry)
             # A restored memory starts a fresh idle period instead of decaying at once.
             memory.lastSeen = iso(now)
             session.groups[memory.category].memories.append(memory)

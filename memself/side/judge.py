@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from memself.config import Config, load_config
-from memself.errors import KeyEndpointMismatch, KeyFileInvalid, MemselfError
+from memself.errors import InvalidInput, KeyEndpointMismatch, KeyFileInvalid, MemselfError
 from memself.logs import log
 from memself.paths import DataPaths
-from memself.records import Memory
+from memself.records import Memory, check_text
 from memself.side import jobs, prompts
 from memself.side.apply import apply_proposal
 from memself.side.http import DEFAULT_TIMEOUT_S, chat
@@ -27,7 +27,6 @@ from memself.store import MemoryStore
 
 NearestFn = Callable[[str, int], Sequence[tuple[Memory, float]]]
 ChatFn = Callable[[str, str], str]  # (system, user) -> assistant text
-MIN_TEXT, MAX_TEXT = 6, 400
 NEAREST_K = 3
 
 
@@ -102,15 +101,18 @@ def build_proposal(job: jobs.Job, call: ChatFn, nearest_fn: NearestFn) -> dict[s
         raise _Stop("judge-failed")
     if not answer.remember:
         raise _Stop("not-memory")
-    if not MIN_TEXT <= len(answer.text) <= MAX_TEXT:
+    text = _checked(answer.text)
+    if text is None:
         raise _Stop("invalid-text")
-    nearest = [(m, s) for m, s in nearest_fn(answer.text, NEAREST_K) if m.active][:NEAREST_K]
+    nearest = [(m, s) for m, s in nearest_fn(text, NEAREST_K) if m.active][:NEAREST_K]
     if nearest:
         reply = call(prompts.DEDUP_SYSTEM, prompts.dedup_user_message(
-            answer.text, [(m.id, m.text) for m, _ in nearest]))
+            text, [(m.id, m.text) for m, _ in nearest]))
         decision = parse_dedup(reply, [m.id for m, _ in nearest])
-        if decision.action == "merge" and not MIN_TEXT <= len(decision.merged_text) <= MAX_TEXT:
-            decision = DedupAnswer("unsure")
+        if decision.action == "merge":
+            merged = _checked(decision.merged_text)
+            decision = DedupAnswer("unsure") if merged is None else DedupAnswer(
+                "merge", decision.target_id, merged)
     else:
         decision = DedupAnswer("create")
     target: Memory | None = None
@@ -120,7 +122,7 @@ def build_proposal(job: jobs.Job, call: ChatFn, nearest_fn: NearestFn) -> dict[s
         target_id = decision.target_id or nearest[0][0].id
         target, score = next((m, s) for m, s in nearest if m.id == target_id)
     return {
-        "text": answer.text,
+        "text": text,
         "evidence": answer.evidence or prompt[:200],
         "category": answer.group,
         "action": decision.action,
@@ -130,6 +132,15 @@ def build_proposal(job: jobs.Job, call: ChatFn, nearest_fn: NearestFn) -> dict[s
         "mergedText": decision.merged_text,
         "score": round(score, 4) if score is not None else None,
     }
+
+
+def _checked(text: str) -> str | None:
+    """The judge's text as the store keeps it (one line, 6-400 characters), or None: the popup
+    and the notices then quote exactly what would be written."""
+    try:
+        return check_text(text)
+    except InvalidInput:
+        return None
 
 
 def _apply_now(paths: DataPaths, store: MemoryStore, sid: str, proposal: dict[str, Any],
