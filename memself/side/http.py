@@ -124,7 +124,9 @@ def _message_content(data: object) -> str:
 def _sse_content(text: str) -> str:
     parts: list[str] = []
     complete = False
-    for line in text.splitlines():
+    # SSE lines end at CR LF, LF or CR only: str.splitlines() would also cut at NEL, U+2028 and
+    # U+2029, which a server's JSON may leave unescaped inside a string.
+    for line in text.replace("\r\n", "\n").replace("\r", "\n").split("\n"):
         line = line.strip()
         if not line.startswith("data:"):
             continue
