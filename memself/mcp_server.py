@@ -2,7 +2,8 @@
 
 The tool logic lives in ``MemoryTools`` (plain synchronous methods, tested directly); the SDK's
 low-level ``Server`` only lists the tools and routes calls, so the schemas and every Chinese
-message are exactly ours. Config is re-read on every call (unlike the original, which read it
+message are exactly ours. Memory texts in tool results are quoted through ``texts.inert`` (a
+tool result is model context too). Config is re-read on every call (unlike the original, which read it
 once at start-up and could write stale values back). No tool ever returns the API key or the
 session secret, and nothing but ``memory_resolve`` can add a memory, and only one the user
 picked in the plugin's popup.
@@ -32,6 +33,7 @@ from memself.side.notices import GROUP_LABELS
 from memself.side.resolve import DECISIONS, MSG_INVALID, invalidate_for_memories, resolve
 from memself.side.secrets import key_state, read_key_file
 from memself.store import MemoryStore
+from memself.texts import inert
 
 SERVER_NAME = "memory-self-evolution"
 READ_LIMIT = 50
@@ -158,7 +160,7 @@ class MemoryTools:
         lines = [f"{group}（共 {len(memories)} 条{more}）"]
         for i, m in enumerate(memories[:READ_LIMIT], 1):
             mark = "[已废弃] " if not m.active else ""
-            lines.append(f"{i}. {mark}{m.text}（置信度 {fmt_confidence(m.confidence)}，id {m.id}）")
+            lines.append(f"{i}. {mark}{inert(m.text)}（置信度 {fmt_confidence(m.confidence)}，id {m.id}）")
         return "\n".join(lines)
 
     # -- memory_update ----------------------------------------------------------------------
@@ -173,7 +175,7 @@ class MemoryTools:
             removed = store.delete(ids, now)
             gone = {m.id for m in removed}
             lines = [f"已删除 {len(removed)} 条记忆，已移入回收站（可用 memself restore <id> 恢复）："]
-            lines += [f"- {m.text}（id {m.id}）" for m in removed]
+            lines += [f"- {inert(m.text)}（id {m.id}）" for m in removed]
             skipped = [i for i in ids if i not in gone]
             if skipped:
                 lines.append("以下 id 不存在，已跳过：" + "、".join(skipped))
@@ -184,8 +186,8 @@ class MemoryTools:
                 raise InvalidInput("merge 需要 id、id2 和 text")
             change = store.merge_pair(keep, drop, text, now)
             m = change.memory
-            lines = [f"已合并：保留 {m.id}，正文改为「{m.text}」，置信度 {fmt_confidence(m.confidence)}；"
-                     f"{drop} 已移入回收站。{_group_tail(m.category)}"]
+            lines = [f"已合并：保留 {m.id}，正文改为「{inert(m.text)}」，"
+                     f"置信度 {fmt_confidence(m.confidence)}；{drop} 已移入回收站。{_group_tail(m.category)}"]
             return "\n".join(lines + self._invalidated({keep, drop}, now))
         if action == "replace":
             mem_id, text = _str_arg(args, "id"), _str_arg(args, "text")
@@ -193,7 +195,7 @@ class MemoryTools:
                 raise InvalidInput("replace 需要 id 和 text")
             change = store.replace(mem_id, text, now)
             m = change.memory
-            lines = [f"已改写 {m.id}：「{change.previous_text}」改为「{m.text}」，置信度不变"
+            lines = [f"已改写 {m.id}：「{inert(change.previous_text)}」改为「{inert(m.text)}」，置信度不变"
                      f"（{fmt_confidence(m.confidence)}）。{_group_tail(m.category)}"]
             return "\n".join(lines + self._invalidated({mem_id}, now))
         raise InvalidInput("参数 action 必须是 delete、merge 或 replace")

@@ -6,10 +6,11 @@ this plugin and does not ask the model to set Claude Code's own memory aside.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from memself.records import Memory, fmt_confidence
+from memself.records import MAX_TEXT, Memory, fmt_confidence, one_line
 
 SESSION_RULE_LIMIT = 50
 SESSION_HEADER = "# 长期记忆（自动生成，请勿手动编辑）"
@@ -89,12 +90,55 @@ _DEPOSITION_NOTICES = {"off": DEPOSITION_OFF, "legacy": DEPOSITION_OFF_LEGACY,
 RECALL_HEADER = "# 与本轮输入相关的长期记忆（自动召回）"
 RECALL_FOOTER = "以上为系统按相关性自动召回：规则需要遵守，项目事实供本轮参考。"
 
+# What replaces the plugin's own confirm marker and notice header inside a memory's text.
+MARKER_STANDIN = "〔插件标记已隐去〕"
+NOTICE_STANDIN = "〔插件通知标题已隐去〕"
+
 
 @dataclass(frozen=True)
 class RecallHit:
     text: str
     score: float
     confidence: float
+
+
+# The confirm marker however it is spelled or spaced (a model reads them all alike).
+_MARKER = re.compile(r"memory[\s_\-]*confirm[\s_\-]*v\s*1", re.IGNORECASE)
+_NOTICE = re.compile(r"memory-self-evolution\s*捕捉到了新的记忆\s*[:：]?", re.IGNORECASE)
+# "<" opening anything a model or a host could take for markup: a tag (any letters, CJK too),
+# a closing tag, a comment or declaration, a processing instruction, a chat-template token.
+_TAG = re.compile(r"<(?=\s*(?:[/!?|]|[^\W\d_]))([^<>]*)(>?)")
+# A speaker label: "Human:", "SYSTEM：", "用户：" ... (and the popup's own "sessionID：").
+_ROLE = re.compile(
+    r"((?<![A-Za-z0-9_])(?:human|assistant|system|user|developer|ai|bot|tool|sessionid)\s*"
+    r"|(?:用户|系统|助手|人类|助理|开发者)\s*)[:：]", re.IGNORECASE)
+_FENCE = re.compile(r"`{3,}|~{3,}")
+_FULL_WIDTH = str.maketrans({"`": "｀", "~": "～", "<": "＜", ">": "＞", "#": "＃"})
+
+
+def inert(text: str, limit: int | None = MAX_TEXT) -> str:
+    """A memory's text as any model reads it (session start, recall, Stop, notices, MCP output).
+
+    One line (``records.one_line``), at most ``limit`` characters (a memory's 400; None for a
+    whole notice line that quotes memories), and nothing in it that could act:
+    tag-like "<" and its ">" become full-width ＜＞ (nothing opens or closes a block), a leading
+    "#" or ">" becomes full-width (no heading or quote), the colon after a speaker label becomes
+    "∶" (no "Human:" or "系统：" turn), code fences become full-width, the confirm marker and the
+    plugin's notice header are replaced by a stand-in. The stored text is never changed: hand
+    edits and the original plugin's files reach here unnormalised. Ordinary text passes through
+    unchanged, and ``inert(inert(t)) == inert(t)``.
+    """
+    line = one_line(text)
+    if limit is not None and len(line) > limit:
+        line = line[:limit - 1] + "…"
+    line = _MARKER.sub(MARKER_STANDIN, line)
+    line = _NOTICE.sub(NOTICE_STANDIN, line)
+    line = _FENCE.sub(lambda m: m.group().translate(_FULL_WIDTH), line)
+    line = _TAG.sub(lambda m: "＜" + m.group(1) + m.group(2).translate(_FULL_WIDTH), line)
+    line = _ROLE.sub(r"\1∶", line)
+    if line[:1] in ("#", ">"):
+        line = line[0].translate(_FULL_WIDTH) + line[1:]
+    return line
 
 
 def boundary(plugin_scoped: bool, deposition: str) -> str:
@@ -122,7 +166,8 @@ def session_start(rules: Sequence[Memory], plugin_scoped: bool, deposition: str,
     title = f"## 规则与偏好（共 {len(rules)} 条，必须遵守）\n\n"
     if not shown:
         return head + title + "（暂无）"
-    lines = [f"{i}. {m.text}（置信度 {fmt_confidence(m.confidence)}）" for i, m in enumerate(shown, 1)]
+    lines = [f"{i}. {inert(m.text)}（置信度 {fmt_confidence(m.confidence)}）"
+             for i, m in enumerate(shown, 1)]
     body = _fit(head + title, lines, over_cap, len(rules), char_limit)
     return body
 
@@ -152,7 +197,7 @@ def recall_block(rules: Sequence[RecallHit], projects: Sequence[RecallHit]) -> s
     for title, hits in (("规则", rules), ("项目事实", projects)):
         if hits:
             lines += ["", f"## {title}"]
-            lines += [f"- {h.text}（置信度 {fmt_confidence(h.confidence)}，相关度 {h.score:.2f}）"
+            lines += [f"- {inert(h.text)}（置信度 {fmt_confidence(h.confidence)}，相关度 {h.score:.2f}）"
                       for h in hits]
     lines += ["", RECALL_FOOTER]
     return "\n".join(lines)

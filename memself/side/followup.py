@@ -27,6 +27,7 @@ from memself.side.apply import apply_proposal
 from memself.side.secrets import read_session_secret
 from memself.store import MemoryStore
 from memself.textfilter import CONFIRM_MARKER, NOTICE_HEADER
+from memself.texts import inert
 from memself.timeutil import iso
 
 POLL_S = 0.2
@@ -170,6 +171,9 @@ def _mark_shown(job: jobs.Job, now: datetime, notice: str) -> bool:
 
 
 def direct_texts(lines: Sequence[str]) -> tuple[str, str]:
+    # Notices quote memory texts; a job file of the original plugin's (or a prompt fed back by
+    # Cursor) may hold them raw.
+    lines = [inert(line, limit=None) for line in lines]
     visible = "\n".join([NOTICE_HEADER, RESULT_HEADING, *lines])
     model = "\n".join([CONFIRM_MARKER, *DIRECT_INSTRUCTIONS, "", "结果", *lines])
     return visible, model
@@ -214,13 +218,18 @@ def _mark_prompted(job: jobs.Job, now: datetime) -> bool:
     return True
 
 
+def _quoted(p: dict[str, Any], key: str) -> str:
+    """A proposal's text, target or merged text as the popup quotes it: proposal files of the
+    original plugin, and targets edited by hand, were never normalised."""
+    return inert(str(p.get(key) or ""))
+
+
 def _quote_end(text: str) -> str:
     return "" if text.endswith(("。", "！", "？")) else "。"
 
 
 def visible_line(p: dict[str, Any]) -> str:
-    text, target, merged = str(p["text"]), str(p.get("targetText") or ""), str(
-        p.get("mergedText") or "")
+    text, target, merged = _quoted(p, "text"), _quoted(p, "targetText"), _quoted(p, "mergedText")
     action = p.get("action")
     if action in ("reinforce", "unsure") and target:
         return f"建议强化已有记忆「{target}」。新说法「{text}」{_quote_end(text)}"
@@ -233,7 +242,7 @@ def visible_line(p: dict[str, Any]) -> str:
 
 def options(p: dict[str, Any]) -> list[tuple[str, str]]:
     """``(label, decision)`` pairs offered for a proposal; the label doubles as the option id."""
-    text, target = str(p["text"]), str(p.get("targetText") or "")
+    text, target = _quoted(p, "text"), _quoted(p, "targetText")
     group = p.get("category") if p.get("category") in ("rule", "project") else "rule"
     other = "project" if group == "rule" else "rule"
     action = p.get("action")
@@ -264,6 +273,7 @@ def ask_tool_phrase(ask_tool: str) -> str:
 def confirm_texts(session_ids: Sequence[str], proposals: Sequence[dict[str, Any]],
                   notice_lines: Sequence[str], ask_tool: str) -> tuple[str, str]:
     """The visible lines and the ``MEMORY_CONFIRM_V1`` instruction for the host's model."""
+    notice_lines = [inert(line, limit=None) for line in notice_lines]
     visible = [NOTICE_HEADER]
     if notice_lines:
         visible += [RESULT_HEADING, *notice_lines]
@@ -286,16 +296,16 @@ def confirm_texts(session_ids: Sequence[str], proposals: Sequence[dict[str, Any]
     if notice_lines:
         model += ["", "另外，插件已直接写入下面的记忆，原样告知用户即可：", *notice_lines]
     for i, (sid, p) in enumerate(zip(session_ids, proposals, strict=True), 1):
-        model += ["", f"第 {i} 条", f"sessionID：{sid}", f"正文：{p['text']}",
+        model += ["", f"第 {i} 条", f"sessionID：{sid}", f"正文：{_quoted(p, 'text')}",
                   f"推荐标签：{p.get('category') or 'rule'}"]
         if p.get("evidence"):
-            model.append(f"佐证：{p['evidence']}")
+            model.append(f"佐证：{_quoted(p, 'evidence')}")
         if p.get("score") is not None:
             model.append(f"与最相近记忆的相似度：{float(p['score']):.2f}")
         if p.get("targetText"):
-            model.append(f"最相近记忆：{p['targetText']}")
+            model.append(f"最相近记忆：{_quoted(p, 'targetText')}")
         if p.get("action") == "merge" and p.get("mergedText"):
-            model.append(f"合并后正文：{p['mergedText']}")
+            model.append(f"合并后正文：{_quoted(p, 'mergedText')}")
         model += [f"题面：{QUESTION}", "选项："]
         model += [f"- {label} → {decision}" for label, decision in options(p)]
     return "\n".join(visible), "\n".join(model)

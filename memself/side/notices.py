@@ -2,11 +2,14 @@
 
 Every line ends with the group the memory landed in (「归类：rule（规则与偏好）」) so that a
 wrong group is noticed at once: the written group for a new memory, the target's otherwise.
+Memory texts are quoted through ``texts.inert``: a reinforced or replaced memory may be a hand
+edit that never went through ``check_text``.
 """
 
 from __future__ import annotations
 
 from memself.records import fmt_confidence
+from memself.texts import inert
 
 GROUP_LABELS = {"rule": "规则与偏好", "project": "项目事实"}
 VERBS = {"create": "新增", "reinforce": "强化", "merge": "合并", "replace": "替换"}
@@ -29,17 +32,18 @@ def _end(text: str) -> str:
 def direct_line(action: str, body: str, group: str, gain: float = 0.0, previous: str = "") -> str:
     """The line Stop shows in no-confirm mode, e.g.
     ``记忆插件memory-self-evolution新增了一条记忆："…"。归类：rule（规则与偏好）``."""
-    line = f'记忆插件memory-self-evolution{VERBS[action]}了一条记忆："{body}"'
+    line = f'记忆插件memory-self-evolution{VERBS[action]}了一条记忆："{inert(body)}"'
     if action in ("reinforce", "merge"):
         line += f"，{gain_text(gain)}"
     elif action == "replace" and previous:
-        line += f"，替换了原来的「{previous}」"
+        line += f"，替换了原来的「{inert(previous)}」"
     return f"{line}。{group_suffix(group)}"
 
 
 def resolve_notice(action: str, body: str, group: str, gain: float = 0.0,
                    previous: str = "") -> str:
     """What ``memory_resolve`` returns after writing (§4.9, with the actual gain and the group)."""
+    body, previous = inert(body), inert(previous)
     if action == "create":
         text = f"生成了一条记忆：{_end(body)}"
     elif action == "reinforce":
