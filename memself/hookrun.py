@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import threading
 import time
@@ -35,7 +36,9 @@ Handler = Callable[[HookEvent, datetime, DataPaths], HookReply]
 # Share of the host's timeout after which the watchdog answers "nothing" and exits, so a stuck
 # core costs the user this long at most instead of the host's full timeout.
 WATCHDOG_SHARE = 0.8
-FIXED_NOW_ENV = "MEMSELF_NOW"  # ISO time with offset; reproducible golden files and benchmarks
+FIXED_NOW_ENV = "MEMSELF_NOW"
+# json.loads joins an escaped pair into one character: any surrogate left is a lone one.
+_SURROGATE = re.compile("[\ud800-\udfff]")  # ISO time with offset; reproducible golden files and benchmarks
 
 
 def main(
@@ -166,7 +169,24 @@ def decode_payload(raw: bytes, truncated: bool) -> tuple[dict[str, Any], str]:
         return {}, "bad-json"
     if not isinstance(value, dict):
         return {}, "not-object"
-    return value, ""
+    return _no_lone_surrogates(value), ""
+
+
+def _no_lone_surrogates(value: Any) -> Any:
+    """``value`` with every lone surrogate (a ``\\ud83d`` escape with no partner: half an emoji
+    cut by a client) replaced by U+FFFD. Nothing downstream can encode one: not the engine
+    request, not the tokenizer, not a job file."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return _SURROGATE.sub("\ufffd", value)
+        return value
+    if isinstance(value, dict):
+        return {_no_lone_surrogates(k): _no_lone_surrogates(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_no_lone_surrogates(v) for v in value]
+    return value
 
 
 ENGINE_KINDS = (EventKind.SESSION_START, EventKind.PROMPT_SUBMIT)
@@ -287,7 +307,7 @@ def run_forwarded(payload: Mapping[str, Any], paths: DataPaths, core: Handler) -
 
     host = str(payload.get("host", ""))
     raw = binascii.a2b_base64(str(payload.get("stdin", "")))
-    env = {str(k): str(v) for k, v in dict(payload.get("env") or {}).items()}
+    env = _no_lone_surrogates({str(k): str(v) for k, v in dict(payload.get("env") or {}).items()})
     adapter = HOSTS.get(host)
     parsed, note = decode_payload(raw, False)
     if adapter is None or note or adapter.parse(parsed, env).kind not in ENGINE_KINDS:
