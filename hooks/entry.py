@@ -9,7 +9,8 @@ environment), so this file finds the memself package itself:
   (a .pth hook that ``-S`` skips) would otherwise provide.
 
 Standard library only. Whatever happens, the process exits 0: a non-zero exit is an error or,
-worse, "block this prompt" (exit 2) to the host.
+worse, "block this prompt" (exit 2) to the host; and it ends before the host's timeout
+(``memself.hookdeadline``), with the host's "no answer" output if need be.
 """
 
 import os
@@ -33,9 +34,13 @@ def _bootstrap() -> None:
 def _run() -> int:
     try:
         _bootstrap()
-        # The warm engine answers through the fast path; without one it runs hookrun.main.
-        from memself.engine.fasthook import run
+        from memself.engine.fasthook import agent_arg, run
+        from memself.hookdeadline import arm
 
+        # First of all, the hard deadline (the host's shortest until the event is known),
+        # counted from this process's start: nothing after this can outlast the host's timeout.
+        arm(agent_arg(sys.argv[1:]))
+        # The warm engine answers through the fast path; without one it runs hookrun.main.
         run(sys.argv[1:])
     except BaseException as exc:  # the host must never see a failure
         try:

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from memself import texts
+from memself import hookdeadline, texts
 from memself.config import Config, load_config
 from memself.errors import MemselfError
 from memself.hosts.base import EventKind, HookEvent, HookReply, HostAdapter
@@ -34,7 +34,9 @@ from memself.textfilter import (
 _PLUGIN_TRAFFIC = {SKIP_EMPTY, SKIP_PLUGIN_CONTINUATION, SKIP_PLUGIN_NOTICE, SKIP_QUESTION_ANSWER,
                    SKIP_STOP_HOOK}
 # How long the prompt hook waits for the warm engine's recall; the host allows 5 s (Cursor) or 10 s.
+# Less when the hook process's deadline leaves less than the reserve after it.
 RECALL_BUDGET_S = 1.0
+RECALL_RESERVE_S = 0.5
 
 
 RecallFn = Callable[[str, datetime], "dict[str, Any] | None"]
@@ -146,7 +148,10 @@ def _engine_recall(paths: DataPaths) -> RecallFn:
     def recall(text: str, now: datetime) -> dict[str, Any] | None:
         from memself.engine.client import recall_or_none
 
-        return recall_or_none(paths, text, RECALL_BUDGET_S, options={"now": now.isoformat()})
+        budget = hookdeadline.budget(RECALL_BUDGET_S, RECALL_RESERVE_S)
+        if budget <= 0:
+            return None  # the hook's deadline is near: answer without recall
+        return recall_or_none(paths, text, budget, options={"now": now.isoformat()})
 
     return recall
 
@@ -173,8 +178,11 @@ def stop(event: HookEvent, config: Config, now: datetime, paths: DataPaths) -> H
         return HookReply()
     adapter = _adapter(event)
     try:
+        # The wait for judge jobs ends in time for the rest of Stop to answer before the hook
+        # process's deadline, whatever sideWaitMs says.
         result = take_followup(paths, config, event.host, event.session_key,
-                               adapter.ASK_TOOL, now)
+                               adapter.ASK_TOOL, now,
+                               max_wait_s=hookdeadline.remaining(hookdeadline.STOP_RESERVE_S))
     except (MemselfError, OSError) as exc:
         log(paths, "followup-failed", error=str(exc))
         return HookReply()

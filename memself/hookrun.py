@@ -19,9 +19,11 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from memself import hookdeadline
 from memself.engine.fasthook import (
     ENGINE_HOOK_TIMEOUT_S,
     MAX_STDIN_BYTES,
+    MIN_ENGINE_WAIT_S,
     STDIN_TIMEOUT_S,
     _stdin_buffer,
     agent_arg,
@@ -34,7 +36,9 @@ from memself.timeutil import parse_iso
 Handler = Callable[[HookEvent, datetime, DataPaths], HookReply]
 
 # Share of the host's timeout after which the watchdog answers "nothing" and exits, so a stuck
-# core costs the user this long at most instead of the host's full timeout.
+# core costs the user this long at most instead of the host's full timeout. The hook process
+# has a hard deadline instead (``hookdeadline``, counted from the process's start); this thread
+# serves where none could be armed (no SIGALRM, or ``main`` called by another program).
 WATCHDOG_SHARE = 0.8
 FIXED_NOW_ENV = "MEMSELF_NOW"
 # json.loads joins an escaped pair into one character: any surrogate left is a lone one.
@@ -96,7 +100,11 @@ def main(
             return 0
         if not event.session_key:
             run.note = run.note or "no-session"
-        if watchdog_on:
+        if hookdeadline.armed():
+            # The hook process: the event's own deadline, still counted from the process start.
+            hookdeadline.arm(run.host, event.kind.value)
+            hookdeadline.on_expire(lambda: _log_expired(paths, run, out, started))
+        elif watchdog_on:
             budget = max(adapter.TIMEOUTS.get(event.kind, 10) * WATCHDOG_SHARE - spent_s, 0.1)
             watchdog = _start_watchdog(budget, out, adapter.render(event, HookReply()), paths,
                                        run)
@@ -143,17 +151,20 @@ class _Output:
 
     def write(self, answer: dict[str, Any] | None) -> bool:
         with self._lock:
-            if self.done:
+            if self.done or not hookdeadline.begin_answer():
                 return False
             self.done = True
-            if answer is None:
+            try:
+                if answer is None:
+                    return True
+                data = json.dumps(answer, ensure_ascii=False, separators=(",", ":")) + "\n"
+                # A lone surrogate left anywhere (a hand-edited file) cannot be UTF-8: replace it.
+                self._stream.write(data.encode("utf-8", errors="replace"))
+                self._stream.flush()
+                self.written = answer
                 return True
-            data = json.dumps(answer, ensure_ascii=False, separators=(",", ":")) + "\n"
-            # Lone surrogates (from \ud800 escapes in the payload) cannot be UTF-8: replace them.
-            self._stream.write(data.encode("utf-8", errors="replace"))
-            self._stream.flush()
-            self.written = answer
-            return True
+            finally:
+                hookdeadline.end_answer()
 
 
 def decode_payload(raw: bytes, truncated: bool) -> tuple[dict[str, Any], str]:
@@ -206,10 +217,13 @@ def _engine_first(run: _Run, engine_error: str | None = None) -> Handler:
 
             payload = {"event": {**event._asdict(), "kind": event.kind.value},
                        "now": now.isoformat()}
+            wait = hookdeadline.budget(ENGINE_HOOK_TIMEOUT_S, hookdeadline.LOCAL_RESERVE_S)
             try:
                 if engine_error is not None:
                     raise EngineRequestError(engine_error)
-                answer = EngineClient(paths).request("hook", payload, ENGINE_HOOK_TIMEOUT_S)
+                if wait <= MIN_ENGINE_WAIT_S:  # no time left for the engine: answer here
+                    raise EngineRequestError(ERR_TIMEOUT)
+                answer = EngineClient(paths).request("hook", payload, wait)
                 run.note = run.note or "engine"
                 return HookReply(**{k: str(v) for k, v in answer.items() if k in HookReply._fields})
             except EngineRequestError as exc:
@@ -244,6 +258,12 @@ def _start_watchdog(
     timer.daemon = True
     timer.start()
     return timer
+
+
+def _log_expired(paths: DataPaths, run: _Run, out: _Output, started: float) -> None:
+    """The log line of a run the deadline ended (``hookdeadline`` answered "nothing")."""
+    run.note = "deadline"
+    _log_run(paths, run, out, started)
 
 
 def _now(env: Mapping[str, str]) -> datetime:

@@ -4,6 +4,8 @@ Run as ``python -I -S tests/hook_harness.py --agent HOST --replies FILE``. FILE 
 (``session_start``, ``prompt_submit``, ``stop``) to HookReply fields plus optional ``sleep``
 (seconds) and ``raise`` (bool); every event also appends its HookEvent as one JSON line to
 ``FILE.events``. Production code has no such switch: the scripted core is passed as ``handler``.
+The hard deadline is armed as the entry arms it; ``--no-deadline`` leaves only hookrun's
+watchdog thread (what a platform without SIGALRM gets).
 """
 
 import json
@@ -23,8 +25,13 @@ def _replies_file(argv: list[str]) -> str:
 def main() -> None:
     # The entry's own bootstrap, so this exercises the same package lookup hosts get.
     runpy.run_path(ENTRY, run_name="memself_entry")["_bootstrap"]()
+    from memself.engine.fasthook import agent_arg
+    from memself.hookdeadline import arm
     from memself.hookrun import main as hookrun_main
     from memself.hosts.base import HookReply
+
+    if "--no-deadline" not in sys.argv:
+        arm(agent_arg(sys.argv[1:]))  # as the entry does
 
     replies_path = _replies_file(sys.argv)
     with open(replies_path, encoding="utf-8") as fh:

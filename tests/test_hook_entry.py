@@ -211,21 +211,25 @@ def test_read_bounded_does_not_wait_forever_on_an_open_pipe() -> None:
         os.close(write_fd)
 
 
-def test_watchdog_answers_before_the_host_kills_the_hook(tmp_path: Path,
-                                                         hook_data: DataPaths) -> None:
-    """A stuck core: the hook still answers "nothing" at 80 % of the host's timeout."""
+@pytest.mark.parametrize(("flags", "note"), [((), "deadline"), (("--no-deadline",), "watchdog")],
+                         ids=["deadline", "watchdog-thread"])
+def test_stuck_core_answers_before_the_host_kills_the_hook(flags: tuple[str, ...], note: str,
+                                                           tmp_path: Path,
+                                                           hook_data: DataPaths) -> None:
+    """A stuck core: the hook still answers "nothing" at 80 % of the host's timeout, by its hard
+    deadline, or by hookrun's watchdog thread where no deadline could be armed."""
     replies = tmp_path / "replies.json"
     replies.write_text(json.dumps({"prompt_submit": {"sleep": 30, "context": "late"}}))
     started = time.monotonic()
     done = subprocess.run([sys.executable, "-I", "-S", str(REPO_ROOT / "tests" / "hook_harness.py"),
-                           "--agent", "cursor", "--replies", str(replies)],
+                           "--agent", "cursor", "--replies", str(replies), *flags],
                           input=json.dumps(CURSOR["beforeSubmitPrompt"]).encode(),
                           capture_output=True, timeout=30)
     elapsed = time.monotonic() - started
     proc = HookProc(done.returncode, done.stdout, done.stderr, elapsed)
     assert proc.rc == 0 and proc.answer() == {}
     assert 3.5 < elapsed < 5.0, elapsed  # Cursor's prompt hook has 5 s
-    assert [r.get("note") for r in hook_runs(hook_data)] == ["watchdog"]
+    assert [r.get("note") for r in hook_runs(hook_data)] == [note]
 
 
 @pytest.mark.parametrize(("argv", "answer"), [

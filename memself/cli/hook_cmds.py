@@ -16,8 +16,10 @@ from memself.hosts import HOSTS
               help="哪个客户端调用的 hook：" + "、".join(HOSTS))
 def hook_cmd(agent: str) -> None:
     """读 stdin 的 hook 事件，输出该客户端要的 JSON；无论发生什么都以 0 退出。"""
+    from memself.hookdeadline import arm
     from memself.hookrun import main as run_hook
 
+    arm(agent.strip().lower())  # the hook's hard deadline, counted from this process's start
     # Not click.Choice: a usage error would exit 2, which Claude Code reads as "block the prompt".
     run_hook(["--agent", agent])
     sys.stdout.flush()

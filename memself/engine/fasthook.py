@@ -21,6 +21,8 @@ import os
 import sys
 import time
 
+from memself import hookdeadline
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: typing costs the hook ~25 ms
     from typing import BinaryIO
@@ -28,8 +30,10 @@ if TYPE_CHECKING:  # annotations only: typing costs the hook ~25 ms
 OP_HOOK_FORWARD = "hook-forward"
 MAX_STDIN_BYTES = 1 << 20  # a larger payload is read to the end and dropped, not parsed
 STDIN_TIMEOUT_S = 3.0  # hosts close stdin at once; never wait on one that does not
-# Seconds the hook gives a warm engine to answer a whole session-start or prompt hook.
+# Seconds the hook gives a warm engine to answer a whole session-start or prompt hook, at most
+# (less when the hook's deadline is near); below the minimum the engine is not asked at all.
 ENGINE_HOOK_TIMEOUT_S = 2.0
+MIN_ENGINE_WAIT_S = 0.05
 # The environment the host adapters and hookrun read (project directory fallbacks for the cwd,
 # Cursor detection, a fixed clock); only these travel to the engine, never the rest (keys).
 # tests/test_hook_fastpath.py checks that the adapters read nothing else.
@@ -53,18 +57,23 @@ def run(argv: list[str]) -> None:
     started = time.time()
     host = agent_arg(argv)
     raw, truncated, timed_out = read_bounded(_stdin_buffer(), MAX_STDIN_BYTES, STDIN_TIMEOUT_S)
+    hookdeadline.arm_for_payload(host, raw)
     outcome: tuple[str, bytes | str] | None = None
     if host and not truncated and not timed_out and may_be_engine_event(raw):
+        # The engine gets what the deadline leaves after a local run's share: when it does not
+        # answer in time, this process still answers (without recall) before the deadline.
+        wait = hookdeadline.budget(ENGINE_HOOK_TIMEOUT_S, hookdeadline.LOCAL_RESERVE_S)
         try:
-            outcome = forward(host, raw, started)
+            outcome = forward(host, raw, started, wait) if wait > MIN_ENGINE_WAIT_S else None
         except Exception:  # a bug here must cost one local run, not the answer
             outcome = None
     if outcome is not None and outcome[0] == "out":
         answer = outcome[1]
-        if answer:
+        if answer and hookdeadline.begin_answer():
             stdout = getattr(sys.stdout, "buffer", sys.stdout)
             stdout.write(answer)
             stdout.flush()
+            hookdeadline.end_answer()
         return
     from memself.hookrun import main
 

@@ -48,17 +48,23 @@ DIRECT_INSTRUCTIONS = (
 def followup(paths: DataPaths, store: MemoryStore, config: Config, agent: str, session_key: str,
              ask_tool: str, now_fn: Callable[[], datetime],
              sleep: Callable[[float], None] = time.sleep, *,
-             keep_model_text: bool = False) -> tuple[str, str] | None:
+             keep_model_text: bool = False,
+             max_wait_s: float | None = None) -> tuple[str, str] | None:
     """The Stop continuation for this host+session, or ``None``.
 
     ``ask_tool`` is the host's popup tool (``HostAdapter.ASK_TOOL``). ``keep_model_text`` is for
     hosts that show the continuation to the user as a prompt (Cursor): the model text is saved
-    and handed back by ``restore_cursor_prompt`` on the next prompt.
+    and handed back by ``restore_cursor_prompt`` on the next prompt. ``max_wait_s`` caps the
+    wait for running jobs below ``sideWaitMs`` (the hook's deadline); jobs still running then
+    are left for the next Stop.
     """
     if not session_key:
         log(paths, "旁路结果缺少稳定会话 ID，已跳过", agent=agent)
         return None
-    mine = _wait_for_jobs(paths, agent, session_key, config, now_fn, sleep)
+    wait_s = max(0, int(config.sideWaitMs)) / 1000
+    if max_wait_s is not None:
+        wait_s = max(0.0, min(wait_s, max_wait_s))
+    mine = _wait_for_jobs(paths, agent, session_key, wait_s, now_fn, sleep)
     now = now_fn()
     shown = _trusted([j for j in mine if _pending(j)], paths, now)
     if not shown:
@@ -74,7 +80,8 @@ def followup(paths: DataPaths, store: MemoryStore, config: Config, agent: str, s
 
 def take_followup(paths: DataPaths, config: Config, agent: str, session_key: str,
                   ask_tool: str, now: datetime, *, keep_model_text: bool = True,
-                  sleep: Callable[[float], None] = time.sleep) -> tuple[str, str] | None:
+                  sleep: Callable[[float], None] = time.sleep,
+                  max_wait_s: float | None = None) -> tuple[str, str] | None:
     """What the Stop hook calls: ``followup`` with the store and a clock that starts at ``now``.
 
     ``keep_model_text`` defaults to on for every host: hosts that do not feed the visible text
@@ -86,13 +93,13 @@ def take_followup(paths: DataPaths, config: Config, agent: str, session_key: str
         return now + timedelta(seconds=time.monotonic() - started)
 
     return followup(paths, MemoryStore(paths), config, agent, session_key, ask_tool, clock, sleep,
-                    keep_model_text=keep_model_text)
+                    keep_model_text=keep_model_text, max_wait_s=max_wait_s)
 
 
-def _wait_for_jobs(paths: DataPaths, agent: str, session_key: str, config: Config,
+def _wait_for_jobs(paths: DataPaths, agent: str, session_key: str, wait_s: float,
                    now_fn: Callable[[], datetime],
                    sleep: Callable[[float], None]) -> list[jobs.Job]:
-    deadline = now_fn() + timedelta(milliseconds=max(0, int(config.sideWaitMs)))
+    deadline = now_fn() + timedelta(seconds=wait_s)
     while True:
         now = now_fn()
         mine = jobs.session_jobs(paths, agent, session_key, now)

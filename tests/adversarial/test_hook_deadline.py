@@ -1,0 +1,138 @@
+"""A loaded machine: the hook process starts late (starved of CPU, here a real SIGSTOP right after
+the spawn), the engine does not answer, the core is stuck, or Stop's judge never returns. The hook
+still answers within its hard deadline, counted from its own process start: 80 % of the host's
+timeout (less a margin for the exit), within 4 s for Cursor's 5 s prompt hook."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from memself import texts
+from memself.config import set_config_value
+from memself.engine.client import EngineClient, ensure_started
+from memself.hosts import HOSTS
+from memself.hosts.base import EventKind
+from memself.paths import DataPaths
+from memself.side import jobs
+from tests.fakes.judge_server import Reply, running_judge
+from tests.hookproc import REPO_ROOT, HookProc, hook_data, hook_runs, load_payloads
+from tests.side_helpers import configure
+from tests.test_side_e2e_hook import prompt_hook
+from tests.test_side_followup import proposal, ready
+
+__all__ = ["hook_data"]
+
+CURSOR = load_payloads("cursor-documented.json")
+# Time a hook may take beyond its deadline to leave: exit, and the test's own spawn and reap.
+EXIT_SLACK_S = 0.6
+SHARE = 0.8  # of the host's registered timeout
+
+
+def deadline_for(host: str, kind: EventKind) -> float:
+    """The longest a hook may take, as the host sees it."""
+    return SHARE * HOSTS[host].TIMEOUTS[kind]
+
+
+def starved(argv: list[str], stdin: bytes, stop_s: float, timeout: float = 60) -> HookProc:
+    """Run ``argv`` stopped for ``stop_s`` right after the spawn: what CPU starvation does to a
+    hook's start, with a real signal."""
+    started = time.monotonic()
+    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, cwd="/tmp")
+    os.kill(proc.pid, signal.SIGSTOP)
+    time.sleep(stop_s)
+    os.kill(proc.pid, signal.SIGCONT)
+    out, err = proc.communicate(stdin, timeout=timeout)
+    return HookProc(proc.returncode, out, err, time.monotonic() - started)
+
+
+def entry(host: str) -> list[str]:
+    return [sys.executable, "-I", "-S", str(REPO_ROOT / "hooks" / "entry.py"), "--agent", host]
+
+
+def test_starved_cursor_prompt_with_a_stuck_engine_answers_within_4s(hook_data: DataPaths) -> None:
+    """The engine holds the socket but never answers (SIGSTOPped): the fast path gives it only
+    what the deadline leaves, and the hook answers in its own process before 4 s."""
+    ensure_started(hook_data)
+    deadline = time.monotonic() + 20
+    info: dict = {}
+    while time.monotonic() < deadline and not info.get("ready"):
+        try:
+            info = EngineClient(hook_data).ping(0.5)
+        except Exception:
+            time.sleep(0.1)
+    assert info.get("ready"), info
+    os.kill(info["pid"], signal.SIGSTOP)
+    try:
+        proc = starved(entry("cursor"), json.dumps(CURSOR["beforeSubmitPrompt"]).encode(), 2.5)
+    finally:
+        os.kill(info["pid"], signal.SIGCONT)
+    assert proc.rc == 0
+    assert deadline_for("cursor", EventKind.PROMPT_SUBMIT) == 4.0
+    assert proc.elapsed_s < 4.0 + EXIT_SLACK_S, proc.elapsed_s
+    # Answered in the hook process, without recall: the reminder (or, on a machine slower still,
+    # Cursor's "nothing"), never a half-written or missing answer.
+    assert proc.answer() in ({"additional_context": texts.DEPOSITION_OFF}, {})
+
+
+@pytest.mark.parametrize("host", list(HOSTS))
+def test_starved_stuck_core_answers_nothing_at_the_deadline(host: str, tmp_path: Path,
+                                                            hook_data: DataPaths) -> None:
+    """A core that never returns, in a process that started 2 s late: the deadline still counts
+    from the process start, so the host gets its "no answer" at 80 % of its prompt timeout."""
+    replies = tmp_path / "replies.json"
+    replies.write_text(json.dumps({"prompt_submit": {"sleep": 60, "context": "late"}}))
+    argv = [sys.executable, "-I", "-S", str(REPO_ROOT / "tests" / "hook_harness.py"),
+            "--agent", host, "--replies", str(replies)]
+    payload = {"hook_event_name": HOSTS[host].EVENT_NAMES[EventKind.PROMPT_SUBMIT],
+               "session_id": "s", "conversation_id": "s", "prompt": "以后回答都用中文"}
+    proc = starved(argv, json.dumps(payload).encode(), 2.0)
+    limit = deadline_for(host, EventKind.PROMPT_SUBMIT)
+    assert proc.rc == 0
+    assert limit - 0.6 < proc.elapsed_s < limit + EXIT_SLACK_S, proc.elapsed_s
+    assert limit < HOSTS[host].TIMEOUTS[EventKind.PROMPT_SUBMIT]
+    assert proc.answer() == ({} if host == "cursor" else None)
+    assert [r.get("note") for r in hook_runs(hook_data)] == ["deadline"]
+
+
+def test_stop_waiting_for_a_hung_judge_answers_before_its_deadline(hook_data: DataPaths) -> None:
+    """sideWaitMs longer than the host allows and a judge that never returns: Stop stops waiting
+    in time to show what is ready, instead of being cut off with nothing."""
+    paths = hook_data
+    session = "stop-deadline"
+    with running_judge() as judge:
+        configure(paths, judge.url, confirm=True)
+        set_config_value(paths, "sideWaitMs", "60000")
+        sid = ready(paths, "记住：以后回答都用中文", proposal("回答问题时使用中文"),
+                    session=session, turn="t-ready", at=_now())
+        judge.script(Reply("hang"))
+        prompt_hook("claude", session, "记住：提交信息一律用英文写", "t-hung")
+        waited = time.monotonic() + 20
+        while time.monotonic() < waited and not judge.requests:
+            time.sleep(0.05)
+        assert judge.requests, "the judge never called the endpoint"
+        running = [j for j in jobs.list_jobs(paths, _now()) if j["status"] == jobs.RUNNING]
+        assert len(running) == 1
+        stop = {"hook_event_name": "Stop", "session_id": session, "stop_hook_active": False,
+                "cwd": "/tmp"}
+        proc = starved(entry("claude"), json.dumps(stop).encode(), 1.0)
+    limit = deadline_for("claude", EventKind.STOP)
+    assert proc.rc == 0
+    assert proc.elapsed_s < limit + EXIT_SLACK_S, proc.elapsed_s
+    answer = proc.answer()
+    assert answer is not None and answer["decision"] == "block", proc.stdout[:300]
+    assert "回答问题时使用中文" in answer["reason"] and sid in answer["reason"]
+
+
+def _now():
+    from datetime import datetime, timezone
+
+    return datetime.now(timezone.utc)
