@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memself.errors import InvalidInput
-from memself.records import GROUPS, fmt_confidence
+from memself.records import GROUPS, fmt_confidence, one_line
 
 if TYPE_CHECKING:
     from memself.config import Config
@@ -58,7 +58,7 @@ def local_recall(text: str, paths: DataPaths, config: Config,
 
 def render_recall_text(result: RecallResult) -> str:
     """``memself recall`` for a person: each group's hits with scores, and the line it had to pass."""
-    lines = [f"输入：{result.text}"]
+    lines = [f"输入：{one_line(result.text)}"]
     for group in GROUPS:
         lines.extend(_group_lines(result.groups[group]))
     if not result.hit_ids:
@@ -85,7 +85,7 @@ def _group_lines(g: GroupRecall) -> list[str]:
     out = [head + line]
     for hit in g.hits:
         lex = f"，字面 +{hit.lexical:.3f}" if hit.lexical > 0 else ""
-        out.append(f"  - {hit.text}（相关度 {hit.score:.3f}{lex}，置信度 "
+        out.append(f"  - {one_line(hit.text)}（相关度 {hit.score:.3f}{lex}，置信度 "
                    f"{fmt_confidence(hit.confidence)}，id {hit.id}）")
     return out
 

@@ -9,7 +9,7 @@ import click
 from memself.cli.app import echo_json, main, now_utc
 from memself.config import KEYS, load_config, set_config_value
 from memself.paths import DataPaths
-from memself.records import GROUPS, fmt_confidence
+from memself.records import GROUPS, fmt_confidence, one_line
 from memself.side.resolve import invalidate_for_memories
 from memself.side.secrets import key_state, read_key_file, shown_base
 from memself.store import MemoryStore
@@ -58,14 +58,14 @@ def read_cmd(group: str, as_json: bool) -> None:
     click.echo(f"{group}（共 {len(memories)} 条）")
     for number, memory in enumerate(memories, start=1):
         mark = "[已废弃] " if not memory.active else ""
-        click.echo(f"{number}. {mark}{memory.text}（置信度 {fmt_confidence(memory.confidence)}，"
+        click.echo(f"{number}. {mark}{one_line(memory.text)}（置信度 {fmt_confidence(memory.confidence)}，"
                    f"id {memory.id}）")
 
 
 def _add(group: str, text: str) -> None:
     memory = _store().create(text, group, now_utc(), evidence="用户通过 CLI 直接添加")
     title = "规则" if group == "rule" else "项目事实"
-    click.echo(f"已新增{title}：{memory.text}")
+    click.echo(f"已新增{title}：{one_line(memory.text)}")
     click.echo(f"置信度 {fmt_confidence(memory.confidence)}，id {memory.id}")
     click.echo("下个会话开始起无条件生效。" if group == "rule" else "之后每轮输入按相关性召回。")
 
@@ -105,7 +105,7 @@ def delete_cmd(ids: tuple[str, ...]) -> None:
     invalidate_for_memories(store.paths, [m.id for m in removed], now)
     click.echo(f"已删除 {len(removed)} 条，移入回收站（保留 30 天，可用 memself restore <id> 恢复）：")
     for memory in removed:
-        click.echo(f"- {memory.text}（id {memory.id}）")
+        click.echo(f"- {one_line(memory.text)}（id {memory.id}）")
     missing = sorted(set(ids) - {m.id for m in removed})
     if missing:
         click.echo(f"未找到，已跳过：{'、'.join(missing)}")
@@ -124,7 +124,7 @@ def trash_cmd(as_json: bool) -> None:
         return
     click.echo(f"回收站（共 {len(entries)} 条，保留 30 天）")
     for entry in entries:
-        click.echo(f"- [{entry.memory.category}] {entry.memory.text}（id {entry.memory.id}，"
+        click.echo(f"- [{entry.memory.category}] {one_line(entry.memory.text)}（id {entry.memory.id}，"
                    f"删除于 {entry.deleted_at}）")
 
 
@@ -133,7 +133,7 @@ def trash_cmd(as_json: bool) -> None:
 def restore_cmd(mem_id: str) -> None:
     """从回收站恢复一条记忆。"""
     memory = _store().restore(mem_id, now_utc())
-    click.echo(f"已恢复到 {memory.category}：{memory.text}（置信度 "
+    click.echo(f"已恢复到 {memory.category}：{one_line(memory.text)}（置信度 "
                f"{fmt_confidence(memory.confidence)}，id {memory.id}）")
 
 
