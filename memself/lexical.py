@@ -16,17 +16,35 @@ Tokens: ASCII identifiers whole (lower-cased: ``waybill-svc``, ``config.go``), p
 (``运单详情`` -> ``运单``, ``详情``, ``运单详情``), words of two or more characters. A small English
 stop list drops function words; Chinese function words have a low IDF and count for little.
 
-jieba is imported lazily (it takes about a second to build its dictionary): never on the hook path.
+Segmentation runs on ``rjieba`` (jieba-rs): the same dictionary, HMM and search-mode rules as
+jieba's ``lcut_for_search``, with its dictionary compiled in, so it is ready in a fraction of the
+time jieba's prefix dictionary takes to build. The IDF table stays jieba's ``analyse/idf.txt``:
+the file is located without importing jieba, parsed once, and kept as a checked hash table in the
+model cache (``lexical/jieba-idf.bin``), which later processes read instead of parsing the text
+again. ``warm_up`` loads both; it is safe to call from any thread, and ``tokens`` loads them on
+first use otherwise. Nothing here is imported on the hook path.
 """
 
 from __future__ import annotations
 
+import functools
+import hashlib
+import importlib.util
 import math
+import os
 import re
+import struct
+import sys
+import tempfile
 import threading
-from collections.abc import Iterable, Sequence
+import zlib
+from array import array
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from memself.errors import MemselfError
 
 if TYPE_CHECKING:
     import numpy as np
@@ -43,35 +61,230 @@ _EN_STOP = frozenset(
     "as at not no yes if then so but just please about into out up".split())
 _ASCII = re.compile(r"[A-Za-z][A-Za-z0-9_$]*(?:[.\-/][A-Za-z0-9_$]+)*")
 _CJK = re.compile(r"[\u4e00-\u9fff]+")
+# jieba segments only U+4E00..U+9FD5 as Chinese and emits every other character of a run on its
+# own (dropped below: one character); jieba-rs would segment them with their neighbours. Cutting
+# a run at those characters first gives jieba's tokens.
+_JIEBA_HAN = re.compile(r"[\u4e00-\u9fd5]+")
 _PART_SPLIT = re.compile(r"[.\-/_$]+")
 _CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
 
+# The cache file: header, then float64 values, uint32 word offsets (n + 1), uint32 open-addressing
+# slots (crc32 of the UTF-8 word, linear probing), then the words' UTF-8 bytes back to back.
+CACHE_FORMAT = 1
+_MAGIC = b"MSLXIDF1"
+_HEADER = struct.Struct("<8s32s32sIII")  # magic, source key, sha256 of the body, words, slots, max probe
+_EMPTY = 0xFFFFFFFF
+_MEMO_SIZE = 1 << 16
+
+
+class LexicalDataError(MemselfError):
+    """jieba's IDF table (the lexical signal's word weights) cannot be found or read."""
+
+
+@dataclass(frozen=True)
+class _Lexicon:
+    cut: Callable[[str], list[str]]  # search-mode segmentation of one run of Chinese characters
+    idf: Callable[[str], float]      # IDF of a token, UNKNOWN_IDF when the table lacks it
+    idf_origin: str                  # "cache" (read the prepared table) or "source" (parsed idf.txt)
+
+
 _lock = threading.Lock()
-_idf: dict[str, float] | None = None
+_lexicon: _Lexicon | None = None
+# How many times the tables were loaded in this process: warm-up loads them, nothing else should.
+load_count = 0
 
 
-def _load() -> dict[str, float]:
-    """jieba's IDF table (270k words), loaded once; importing jieba happens here."""
-    global _idf
+def idf_source_path() -> Path:
+    """jieba's ``analyse/idf.txt``, found through the installed package without importing it."""
+    spec = importlib.util.find_spec("jieba")
+    locations = list(spec.submodule_search_locations or []) if spec else []
+    for folder in locations:
+        path = Path(folder) / "analyse" / "idf.txt"
+        if path.is_file():
+            return path
+    raise LexicalDataError("找不到 jieba 的词频表 analyse/idf.txt：请重新安装 memself（它依赖 jieba 包）。")
+
+
+def parse_idf(path: Path) -> dict[str, float]:
+    """``word value`` lines of jieba's IDF file as a dict."""
+    table: dict[str, float] = {}
+    with path.open(encoding="utf-8") as fh:
+        for line in fh:
+            word, _, value = line.rstrip("\n").partition(" ")
+            if word and value:
+                table[word] = float(value)
+    return table
+
+
+def cache_path(cache_dir: Path | None = None) -> Path:
+    from memself.offline_model import model_cache_dir
+
+    return (cache_dir or model_cache_dir()) / "lexical" / "jieba-idf.bin"
+
+
+def _source_key(source: Path) -> bytes:
+    """What the cache was built from: a different file, size, mtime, format or byte order rebuilds it."""
+    st = source.stat()
+    ident = f"{CACHE_FORMAT}\0{source.resolve()}\0{st.st_size}\0{st.st_mtime_ns}\0{sys.byteorder}"
+    return hashlib.sha256(ident.encode("utf-8", "surrogatepass")).digest()
+
+
+class IdfTable:
+    """jieba's IDF table as flat arrays and an open-addressing hash on crc32: loading it is a read
+    and a checksum, with no per-word Python objects until a word is looked up."""
+
+    def __init__(self, values: array, offsets: array, slots: array, blob: bytes, max_probe: int) -> None:
+        self._values = values
+        self._offsets = offsets
+        self._slots = slots
+        self._blob = blob
+        self._mask = len(slots) - 1
+        self._max_probe = max_probe
+        self._n = len(values)
+
+    def __len__(self) -> int:
+        return self._n
+
+    @classmethod
+    def build(cls, table: dict[str, float]) -> IdfTable:
+        words = [w.encode("utf-8") for w in table]
+        n = len(words)
+        size = 1
+        while size * 3 < n * 5 + 1:  # at most 60 % full: short probes and always an empty slot
+            size <<= 1
+        slots = array("I", [_EMPTY]) * size
+        mask = size - 1
+        offsets = array("I", [0]) * (n + 1)
+        pos = max_probe = 0
+        for i, word in enumerate(words):
+            offsets[i] = pos
+            pos += len(word)
+            h = zlib.crc32(word) & mask
+            probe = 1
+            while slots[h] != _EMPTY:
+                h = (h + 1) & mask
+                probe += 1
+            slots[h] = i
+            max_probe = max(max_probe, probe)
+        offsets[n] = pos
+        return cls(array("d", table.values()), offsets, slots, b"".join(words), max_probe)
+
+    def to_bytes(self, key: bytes) -> bytes:
+        body = self._values.tobytes() + self._offsets.tobytes() + self._slots.tobytes() + self._blob
+        return _HEADER.pack(_MAGIC, key, hashlib.sha256(body).digest(), self._n, len(self._slots),
+                            self._max_probe) + body
+
+    @classmethod
+    def from_bytes(cls, data: bytes, key: bytes) -> IdfTable | None:
+        """The table, or None when the bytes are not a whole, intact cache of this very source."""
+        if len(data) < _HEADER.size:
+            return None
+        magic, got_key, digest, n, n_slots, max_probe = _HEADER.unpack_from(data)
+        body = memoryview(data)[_HEADER.size:]
+        if magic != _MAGIC or got_key != key or hashlib.sha256(body).digest() != digest:
+            return None
+        fixed = 8 * n + 4 * (n + 1) + 4 * n_slots
+        if (n_slots < n + 1 or n_slots & (n_slots - 1) or not 0 < max_probe <= n_slots
+                or len(body) < fixed):
+            return None
+        values, offsets, slots = array("d"), array("I"), array("I")
+        values.frombytes(body[:8 * n])
+        offsets.frombytes(body[8 * n:8 * n + 4 * (n + 1)])
+        slots.frombytes(body[8 * n + 4 * (n + 1):fixed])
+        blob = bytes(body[fixed:])
+        if offsets[0] != 0 or offsets[n] != len(blob):
+            return None
+        return cls(values, offsets, slots, blob, max_probe)
+
+    def get(self, word: str, default: float = UNKNOWN_IDF) -> float:
+        key = word.encode("utf-8", "surrogatepass")
+        slots, offsets, blob, mask, n = self._slots, self._offsets, self._blob, self._mask, self._n
+        h = zlib.crc32(key) & mask
+        for _ in range(self._max_probe):
+            entry = slots[h]
+            if entry >= n:  # empty (or out of range in a damaged file): not in the table
+                return default
+            if blob[offsets[entry]:offsets[entry + 1]] == key:
+                return self._values[entry]
+            h = (h + 1) & mask
+        return default
+
+
+def _read_cache(path: Path, key: bytes) -> IdfTable | None:
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None
+    return IdfTable.from_bytes(data, key)
+
+
+def _write_cache(path: Path, data: bytes) -> bool:
+    """Atomic replace; False (and nothing left behind) when the folder is not writable."""
+    tmp: str | None = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+        return True
+    except OSError:
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
+        return False
+
+
+def load_idf_table(cache_dir: Path | None = None, source: Path | None = None) -> tuple[IdfTable, str]:
+    """``(table, origin)``: the cached table when it is intact and built from this very source
+    (origin "cache"); otherwise parsed from the source and written back (origin "source")."""
+    source = source or idf_source_path()
+    try:
+        key = _source_key(source)
+    except OSError as exc:
+        raise LexicalDataError(f"读不了 jieba 的词频表 {source}：{exc}") from exc
+    path = cache_path(cache_dir)
+    table = _read_cache(path, key)
+    if table is not None:
+        return table, "cache"
+    try:
+        parsed = parse_idf(source)
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise LexicalDataError(f"读不了 jieba 的词频表 {source}：{exc}") from exc
+    table = IdfTable.build(parsed)
+    _write_cache(path, table.to_bytes(key))  # best effort: a read-only cache only costs speed
+    return table, "source"
+
+
+def _get() -> _Lexicon:
+    global _lexicon, load_count
+    lexicon = _lexicon
+    if lexicon is not None:
+        return lexicon
     with _lock:
-        if _idf is None:
-            import jieba
-            import jieba.analyse
+        if _lexicon is None:
+            import rjieba
 
-            jieba.setLogLevel(60)  # its "Building prefix dict" chatter goes to stderr otherwise
-            path = Path(jieba.analyse.__file__).with_name("idf.txt")
-            table: dict[str, float] = {}
-            with path.open(encoding="utf-8") as fh:
-                for line in fh:
-                    word, _, value = line.rstrip("\n").partition(" ")
-                    if word and value:
-                        table[word] = float(value)
-            _idf = table
-        return _idf
+            table, origin = load_idf_table()
+            cut = rjieba.cut_for_search
+
+            def segment(run: str) -> list[str]:
+                # HMM for unknown words, as jieba's lcut_for_search
+                return [word for piece in _JIEBA_HAN.findall(run) for word in cut(piece, True)]
+
+            _lexicon = _Lexicon(segment, functools.lru_cache(maxsize=_MEMO_SIZE)(table.get), origin)
+            load_count += 1
+        return _lexicon
+
+
+def warm_up() -> str:
+    """Load the segmenter and the IDF table now (any thread); returns where the table came from."""
+    return _get().idf_origin
 
 
 def idf(token: str) -> float:
-    return _load().get(token, UNKNOWN_IDF)
+    return _get().idf(token)
 
 
 def _parts(identifier: str) -> list[str]:
@@ -83,9 +296,13 @@ def _parts(identifier: str) -> list[str]:
 
 def tokens(text: str) -> dict[str, float]:
     """Token -> weight (its IDF, halved for identifier parts) for one text."""
-    import jieba
+    lexicon = _get()
+    return tokens_with(text, lexicon.cut, lexicon.idf)
 
-    table = _load()
+
+def tokens_with(text: str, cut: Callable[[str], list[str]],
+                idf_of: Callable[[str], float]) -> dict[str, float]:
+    """``tokens`` with a given segmenter (of one run of U+4E00..U+9FFF) and IDF lookup."""
     out: dict[str, float] = {}
 
     def put(token: str, weight: float) -> None:
@@ -97,15 +314,15 @@ def tokens(text: str) -> dict[str, float]:
         whole = raw.lower()
         if len(whole) < 2 or whole in _EN_STOP:
             continue
-        put(whole, table.get(whole, UNKNOWN_IDF))
+        put(whole, idf_of(whole))
         parts = _parts(raw)
         if len(parts) > 1:
             for part in parts:
-                put(part, PART_WEIGHT * table.get(part, UNKNOWN_IDF))
+                put(part, PART_WEIGHT * idf_of(part))
     for match in _CJK.finditer(text):
-        for word in jieba.lcut_for_search(match.group(0)):
+        for word in cut(match.group(0)):
             if len(word) >= 2:
-                put(word, table.get(word, UNKNOWN_IDF))
+                put(word, idf_of(word))
     return out
 
 
