@@ -86,6 +86,8 @@ def child(name: str) -> dict:
 
     if name == "baseline":
         out: dict = {}
+    elif name == "rjieba-only":  # the segmenter alone: the floor of every rjieba row
+        out = dict.fromkeys(_rjieba_cut()(TEXT), 0.0)
     elif name == "jieba":
         out = lexical.tokens_with(TEXT, _jieba_ref(), _parsed_idf())
     elif name == "rjieba+parse":
@@ -136,7 +138,8 @@ def bench_times(runs: int) -> None:
 
     from memself.lexical import idf_source_path, parse_idf
 
-    names = ["baseline", "jieba", "rjieba+parse", "rjieba+marshal", "rjieba+cache", "rjieba+cold-cache"]
+    names = ["baseline", "rjieba-only", "jieba", "rjieba+parse", "rjieba+marshal", "rjieba+cache",
+             "rjieba+cold-cache"]
     names += [n for n, m in (("jieba_fast+parse", "jieba_fast"), ("jieba_fast_dat+parse", "jieba_fast_dat"))
               if _installed(m)]
     with tempfile.TemporaryDirectory(prefix="bench-lexical-") as tmp:
@@ -231,6 +234,34 @@ def bench_equal(case_files: list[Path], fuzz: int) -> None:
             print(f"  {text[:60]!r}: only jieba {only_ref}, only new {only_new}, weight differs {weight}")
 
 
+def bench_throughput(rounds: int = 20) -> None:
+    """Steady-state cost of ``tokens`` per text (what an index build over many memories pays)."""
+    from memself import lexical
+
+    texts: list[str] = []
+    for path in (REPO / "background_sentences.json", REPO / "memself" / "data" / "general_prompts.json"):
+        _strings(json.loads(path.read_text("utf-8")), texts)
+    lexical.warm_up()
+    table = lexical.load_idf_table()[0]
+    parsed = lexical.parse_idf(lexical.idf_source_path())
+    rows = [("jieba + dict", _jieba_ref(), lambda w: parsed.get(w, lexical.UNKNOWN_IDF)),
+            ("rjieba + dict", _rjieba_cut(), lambda w: parsed.get(w, lexical.UNKNOWN_IDF)),
+            ("rjieba + IdfTable, no memo", _rjieba_cut(), table.get),
+            ("rjieba + IdfTable + memo (tokens())", None, None)]
+    print(f"\nSteady-state tokens() per text, {len(texts)} texts x {rounds} rounds:\n")
+    print("| path | per text |")
+    print("|---|---|")
+    for label, cut, idf_of in rows:
+        start = time.perf_counter()
+        for _ in range(rounds):
+            for text in texts:
+                if cut is None:
+                    lexical.tokens(text)
+                else:
+                    lexical.tokens_with(text, cut, idf_of)
+        print(f"| {label} | {(time.perf_counter() - start) / rounds / len(texts) * 1e6:.0f} µs |")
+
+
 def _model_load(tokenizer: Path, onnx: Path | None) -> None:
     from tokenizers import Tokenizer
 
@@ -305,6 +336,7 @@ def main() -> None:
         bench_times(args.runs)
     if not args.skip_equal:
         bench_equal(args.cases, args.fuzz)
+        bench_throughput()
     if args.parallel:
         if args.tokenizer is None:
             from memself.offline_model import expanded_path
