@@ -91,7 +91,7 @@ def check_data(paths: DataPaths) -> Check:
 
 def check_model(paths: DataPaths) -> Check:
     from memself.config import load_config
-    from memself.installers.model_prep import is_cached
+    from memself.model.cache import status
     from memself.models import resolve_model
 
     model = load_config(paths).model
@@ -99,23 +99,18 @@ def check_model(paths: DataPaths) -> Check:
         settings = resolve_model(model)
     except MemselfError as exc:
         return Check("向量模型", False, str(exc), "memself config model multilingual-e5-small")
+    info = status(model, settings)
+    if info["prepared"]:
+        size = f"{info['size_bytes'] / 1e6:.0f} MB"
+        return Check("向量模型", True, f"{model}（已准备：{info['folder']}，{size}）")
+    if settings.kind == "local" and not Path(settings.source).is_dir():
+        return Check("向量模型", False, f"本地模型文件夹 {settings.source} 不存在",
+                     "memself config model <模型文件夹或 hub id>")
+    fix = "memself model prepare"
     if settings.kind == "hub":
-        if is_cached(settings.source):
-            return Check("向量模型", True, f"{model}（已在本机缓存）")
-        return Check("向量模型", False, f"{model} 还没下载",
-                     "memself setup（连不上模型仓库时设置 HF_ENDPOINT 镜像，"
-                     "或 memself config model multilingual-e5-small 改用离线模型）")
-    if settings.kind == "offline":
-        from memself.offline_model import expanded_path
-
-        folder = expanded_path()
-        state = "已展开" if folder.is_dir() else "首次使用时展开（约 6 秒）"
-        return Check("向量模型", True, f"{model}（离线模型，{state}：{folder}）")
-    folder = Path(settings.source)
-    if folder.is_dir():
-        return Check("向量模型", True, f"本地模型文件夹 {folder}")
-    return Check("向量模型", False, f"本地模型文件夹 {folder} 不存在",
-                 "memself config model <模型文件夹或 hub id>")
+        fix += ("（连不上模型仓库时设置 HF_ENDPOINT 镜像，"
+                "或 memself config model multilingual-e5-small 改用离线模型）")
+    return Check("向量模型", False, f"{model} {info['reason']}", fix)
 
 
 def check_engine(paths: DataPaths, wait_s: float = _ENGINE_WAIT_S) -> Check:

@@ -1,6 +1,8 @@
-"""Make sure the embedding model can be loaded before anything is registered.
+"""Make sure the embedding model is prepared before anything is registered.
 
-A hub model that is not cached is downloaded (sentence-transformers shows the progress bars).
+Preparing loads the model with sentence-transformers (a hub model that is not cached is
+downloaded, with huggingface_hub's progress bars), exports what the lean runtime needs and checks
+it (``memself.model.prepare``), with a progress bar on a terminal.
 When the hub cannot be reached, huggingface_hub retries for well over a minute; a short probe
 first lets setup say why at once and fall back to the offline model that ships in a package.
 """
@@ -50,15 +52,17 @@ def probe_hub(endpoint: str, timeout: float = _PROBE_TIMEOUT_S) -> str:
 
 
 def _load(model: str) -> None:
-    from memself.encoder import load_encoder
+    from memself.model.prepare import STEPS, prepare
+    from memself.progress import progress_bar
 
-    load_encoder(model, None)
+    with progress_bar("准备向量模型", STEPS) as advance:
+        prepare(model, progress=advance)
 
 
 def prepare_model(model: str, echo: Callable[[str], None],
                   load: Callable[[str], None] = _load,
                   probe: Callable[[str], str] = probe_hub) -> ModelReady:
-    """Load ``model`` once (downloading it if needed); fall back to the offline model.
+    """Prepare ``model`` once (downloading it if needed); fall back to the offline model.
 
     Raises ``MemselfError`` when neither loads: registering hooks for a model that cannot be
     had would give the user a memory that never recalls anything.

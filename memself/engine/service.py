@@ -27,10 +27,6 @@ OP_RECALL = "recall"
 OP_NEAREST = "nearest"
 OP_HOOK = "hook"
 OP_HOOK_FORWARD = "hook-forward"  # = memself.engine.fasthook.OP_HOOK_FORWARD
-# How the engine encodes each prompt: unset = the first compiled path that works (ONNX Runtime,
-# then TorchScript); "0" = the eager forward pass (saves the export's memory and warm-up time);
-# "onnx" or "torchscript" = only that path (benchmarks compare them side by side).
-FAST_SINGLE_ENV = "MEMSELF_FAST_QUERY"
 
 
 def make_service(paths: DataPaths) -> RecallService:
@@ -61,13 +57,10 @@ class RecallService:
         from memself.recall import load_recaller
         from memself.vector_index import VectorIndex
 
-        self.encoder = load_encoder(config.model)
-        # Each prompt is one text; the engine can afford the export (~3 s once) that makes that
-        # forward pass ~45% faster (SentenceTransformerEncoder.enable_fast_single).
-        enable = getattr(self.encoder, "enable_fast_single", None)
-        kinds = fast_single_kinds(os.environ.get(FAST_SINGLE_ENV, ""))
-        if callable(enable) and kinds:
-            log(self.paths, "encoder-fast-single", path=enable(kinds) or "eager")
+        # A model not prepared yet is prepared in a child process; the engine's stderr goes
+        # nowhere, so the log says why this start is slow.
+        self.encoder = load_encoder(
+            config.model, notify=lambda _msg: log(self.paths, "model-prepare", model=config.model))
         self.memory_encoder = memory_side(self.encoder)
         self.recaller = load_recaller(self.encoder, config.model)
         self.index = VectorIndex.for_paths(self.paths)
@@ -86,8 +79,15 @@ class RecallService:
         self.pool = self._indexed_pool()
 
     def describe(self) -> dict[str, Any]:
+        from memself.model.runtime import heavy_modules_loaded
+
+        prepared = getattr(self.encoder, "prepared", None)
         return {"model": self.model, "memories": len(self.memories),
-                "indexed": len(self.index) if self.index is not None else 0}
+                "indexed": len(self.index) if self.index is not None else 0,
+                "encoder": type(self.encoder).__name__,
+                "prepared": str(prepared.folder) if prepared is not None else None,
+                # What the runtime must never load (torch and friends); a test asserts it is empty.
+                "heavy_modules": heavy_modules_loaded()}
 
     # ----- ops -----
 
@@ -157,16 +157,6 @@ class RecallService:
                           in_engine=True, store=self.store)
 
         return run_forwarded(payload, self.paths, core)
-
-
-def fast_single_kinds(setting: str) -> tuple[str, ...]:
-    """The compiled single-text paths to try for ``$MEMSELF_FAST_QUERY`` (see there)."""
-    from memself.fast_single import FAST_KINDS
-
-    value = setting.strip().lower()
-    if value == "0":
-        return ()
-    return (value,) if value in FAST_KINDS else FAST_KINDS
 
 
 class CachedReadStore(MemoryStore):

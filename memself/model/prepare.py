@@ -1,0 +1,545 @@
+"""Prepare a model once: the only code that imports torch and sentence-transformers.
+
+Steps (``prepare``), under a per-model file lock, into a temporary folder renamed into place:
+
+1. load the model as sentence-transformers does: from the Hugging Face cache or a download
+   (``HF_ENDPOINT`` honoured), a local folder, or the expanded offline model;
+2. export the transformer body to ONNX taking ``inputs_embeds`` (position and token-type
+   embeddings and LayerNorm stay inside), with the word-embedding table beside it as ``.npy`` for
+   the runtime to memory-map;
+3. write the fast tokenizer (truncation at the model's length, padding set), and for a large
+   Unigram vocabulary the compact form of ``memself.model.unigram`` when it tokenizes the same;
+4. check the runtime on the export against sentence-transformers on ``PROBES``, both prefixes,
+   one text at a time and batched with padding: every cosine >= ``MIN_COSINE``. A body that
+   fails is exported again as the whole model taking ``input_ids``; if that fails too,
+   preparation fails and leaves nothing behind;
+5. write the manifest with every file's size and sha256.
+
+``python -m memself.model.prepare MODEL`` is what the runtime runs when it meets an unprepared
+model; ``memself model prepare`` and ``memself setup`` call ``prepare`` directly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import random
+import shutil
+import sys
+import tempfile
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from memself.encoder import ModelUnavailable, download_failure_message, error_reason
+from memself.errors import MemselfError
+from memself.model import cache, unigram
+from memself.model.cache import FORMAT_VERSION, MANIFEST, Prepared, PreparedInvalid
+from memself.model.probes import PROBES
+from memself.models import OFFLINE_MODEL, ModelSettings, resolve_model
+
+if TYPE_CHECKING:
+    import numpy as np
+
+MIN_COSINE = 0.9999
+ONNX_OPSET = 17
+STEPS = 5
+
+Echo = Callable[[str], None]
+Progress = Callable[[int, str], None]
+
+
+class PrepareFailed(MemselfError):
+    """The model could be loaded but not exported faithfully (or not at all)."""
+
+
+def _stderr(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def _no_progress(_n: int, _what: str = "") -> None:
+    return None
+
+
+# --------------------------------------------------------------------------- the whole preparation
+
+
+def prepare(model: str, cache_dir: Path | None = None, *, settings: ModelSettings | None = None,
+            force: bool = False, progress: Progress | None = None, echo: Echo = _stderr,
+            now: datetime | None = None) -> Prepared:
+    """Prepare ``model`` (a table key, hub id or folder) unless a good preparation exists.
+
+    ``settings`` overrides the table's (tests force another pooling). Raises ``MemselfError``
+    subclasses with Chinese messages: ``ModelUnavailable`` when the model cannot be had,
+    ``PrepareFailed`` when it cannot be exported faithfully.
+    """
+    from filelock import FileLock, Timeout
+
+    settings = settings or resolve_model(model)
+    step = progress or _no_progress
+    lock_file = cache.lock_path(settings, cache_dir)
+    try:
+        lock_file.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise PrepareFailed(f"无法创建模型缓存目录 {lock_file.parent}：{exc.strerror or exc}") from exc
+    lock = FileLock(str(lock_file), mode=0o600)
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        echo(f"另一个进程正在准备向量模型 {model}，等它完成…")
+        lock.acquire()
+    try:
+        if not force:
+            with contextlib.suppress(PreparedInvalid):
+                found = cache.find_prepared(settings, cache_dir)
+                step(STEPS, "已准备好")
+                return found
+        return _prepare_locked(model, settings, cache_dir, step, echo,
+                               now or datetime.now(timezone.utc))
+    finally:
+        lock.release()
+
+
+def _prepare_locked(model: str, settings: ModelSettings, cache_dir: Path | None, step: Progress,
+                    echo: Echo, now: datetime) -> Prepared:
+    step(0, "加载模型")
+    st_model = load_sentence_transformer(settings, cache_dir)
+    revision = cache.current_revision(settings) or "unknown"
+    step(1, "写分词器")
+    parent = cache.model_folder(settings, cache_dir)
+    parent.mkdir(parents=True, exist_ok=True)
+    _remove_leftovers(parent)
+    tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=parent))
+    try:
+        manifest = export(st_model, settings, tmp, step)
+        manifest.update(revision=revision, prepared_at=now.isoformat(timespec="seconds"),
+                        versions=_versions())
+        _finish(tmp, manifest)
+        step(1, "完成")
+        target = cache.revision_folder(settings, revision, cache_dir)
+        _swap_into_place(tmp, target)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    for other in parent.iterdir():
+        if other != target and other.is_dir():
+            shutil.rmtree(other, ignore_errors=True)  # older revisions and formats
+    found = cache.verify(target, settings, revision)
+    echo(f"向量模型 {model} 已准备好：{target}（{found.size_bytes() / 1e6:.0f} MB）")
+    return found
+
+
+def _remove_leftovers(parent: Path) -> None:
+    # Under the lock, a temporary folder can only be a crashed preparer's.
+    for item in parent.glob(".*"):
+        if item.is_dir():
+            shutil.rmtree(item, ignore_errors=True)
+
+
+def _finish(folder: Path, manifest: dict[str, Any]) -> None:
+    files = {}
+    for path in sorted(folder.iterdir()):
+        if path.is_file() and not path.name.startswith("."):
+            files[path.name] = {"size": path.stat().st_size, "sha256": cache.file_sha256(path)}
+    manifest["files"] = files
+    (folder / MANIFEST).write_text(json.dumps(manifest, ensure_ascii=False, indent=2) + "\n",
+                                   encoding="utf-8")
+    cache.write_stamps(folder, cache.stamps_for(folder, files))
+    for path in folder.iterdir():
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    _fsync_dir(folder)
+
+
+def _swap_into_place(tmp: Path, target: Path) -> None:
+    if target.exists():
+        aside = target.with_name(f".old-{target.name}-{os.getpid()}")
+        os.rename(target, aside)
+        shutil.rmtree(aside, ignore_errors=True)
+    os.rename(tmp, target)
+    _fsync_dir(target.parent)
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _versions() -> dict[str, str]:
+    from importlib import metadata
+
+    out = {}
+    for name in ("torch", "transformers", "sentence-transformers", "onnxruntime", "tokenizers"):
+        with contextlib.suppress(metadata.PackageNotFoundError):
+            out[name] = metadata.version(name)
+    return out
+
+
+# --------------------------------------------------------------------------- sentence-transformers
+
+
+def load_sentence_transformer(settings: ModelSettings, cache_dir: Path | None = None) -> Any:
+    """The model as sentence-transformers loads it, with the table's pooling applied."""
+    if settings.kind == "offline":
+        from memself.offline_model import ensure_offline_model
+
+        return _load_local(ensure_offline_model(cache_dir), settings)
+    if settings.kind == "local":
+        return _load_local(Path(settings.source), settings)
+    return _load_hub(settings)
+
+
+def _load_local(folder: Path, settings: ModelSettings) -> Any:
+    try:
+        with _hub_offline():
+            model = _construct(str(folder), local_files_only=True)
+    except MemselfError:
+        raise
+    except Exception as exc:
+        raise ModelUnavailable(
+            f"无法加载本地模型文件夹 {folder}：{error_reason(exc)}。请确认它是 sentence-transformers "
+            f"格式的模型文件夹，或改用离线模型：memself config model {OFFLINE_MODEL}") from exc
+    return apply_pooling(model, settings)
+
+
+def _load_hub(settings: ModelSettings) -> Any:
+    # Cached first, without touching the network.
+    try:
+        with _hub_offline():
+            return apply_pooling(_construct(settings.source, local_files_only=True), settings)
+    except Exception:  # any failure here just means "not cached yet"
+        pass
+    endpoint = os.environ.get("HF_ENDPOINT", "").strip() or "https://huggingface.co"
+    print(f"正在从 {endpoint} 下载嵌入模型 {settings.source}（只需一次）…", file=sys.stderr)
+    try:
+        model = _construct(settings.source, local_files_only=False, progress=True)
+    except Exception as exc:
+        raise ModelUnavailable(download_failure_message(settings.source, endpoint, exc)) from exc
+    return apply_pooling(model, settings)
+
+
+def _construct(name_or_path: str, *, local_files_only: bool, progress: bool = False) -> Any:
+    import torch
+    from sentence_transformers import SentenceTransformer
+    from transformers.utils import logging as hf_logging
+
+    # Bars only while downloading. transformers' switch drives huggingface_hub's download bars
+    # too; its "Loading weights" bar and init warnings are noise otherwise.
+    if progress:
+        hf_logging.enable_progress_bar()
+    else:
+        hf_logging.disable_progress_bar()
+    hf_logging.set_verbosity_error()
+    return SentenceTransformer(
+        name_or_path,
+        device="cpu",
+        local_files_only=local_files_only,
+        # CPU inference runs float32 whatever a hub folder's config says (some say float16).
+        model_kwargs={"dtype": torch.float32},
+    )
+
+
+def apply_pooling(model: Any, settings: ModelSettings) -> Any:
+    """Force mean pooling when the table says so (bge ships CLS pooling; the original used mean)."""
+    if settings.pooling != "mean":
+        return model
+    from sentence_transformers.sentence_transformer.modules import Pooling
+
+    for idx, module in enumerate(model):
+        if isinstance(module, Pooling):
+            if module.pooling_mode != "mean":
+                model[idx] = Pooling(module.embedding_dimension, pooling_mode="mean",
+                                     include_prompt=module.include_prompt)
+            return model
+    return model
+
+
+@contextlib.contextmanager
+def _hub_offline() -> Iterator[None]:
+    """While loading from disk, make huggingface_hub refuse the network instead of trying it.
+
+    huggingface_hub reads HF_HUB_OFFLINE once at import, so the module constant is set as well as
+    the environment; both are restored afterwards so a later hub download still works.
+    """
+    import huggingface_hub.constants as hub_constants
+
+    old_env = os.environ.get("HF_HUB_OFFLINE")
+    old_const = hub_constants.HF_HUB_OFFLINE
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    hub_constants.HF_HUB_OFFLINE = True
+    try:
+        yield
+    finally:
+        hub_constants.HF_HUB_OFFLINE = old_const
+        if old_env is None:
+            os.environ.pop("HF_HUB_OFFLINE", None)
+        else:
+            os.environ["HF_HUB_OFFLINE"] = old_env
+
+
+class ReferenceEncoder:
+    """Unit vectors straight from sentence-transformers: what the export is checked against."""
+
+    def __init__(self, st_model: Any) -> None:
+        self.model = st_model
+
+    def encode_raw(self, texts: Sequence[str]) -> np.ndarray:
+        import numpy as np
+
+        vecs = np.asarray(self.model.encode(list(texts), batch_size=8, convert_to_numpy=True,
+                                            normalize_embeddings=False, show_progress_bar=False),
+                          dtype=np.float32)
+        return vecs / np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
+
+
+# --------------------------------------------------------------------------- export and check
+
+
+def pipeline_pooling(st_model: Any) -> str:
+    """"mean" or "cls" for a [Transformer, Pooling, Normalize?] model; ``PrepareFailed`` else."""
+    from sentence_transformers.sentence_transformer.modules import Normalize, Pooling, Transformer
+
+    modules = list(st_model)
+    names = " + ".join(type(m).__name__ for m in modules)
+    if len(modules) < 2 or not isinstance(modules[0], Transformer) or \
+            not isinstance(modules[1], Pooling) or \
+            not all(isinstance(m, Normalize) for m in modules[2:]):
+        raise PrepareFailed(f"不支持的模型结构（{names}）：memself 只支持 Transformer + Pooling "
+                            f"(+ Normalize) 的 sentence-transformers 模型")
+    mode = str(modules[1].pooling_mode)
+    if mode not in ("mean", "cls") or not getattr(modules[1], "include_prompt", True):
+        raise PrepareFailed(f"不支持的池化方式 {mode}：memself 只支持 mean 和 cls")
+    return mode
+
+
+def export(st_model: Any, settings: ModelSettings, folder: Path, step: Progress) -> dict[str, Any]:
+    """Write the runtime's files into ``folder``; returns the manifest without its file list."""
+    import torch
+
+    from memself.model.runtime import LeanEncoder
+
+    pooling = pipeline_pooling(st_model)
+    transformer = st_model[0]
+    body = transformer.auto_model.eval()
+    hf_tokenizer = transformer.tokenizer
+    max_tokens = int(transformer.max_seq_length)
+    pad_id = hf_tokenizer.pad_token_id if hf_tokenizer.pad_token_id is not None else 0
+    torch.set_num_threads(max(1, os.cpu_count() or 1))
+
+    _write_tokenizer(hf_tokenizer, max_tokens, pad_id, folder)
+    manifest: dict[str, Any] = {
+        "format": FORMAT_VERSION, "model_id": settings.model_id, "kind": settings.kind,
+        "source": settings.source, "pooling": pooling, "normalize": True,
+        "query_prefix": settings.query_prefix, "passage_prefix": settings.passage_prefix,
+        "max_tokens": max_tokens, "pad_id": pad_id,
+        "tokenizer": "tokenizers", "input": "inputs_embeds",
+    }
+    manifest["tokenizer"] = _write_compact_tokenizer(folder)
+    step(1, "导出计算图")
+    reference = ReferenceEncoder(st_model)
+    sample = _sample_ids(folder, pad_id)
+    failures: list[str] = []
+    for first in ("inputs_embeds", "input_ids"):
+        _export_graph(body, first, sample, folder)
+        manifest["input"] = first
+        step(1 if first == "inputs_embeds" else 0, "与 sentence-transformers 比对")
+        manifest["dim"] = int(body.config.hidden_size)
+        lean = LeanEncoder(Prepared(folder, manifest), settings, threads=max(1, os.cpu_count() or 1))
+        manifest["dim"] = int(lean.encode_raw(["dim"]).shape[1])
+        result = check_against(lean, reference, settings)
+        if result["passed"]:
+            manifest["check"] = result
+            step(1, "写校验和")
+            return manifest
+        failures.append(f"{first}：最小余弦 {result['min_cosine']:.6f}")
+    raise PrepareFailed(
+        f"导出的模型与 sentence-transformers 的结果不一致（{'；'.join(failures)}，要求 ≥ {MIN_COSINE}），"
+        "准备失败，没有写入任何文件。请换用其他模型，或把这个问题报告给 memself。")
+
+
+def _write_tokenizer(hf_tokenizer: Any, max_tokens: int, pad_id: int, folder: Path) -> None:
+    from tokenizers import Tokenizer
+
+    backend = getattr(hf_tokenizer, "backend_tokenizer", None)
+    if backend is None:
+        raise PrepareFailed("这个模型没有快速分词器（tokenizer.json），memself 无法在运行时使用它")
+    tok = Tokenizer.from_str(backend.to_str())
+    side = getattr(hf_tokenizer, "truncation_side", "right") or "right"
+    tok.no_padding()
+    tok.enable_truncation(max_length=max_tokens, direction=side)
+    pad_token = hf_tokenizer.pad_token or (tok.id_to_token(pad_id) or "")
+    tok.enable_padding(pad_id=pad_id, pad_token=pad_token)
+    tok.save(str(folder / "tokenizer.json"))
+
+
+def _write_compact_tokenizer(folder: Path) -> str:
+    """"unigram" when the compact form gives the full tokenizer's ids on every test text."""
+    from tokenizers import Tokenizer
+
+    spec = json.loads((folder / "tokenizer.json").read_text(encoding="utf-8"))
+    if not unigram.applicable(spec):
+        return "tokenizers"
+    unigram.write(spec, folder)
+    full = Tokenizer.from_file(str(folder / "tokenizer.json"))
+    compact = unigram.load(folder)
+    for text in tokenizer_test_texts():
+        if full.encode(text).ids != compact.encode(text).ids:
+            for name in unigram.FILES:
+                (folder / name).unlink(missing_ok=True)
+            return "tokenizers"
+    return "unigram"
+
+
+def tokenizer_test_texts(count: int = 2000) -> list[str]:
+    """The probes, the shipped sentences, and seeded random mixes of scripts, symbols, spaces and
+    special-token look-alikes."""
+    from importlib import resources
+
+    texts = list(PROBES)
+    for name in ("background_sentences.json", "general_prompts.json"):
+        with contextlib.suppress(OSError, ValueError):
+            data = json.loads((resources.files("memself") / "data" / name).read_text(encoding="utf-8"))
+            texts += [t for t in data if isinstance(t, str)]
+    pieces = [*"abcxyzABCXYZ0123456789 的是了在支付灰度开关配置上线提交，。！？、“”（）【】《》",
+              "🙂", "🚀", "\t", "\n", "  ", "\u3000", "\u00a0", "\u200b", "ｱ", "ＡＢ", "～", "ー",
+              "…", "ß", "é", "ñ", "Ж", "ж", "Ω", "α", "ئ", "ห", "ᄀ", "<s>", "</s>", "<pad>",
+              "<mask>", "<unk>", "[CLS]", "[UNK]", "'s", "n't", "http://", ".py", "def ", "->"]
+    rng = random.Random(20261130)
+    for _ in range(count):
+        texts.append("".join(rng.choice(pieces) for _ in range(rng.randint(0, 40))))
+    return texts
+
+
+def _sample_ids(folder: Path, pad_id: int) -> Any:
+    """A padded two-text batch to trace the export with (dynamic batch and length axes)."""
+    import torch
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(str(folder / "tokenizer.json"))
+    rows = [tok.encode(t).ids for t in ("初始化 sample", "a")]
+    width = max(len(r) for r in rows)
+    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(rows), width), dtype=torch.long)
+    for i, row in enumerate(rows):
+        ids[i, :len(row)] = torch.tensor(row)
+        mask[i, :len(row)] = 1
+    return ids, mask
+
+
+def _export_graph(body: Any, first: str, sample: Any, folder: Path) -> None:
+    """``model.onnx`` taking ``first`` (inputs_embeds or input_ids) and attention_mask."""
+    import numpy as np
+    import torch
+
+    class Body(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.inner = body
+
+        def forward(self, head: Any, attention_mask: Any) -> Any:
+            return self.inner(**{first: head}, attention_mask=attention_mask,
+                              return_dict=True).last_hidden_state
+
+    ids, mask = sample
+    embeddings = folder / "embeddings.npy"
+    with torch.inference_mode():
+        table = body.get_input_embeddings().weight.detach().to(torch.float32)
+        head = table[ids] if first == "inputs_embeds" else ids
+    if first == "inputs_embeds":
+        np.save(embeddings, table.numpy(), allow_pickle=False)
+    else:
+        embeddings.unlink(missing_ok=True)
+    try:
+        with torch.inference_mode(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the exporter's notes on shape-dependent branches
+            torch.onnx.export(Body().eval(), (head, mask), str(folder / "model.onnx"),
+                              input_names=[first, "attention_mask"],
+                              output_names=["last_hidden_state"],
+                              dynamic_axes={first: {0: "batch", 1: "tokens"},
+                                            "attention_mask": {0: "batch", 1: "tokens"},
+                                            "last_hidden_state": {0: "batch", 1: "tokens"}},
+                              opset_version=ONNX_OPSET, do_constant_folding=True, dynamo=False)
+    except Exception as exc:
+        raise PrepareFailed(f"导出 ONNX 计算图失败：{error_reason(exc)}") from exc
+
+
+def check_against(lean: Any, reference: ReferenceEncoder, settings: ModelSettings) -> dict[str, Any]:
+    """Cosines of the runtime's vectors to sentence-transformers' on ``PROBES``, query and
+    passage prefixes: one text at a time, batched by length, and in padded batches (the short
+    texts together, and the longest text with a short one, padded to its full length)."""
+    import numpy as np
+
+    worst: dict[str, float] = {}
+    worst_text = ""
+    lowest = 2.0
+    for prefix in dict.fromkeys((settings.query_prefix, settings.passage_prefix)):
+        texts = [prefix + t for t in PROBES]
+        expected = reference.encode_raw(texts)
+        single = np.vstack([lean.encode_raw([t]) for t in texts])
+        batched = lean.encode_raw(texts)
+        ids = [lean.tokenize(t) for t in texts]
+        short = [i for i, row in enumerate(ids) if len(row) <= 64]
+        longest = max(range(len(ids)), key=lambda i: len(ids[i]))
+        padded = np.zeros_like(expected)
+        padded[short] = lean.forward([ids[i] for i in short])
+        padded[[longest, short[0]]] = lean.forward([ids[longest], ids[short[0]]])
+        padded_rows = sorted({*short, longest})
+        padded = padded / np.maximum(np.linalg.norm(padded, axis=1, keepdims=True), 1e-12)
+        for name, got, rows in (("single", single, list(range(len(texts)))),
+                                ("batch", batched, list(range(len(texts)))),
+                                ("padded", padded, padded_rows)):
+            cosines = (got[rows] * expected[rows]).sum(axis=1)
+            worst[name] = min(worst.get(name, 2.0), float(cosines.min()))
+            if float(cosines.min()) < lowest:
+                lowest = float(cosines.min())
+                worst_text = texts[rows[int(cosines.argmin())]][:40]
+    return {"probes": len(PROBES), "sides": 2 if settings.query_prefix != settings.passage_prefix else 1,
+            "min_cosine": lowest, "by_mode": worst, "threshold": MIN_COSINE,
+            "passed": lowest >= MIN_COSINE, "worst_text": worst_text}
+
+
+# --------------------------------------------------------------------------- run as a child
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m memself.model.prepare")
+    parser.add_argument("model")
+    parser.add_argument("--cache-dir", type=Path, default=None)
+    parser.add_argument("--error-file", type=Path, default=None)
+    parser.add_argument("--force", action="store_true")
+    args = parser.parse_args(argv)
+    from memself.progress import progress_bar
+
+    try:
+        with progress_bar("准备向量模型", STEPS) as advance:
+            prepare(args.model, args.cache_dir, force=args.force, progress=advance)
+    except MemselfError as exc:
+        message = str(exc)
+    except Exception as exc:  # a bug or a library failure: still one clear line, no traceback
+        message = f"准备向量模型 {args.model} 失败：{type(exc).__name__}: {error_reason(exc)}"
+    else:
+        return 0
+    if args.error_file is not None:
+        with contextlib.suppress(OSError):
+            args.error_file.write_text(message + "\n", encoding="utf-8")
+    print(f"错误：{message}", file=sys.stderr, flush=True)
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
