@@ -54,3 +54,12 @@ def e5_reference(shared_model_cache: Path):  # -> memself.model.prepare.Referenc
 
     settings = resolve_model(OFFLINE_MODEL)
     return ReferenceEncoder(load_sentence_transformer(settings, shared_model_cache))
+
+
+@pytest.fixture(scope="session")
+def bge_tiny_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny random-weight BERT with bge-base-zh's tokenizer family, as a sentence-transformers
+    folder with CLS pooling (``tests/bge_shaped.py``); built once per run, in seconds."""
+    from tests.bge_shaped import build
+
+    return build(tmp_path_factory.mktemp("bge-tiny"))

@@ -1,4 +1,5 @@
-"""The Encoder interface, the model table, and loading from a folder, the hub cache, or nowhere."""
+"""The Encoder interface, the model table, and a hub model prepared from a download, from the hub
+cache, or not at all."""
 
 from __future__ import annotations
 
@@ -6,7 +7,6 @@ import hashlib
 import http.server
 import json
 import os
-import shutil
 import subprocess
 import sys
 import threading
@@ -20,7 +20,6 @@ import pytest
 from memself.encoder import Encoder, ModelUnavailable, download_failure_message
 from memself.errors import InvalidInput, MemselfError
 from memself.models import DEFAULT_MODEL, MODELS, OFFLINE_MODEL, resolve_model
-from memself.offline_model import expanded_path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -81,55 +80,6 @@ def test_e5_encoder_ranks_a_paraphrase_above_an_unrelated_memory(e5_encoder):
     assert scores[0] > scores[1] + 0.03
 
 
-def test_local_folder_loads_with_its_prompts_and_no_network(shared_model_cache, e5_encoder,
-                                                            tmp_path):
-    """A copy of the expanded folder, loaded as a local model: prompts from its own config."""
-    from memself.encoder import load_encoder
-
-    folder = tmp_path / "copied-e5"
-    folder.mkdir()
-    for item in expanded_path(shared_model_cache).iterdir():
-        (folder / item.name).symlink_to(item)
-    connects: list[object] = []
-
-    def audit(event: str, args: tuple) -> None:
-        if event == "socket.connect":
-            connects.append(args[1])
-
-    sys.addaudithook(audit)
-    local = load_encoder(str(folder))
-    vec = local.encode_queries(["本地模型文件夹"])
-    assert connects == []
-    assert local.model_id == f"local:{folder.resolve()}"
-    assert local.settings.query_prefix == "query: "  # type: ignore[attr-defined]
-    assert float(vec[0] @ e5_encoder.encode_queries(["本地模型文件夹"])[0]) > 0.9999
-
-
-def test_mean_pooling_is_forced_where_the_table_says_so(shared_model_cache, e5_encoder,
-                                                        tmp_path):
-    """bge ships CLS pooling; the table's pooling="mean" replaces it, as the original did."""
-    from dataclasses import replace
-
-    from memself.encoder import SentenceTransformerEncoder, _apply_pooling, _construct
-
-    folder = tmp_path / "cls-pooled"
-    shutil.copytree(expanded_path(shared_model_cache), folder, symlinks=False,
-                    copy_function=os.symlink)
-    pooling = folder / "1_Pooling" / "config.json"
-    cfg = json.loads(Path(os.path.realpath(pooling)).read_text())
-    pooling.unlink()
-    cfg.update(pooling_mode_mean_tokens=False, pooling_mode_cls_token=True)
-    pooling.write_text(json.dumps(cfg))
-    raw = _construct(str(folder), local_files_only=True)
-    settings = replace(resolve_model(OFFLINE_MODEL), model_id="test", pooling=None)
-    cls_vec = SentenceTransformerEncoder(settings, raw).encode_queries(["池化方式"])[0]
-    mean_model = _apply_pooling(raw, replace(settings, pooling="mean"))
-    mean_vec = SentenceTransformerEncoder(settings, mean_model).encode_queries(["池化方式"])[0]
-    reference = e5_encoder.encode_queries(["池化方式"])[0]
-    assert float(mean_vec @ reference) > 0.9999
-    assert float(cls_vec @ reference) < 0.99
-
-
 # ---------------------------------------------------------------------- the hub, in a subprocess
 # huggingface_hub reads HF_ENDPOINT and the cache variables at import, as a real CLI run does.
 
@@ -186,11 +136,11 @@ class _FakeHub(http.server.BaseHTTPRequestHandler):
 
 
 @pytest.fixture
-def fake_hub(shared_model_cache) -> Iterator[str]:
-    folder = expanded_path(shared_model_cache)
-    _FakeHub.repo_id = "memself-test/e5-served"
-    _FakeHub.files = {str(p.relative_to(folder)): p for p in folder.rglob("*")
-                      if p.is_file() and p.name != "memself-expansion.json"}
+def fake_hub(bge_tiny_folder) -> Iterator[str]:
+    """Serves the tiny bge-shaped model (tests/bge_shaped.py): a real download, prepared fast."""
+    folder = bge_tiny_folder
+    _FakeHub.repo_id = "memself-test/bge-served"
+    _FakeHub.files = {str(p.relative_to(folder)): p for p in folder.rglob("*") if p.is_file()}
     _FakeHub.requests = []
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _FakeHub)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
@@ -207,7 +157,9 @@ def _run_load(model: str, env: dict[str, str]) -> subprocess.CompletedProcess[st
             "from memself.errors import MemselfError\n"
             "try:\n    e = load_encoder(sys.argv[1])\n"
             "except MemselfError as exc:\n    print('ERR', exc)\n    sys.exit(3)\n"
-            "v = e.encode_queries(['你好'])\nprint('OK', e.model_id, e.dim, v.shape)\n")
+            "v = e.encode_queries(['你好'])\n"
+            "heavy = [m for m in ('torch', 'sentence_transformers') if m in sys.modules]\n"
+            "print('OK', e.model_id, e.dim, 'heavy=' + ','.join(heavy).join('[]'))\n")
     return subprocess.run([sys.executable, "-c", code, model], env=env, capture_output=True,
                           text=True, timeout=300, cwd=REPO_ROOT)
 
@@ -227,6 +179,7 @@ def test_download_failure_names_mirror_folder_and_offline_model(tmp_path, fake_h
     assert message.startswith("ERR 无法从 " + fake_hub + " 下载嵌入模型 someone/not-cached-model")
     assert "找不到该模型" in message
     assert "HF_ENDPOINT=https://hf-mirror.com" in message
+    assert "Traceback" not in proc.stderr
     assert "memself config model /path/to/folder" in message
     assert "memself config model multilingual-e5-small" in message
     assert len(message.splitlines()) == 1
@@ -234,27 +187,33 @@ def test_download_failure_names_mirror_folder_and_offline_model(tmp_path, fake_h
     assert any("someone/not-cached-model" in r for r in _FakeHub.requests)
 
 
-def test_hub_download_shows_progress_then_loads_offline_from_the_cache(tmp_path, fake_hub):
+def test_hub_download_shows_progress_then_runs_prepared_offline(tmp_path, fake_hub):
     env = _hub_env(tmp_path, fake_hub)
     env["TQDM_POSITION"] = "-1"  # huggingface_hub draws bars on a non-terminal only with this
-    proc = _run_load("memself-test/e5-served", env)
+    proc = _run_load("memself-test/bge-served", env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert proc.stdout.split()[:3] == ["OK", "memself-test/e5-served", "384"]
-    assert "正在从 " + fake_hub + " 下载嵌入模型 memself-test/e5-served" in proc.stderr
+    assert proc.stdout.split()[:3] == ["OK", "memself-test/bge-served", "32"]
+    assert "向量模型 memself-test/bge-served 还没有准备好：正在准备" in proc.stderr
+    assert "正在从 " + fake_hub + " 下载嵌入模型 memself-test/bge-served" in proc.stderr
+    assert "Traceback" not in proc.stderr
     bar_lines = [line for line in proc.stderr.replace("\r", "\n").splitlines()
                  if "model.safetensors" in line and "100%" in line]
     assert bar_lines, proc.stderr[-2000:]
-    cached = list((tmp_path / "hf" / "hub").glob("models--memself-test--e5-served/snapshots/*/"
+    cached = list((tmp_path / "hf" / "hub").glob("models--memself-test--bge-served/snapshots/*/"
                                                  "model.safetensors"))
     assert len(cached) == 1
     assert any("model.safetensors" in r for r in _FakeHub.requests)
+    # Keyed by the hub commit the cache resolved.
+    manifests = list((tmp_path / "home").glob(".cache/memself/models/prepared/*/*/manifest.json"))
+    assert [json.loads(m.read_text())["revision"] for m in manifests] == [f"hub:{COMMIT}"]
 
-    # Second start: the standard HF cache answers, the endpoint is not asked anything.
+    # Second start: the prepared model answers; neither the endpoint nor torch is touched.
     _FakeHub.requests = []
-    again = _run_load("memself-test/e5-served", _hub_env(tmp_path, fake_hub))
+    again = _run_load("memself-test/bge-served", _hub_env(tmp_path, fake_hub))
     assert again.returncode == 0, again.stdout + again.stderr
     assert _FakeHub.requests == []
-    assert "下载嵌入模型" not in again.stderr
+    assert "下载嵌入模型" not in again.stderr and "准备" not in again.stderr
+    assert again.stdout.split()[3:] == ["heavy=[]"]
 
 
 def test_failure_message_is_one_memself_error():

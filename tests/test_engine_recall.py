@@ -80,5 +80,17 @@ def test_prompt_hook_through_the_warm_engine(engine_home: DataPaths) -> None:
     assert "## 项目事实" in context and "scripts/patch.sh" in context
     log = engine_home.log_file.read_text()
     assert '"note": "engine"' in log
-    # The prompt was encoded on the compiled ONNX path (memself.fast_single), not the eager one.
-    assert 'encoder-fast-single {"path": "onnx"}' in log
+
+
+def test_the_engine_runs_lean(engine_home: DataPaths) -> None:
+    """No torch, transformers or sentence-transformers in a running engine: not imported (its
+    status says) and not mapped (its /proc maps show no libtorch)."""
+    call_engine(engine_home, "recall", {"text": "预热", "now": NOW.isoformat()}, timeout_s=120)
+    status = call_engine(engine_home, "status", {}, timeout_s=10)
+    service = status["service"]
+    assert service["encoder"] == "LeanEncoder"
+    assert service["heavy_modules"] == []
+    assert "/prepared/" in service["prepared"]
+    maps = Path(f"/proc/{status['pid']}/maps").read_text()
+    assert "onnxruntime" in maps
+    assert "libtorch" not in maps and "torch/lib" not in maps

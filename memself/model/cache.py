@@ -176,8 +176,11 @@ def _mtime(path: Path) -> float:
 
 
 def _missing_reason(folder: Path) -> str:
+    """Why ``folder`` (all revisions of a model) has nothing for this revision and format."""
+    if any(folder.glob(f"*-f{FORMAT_VERSION}")):
+        return "的模型文件有更新，需要重新准备"
     if any(folder.glob("*-f*")):
-        return "的准备文件来自另一版本的模型或 memself，需要重新准备"
+        return "的准备文件来自另一版本的 memself，需要重新准备"
     return "还没有准备好"
 
 
