@@ -10,6 +10,7 @@ first lets setup say why at once and fall back to the offline model that ships i
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -56,7 +57,9 @@ def _load(model: str) -> None:
     from memself.progress import progress_bar
 
     with progress_bar("准备向量模型", STEPS) as advance:
-        prepare(model, progress=advance)
+        found = prepare(model, progress=advance)
+    if found.fresh:
+        print(found.done_message(model), file=sys.stderr, flush=True)
 
 
 def prepare_model(model: str, echo: Callable[[str], None],

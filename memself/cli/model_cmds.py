@@ -32,8 +32,10 @@ def prepare_with_progress(model: str, *, force: bool = False) -> None:
     from memself.progress import progress_bar
 
     with progress_bar("准备向量模型", STEPS) as advance:
-        prepare(model, force=force, progress=advance, now=now_utc(),
-                echo=lambda message: click.echo(message, err=True))
+        found = prepare(model, force=force, progress=advance, now=now_utc(),
+                        echo=lambda message: click.echo(message, err=True))
+    if found.fresh:
+        click.echo(found.done_message(model), err=True)
 
 
 @model_group.command("status")

@@ -47,6 +47,7 @@ class PreparedInvalid(MemselfError):
 class Prepared:
     folder: Path
     manifest: dict[str, Any]
+    fresh: bool = False  # prepared just now (not found already prepared)
 
     @property
     def dim(self) -> int:
@@ -57,6 +58,9 @@ class Prepared:
 
     def size_bytes(self) -> int:
         return sum(int(f["size"]) for f in self.manifest["files"].values())
+
+    def done_message(self, model: str) -> str:
+        return f"向量模型 {model} 已准备好：{self.folder}（{self.size_bytes() / 1e6:.0f} MB）"
 
 
 def model_cache_dir() -> Path:

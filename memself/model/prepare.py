@@ -98,14 +98,13 @@ def prepare(model: str, cache_dir: Path | None = None, *, settings: ModelSetting
                 found = cache.find_prepared(settings, cache_dir)
                 step(STEPS, "已准备好")
                 return found
-        return _prepare_locked(model, settings, cache_dir, step, echo,
-                               now or datetime.now(timezone.utc))
+        return _prepare_locked(settings, cache_dir, step, now or datetime.now(timezone.utc))
     finally:
         lock.release()
 
 
-def _prepare_locked(model: str, settings: ModelSettings, cache_dir: Path | None, step: Progress,
-                    echo: Echo, now: datetime) -> Prepared:
+def _prepare_locked(settings: ModelSettings, cache_dir: Path | None, step: Progress,
+                    now: datetime) -> Prepared:
     step(0, "加载模型")
     st_model = load_sentence_transformer(settings, cache_dir)
     revision = cache.current_revision(settings) or "unknown"
@@ -129,8 +128,7 @@ def _prepare_locked(model: str, settings: ModelSettings, cache_dir: Path | None,
         if other != target and other.is_dir():
             shutil.rmtree(other, ignore_errors=True)  # older revisions and formats
     found = cache.verify(target, settings, revision)
-    echo(f"向量模型 {model} 已准备好：{target}（{found.size_bytes() / 1e6:.0f} MB）")
-    return found
+    return Prepared(found.folder, found.manifest, fresh=True)
 
 
 def _remove_leftovers(parent: Path) -> None:
@@ -527,7 +525,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         with progress_bar("准备向量模型", STEPS) as advance:
-            prepare(args.model, args.cache_dir, force=args.force, progress=advance)
+            found = prepare(args.model, args.cache_dir, force=args.force, progress=advance)
+        if found.fresh:
+            print(found.done_message(args.model), file=sys.stderr, flush=True)
     except MemselfError as exc:
         message = str(exc)
     except Exception as exc:  # a bug or a library failure: still one clear line, no traceback
