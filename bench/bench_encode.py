@@ -98,7 +98,6 @@ def bench_encoder(model: str, cache: Path) -> tuple[object, list[str]]:
     encoder = load_encoder(model, cache)
     load_s = time.perf_counter() - t0
     loaded_rss = current_rss_mb()
-    import torch
     for p in PROMPTS[:3]:
         encoder.encode_queries([p])  # warm-up
     single: list[float] = []
@@ -111,46 +110,14 @@ def bench_encoder(model: str, cache: Path) -> tuple[object, list[str]]:
     encoder.encode_passages(PROMPTS * 4)
     per_batched = (time.perf_counter() - batch_t) / (len(PROMPTS) * 4)
     rows = [
-        "| model | torch threads | load (import + model) | encode 1 prompt p50 | p95 "
+        "| model | threads | load (import + model) | encode 1 prompt p50 | p95 "
         "| batched, per text | RSS after load | peak RSS |",
         "|---|---|---|---|---|---|---|---|",
-        f"| {encoder.model_id} | {torch.get_num_threads()} | {load_s:.1f} s | "
+        f"| {encoder.model_id} | {getattr(encoder, 'threads', '?')} | {load_s:.1f} s | "
         f"{ms(statistics.median(single))} ms | {ms(pct(single, 95))} ms | {ms(per_batched)} ms | "
         f"{loaded_rss:.0f} MB | {rss_mb():.0f} MB |",
     ]
     return encoder, rows
-
-
-def bench_single_paths(encoder: object, rounds: int = 4) -> list[str]:
-    """The prompt's forward pass through each single-text path (``memself.fast_single``) and the
-    eager one, interleaved prompt by prompt so load drifts hit every path alike."""
-    from memself.encoder import prompt_threads
-    from memself.fast_single import FAST_KINDS, fast_single_paths
-
-    model, prefix = encoder._model, encoder.settings.query_prefix
-    texts = [prefix + p for p in PROMPTS]
-    eager = encoder._eager(texts)
-    paths: dict[str, object] = {"eager": lambda t: encoder._eager([t])[0]}
-    built: dict[str, float] = {"eager": 0.0}
-    for kind in FAST_KINDS:
-        t0 = time.perf_counter()
-        for single in fast_single_paths(model, prompt_threads(), (kind,)):
-            paths[kind], built[kind] = single, time.perf_counter() - t0
-    cosine = {k: float((encoder._normalised([f(t) for t in texts]) * eager).sum(axis=1).min())
-              for k, f in paths.items()}
-    samples: dict[str, list[float]] = {k: [] for k in paths}
-    for _ in range(rounds):
-        for text in texts:
-            for kind, forward in paths.items():
-                t = time.perf_counter()
-                forward(text)
-                samples[kind].append(time.perf_counter() - t)
-    rows = ["| single-prompt path | build | min cosine to eager | p50 | p95 |",
-            "|---|---|---|---|---|"]
-    for kind, values in samples.items():
-        rows.append(f"| {kind} | {built[kind]:.1f} s | {cosine[kind]:.6f} | "
-                    f"{ms(statistics.median(values))} ms | {ms(pct(values, 95))} ms |")
-    return rows
 
 
 def bench_index(sizes: list[int], dim: int, model_id: str) -> list[str]:
@@ -239,7 +206,6 @@ def main() -> None:
         encoder, rows = bench_encoder(args.model, cache)
         dim, model_id = encoder.dim, encoder.model_id
         print("\n".join(rows) + "\n")
-        print("\n".join(bench_single_paths(encoder)) + "\n")
     rss_before = rss_mb()
     print("\n".join(bench_index(sizes, dim, model_id)))
     print(f"\npeak RSS: {rss_before:.0f} MB after the model, {rss_mb():.0f} MB at the end "

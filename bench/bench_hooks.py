@@ -2,9 +2,8 @@
 
 Rows, interleaved run by run so load drifts hit every row alike (N runs each):
 - ``python -c pass`` and ``python -I -S -c pass``: the interpreter floors;
-- prompt hook (``UserPromptSubmit``, Claude Code payload) with a warm engine and 1k memories, the
-  engine encoding the prompt on its default path (ONNX Runtime), and the same with engines forced
-  onto the TorchScript and the eager paths (``MEMSELF_FAST_QUERY``), each in its own data directory;
+- prompt hook (``UserPromptSubmit``, Claude Code payload) with a warm engine and 1k memories (the
+  engine encodes the prompt on the lean runtime: onnxruntime, ``memself.model.runtime``);
 - session start with 1k rules, warm engine;
 - prompt hook and session start with the engine stopped before every run (cold).
 
@@ -87,12 +86,6 @@ def main() -> None:
     write_group(home, "project", synthetic_memories(500, "project"))
     memself_cli(env, "config", "model", "multilingual-e5-small")
     path_envs = {"prompt hook, warm engine, 1k memories": env}
-    for kind in ("torchscript", "eager"):
-        kind_home = work / f"data-{kind}"
-        shutil.copytree(home, kind_home)
-        path_envs[f"prompt hook, warm engine, 1k memories, {kind} path"] = {
-            **env, "MEMSELF_HOME": str(kind_home),
-            "MEMSELF_FAST_QUERY": "0" if kind == "eager" else kind}
     rules_home = work / "rules-data"
     rules_home.mkdir(mode=0o700)
     rules_env = {**env, "MEMSELF_HOME": str(rules_home)}

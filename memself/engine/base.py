@@ -25,7 +25,7 @@ class EngineService(Protocol):
     """The contract between the engine and what it serves.
 
     - The factory (``make_service(paths) -> EngineService``) must be cheap: the engine listens
-      only after it returns. Heavy work (import torch, load the model and index) goes in
+      only after it returns. Heavy work (load the model, the index and the tables) goes in
       ``warm_up``, which runs in a background thread while ``ping`` and ``status`` already answer.
     - ``handle`` is called only after ``warm_up`` returned, one call at a time (the engine holds a
       lock around ``handle`` and ``reload``), from a connection thread. It returns a JSON-able
