@@ -27,6 +27,9 @@ OP_RECALL = "recall"
 OP_NEAREST = "nearest"
 OP_HOOK = "hook"
 OP_HOOK_FORWARD = "hook-forward"  # = memself.engine.fasthook.OP_HOOK_FORWARD
+# Scored once at warm-up (no reward, nothing written): it builds what the first real prompt
+# would otherwise build while the host waits, Chinese runs and identifiers included.
+WARM_UP_PROMPT = "帮我看下 payment-service 的灰度开关配置，上线前要检查什么"
 
 
 def make_service(paths: DataPaths) -> RecallService:
@@ -48,8 +51,28 @@ class RecallService:
     # ----- lifecycle (called by the engine) -----
 
     def warm_up(self) -> None:
+        """Load everything the first prompt touches, so that "ready" means a prompt gets full
+        recall at once: the model, the recall space, the index, the memories, the lexical
+        tables and postings (built on a throwaway scoring) and the hook path's own modules."""
         self._load_model(load_config(self.paths))
         self.reload()
+        self._prime()
+
+    def _prime(self) -> None:
+        import memself.hookcore
+        import memself.hookrun
+        import memself.hosts
+        import memself.side.start  # noqa: F401  (what a prompt hook imports in the engine)
+        from memself.textfilter import classify_input
+
+        classify_input(WARM_UP_PROMPT)
+        self.encoder.encode_queries([WARM_UP_PROMPT])
+        if self.recaller.scoring.uses_lexical:
+            from memself import lexical
+
+            lexical.warm_up()
+        self.recaller.score(WARM_UP_PROMPT, self.pool, self.index.matrix,
+                            matrix_key=self.index.generation)
 
     def _load_model(self, config: Config) -> None:
         from memself.encoder import load_encoder
