@@ -228,8 +228,10 @@ def _engine_first(run: _Run, engine_error: str | None = None) -> Handler:
                 return HookReply(**{k: str(v) for k, v in answer.items() if k in HookReply._fields})
             except EngineRequestError as exc:
                 run.note = run.note or f"local:{exc.code}"
-                if exc.code == ERR_TIMEOUT:
-                    # A hung engine would eat the rest of the budget again: answer without recall.
+                if exc.code == ERR_TIMEOUT or engine_error is not None:
+                    # A hung engine would eat the rest of the budget again, and the fast path
+                    # already waited for a starting one as long as the deadline allows: answer
+                    # without recall.
                     return _core_handler(run)(event, now, paths, recall=lambda text, when: None)
         return _core_handler(run)(event, now, paths)
 

@@ -94,3 +94,20 @@ def test_the_engine_runs_lean(engine_home: DataPaths) -> None:
     maps = Path(f"/proc/{status['pid']}/maps").read_text()
     assert "onnxruntime" in maps
     assert "libtorch" not in maps and "torch/lib" not in maps
+
+
+def test_first_prompt_with_no_engine_gets_its_recall(engine_home: DataPaths) -> None:
+    """The first prompt of a working session meets no engine (it exits when idle): the hook
+    starts one and waits for it within its deadline, so this very prompt carries the fact."""
+    store = MemoryStore(engine_home)
+    fact = store.create("订单服务的压测环境在 perf-03，用之前要在测试群里报备", "project", NOW.replace(day=1))
+    call_engine(engine_home, "recall", {"text": "预热", "now": NOW.isoformat()}, timeout_s=120)
+    assert stop_engine(engine_home) is not None  # an engine that had indexed it, now gone
+    from memself.engine.client import engine_status
+
+    assert engine_status(engine_home) is None
+    reply = _hook({"hook_event_name": "beforeSubmitPrompt", "conversation_id": "c1",
+                   "generation_id": "g1", "prompt": "我想对订单服务做个压测，去哪个环境"}, host="cursor")
+    assert reply is not None and fact.text in reply["additional_context"]
+    runs = [line for line in engine_home.log_file.read_text().splitlines() if " hook-run " in line]
+    assert '"note": "engine"' in runs[-1]

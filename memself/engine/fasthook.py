@@ -34,6 +34,12 @@ STDIN_TIMEOUT_S = 3.0  # hosts close stdin at once; never wait on one that does 
 # (less when the hook's deadline is near); below the minimum the engine is not asked at all.
 ENGINE_HOOK_TIMEOUT_S = 2.0
 MIN_ENGINE_WAIT_S = 0.05
+# A prompt that meets no engine, or a loading one, waits for it until this long after the hook
+# process started (the deadline may cut it shorter), polling for its socket meanwhile.
+COLD_WAIT_S = 4.0
+COLD_POLL_S = 0.05
+# A loading engine answers "not ready" this long before the client gives up waiting for it.
+_REPLY_MARGIN_S = 0.1
 # The environment the host adapters and hookrun read (project directory fallbacks for the cwd,
 # Cursor detection, a fixed clock); only these travel to the engine, never the rest (keys).
 # tests/test_hook_fastpath.py checks that the adapters read nothing else.
@@ -62,9 +68,13 @@ def run(argv: list[str]) -> None:
     if host and not truncated and not timed_out and may_be_engine_event(raw):
         # The engine gets what the deadline leaves after a local run's share: when it does not
         # answer in time, this process still answers (without recall) before the deadline.
+        prompt = hookdeadline.payload_kind(raw) == "prompt_submit"
         wait = hookdeadline.budget(ENGINE_HOOK_TIMEOUT_S, hookdeadline.LOCAL_RESERVE_S)
         try:
-            outcome = forward(host, raw, started, wait) if wait > MIN_ENGINE_WAIT_S else None
+            if wait > MIN_ENGINE_WAIT_S:
+                outcome = forward(host, raw, started, wait, wait_ready=prompt)
+            if prompt and _cold(outcome):
+                outcome = _start_and_forward(host, raw, started, outcome)
         except Exception:  # a bug here must cost one local run, not the answer
             outcome = None
     if outcome is not None and outcome[0] == "out":
@@ -82,6 +92,43 @@ def run(argv: list[str]) -> None:
          spent_s=max(0.0, time.time() - started))
 
 
+def _cold(outcome: tuple[str, bytes | str] | None) -> bool:
+    """No engine answered the prompt, or one is still loading: worth starting and waiting."""
+    from memself.engine.protocol import ERR_NOT_READY, ERR_UNREACHABLE, ERR_VERSION_MISMATCH
+
+    return outcome is not None and outcome[0] == "error" and outcome[1] in (
+        ERR_UNREACHABLE, ERR_NOT_READY, ERR_VERSION_MISMATCH)
+
+
+def _start_and_forward(host: str, raw: bytes, started: float,
+                       outcome: tuple[str, bytes | str] | None) -> tuple[str, bytes | str] | None:
+    """The first prompt of a working session usually meets no engine (it exits when idle) or a
+    starting one: start it if nobody has, then wait for it to be ready within the hook's
+    deadline (less a local run's share), so that this prompt gets its recall too.
+
+    The engine is ready about a second after it starts; the wait ends at ``COLD_WAIT_S`` after
+    this process started, or earlier when the deadline says so."""
+    from memself.engine.protocol import ERR_UNREACHABLE, ERR_VERSION_MISMATCH
+
+    def left() -> float:
+        age = hookdeadline.process_age()
+        return hookdeadline.budget(max(0.0, COLD_WAIT_S - age), hookdeadline.LOCAL_RESERVE_S)
+
+    if outcome is not None and outcome[1] in (ERR_UNREACHABLE, ERR_VERSION_MISMATCH):
+        from memself.engine.client import spawn_engine
+        from memself.paths import DataPaths
+
+        # A no-op when another hook already started one; an engine of other code is exiting,
+        # and its successor waits for its lock.
+        spawn_engine(DataPaths(data_root()), replace=outcome[1] == ERR_VERSION_MISMATCH)
+    while left() > MIN_ENGINE_WAIT_S:
+        outcome = forward(host, raw, started, left(), wait_ready=True)
+        if outcome is None or outcome[0] != "error" or outcome[1] != ERR_UNREACHABLE:
+            return outcome
+        time.sleep(COLD_POLL_S)  # the engine is still importing: its socket is not there yet
+    return outcome
+
+
 def may_be_engine_event(raw: bytes) -> bool:
     """False when ``raw`` cannot be a session start or prompt (Stop, most bad input): those run
     here without a detour through the engine, which may be busy (a Stop must not wait on it).
@@ -91,8 +138,8 @@ def may_be_engine_event(raw: bytes) -> bool:
     return any(name in lowered for name in ENGINE_EVENT_NAMES)
 
 
-def forward(host: str, raw: bytes, started: float,
-            timeout_s: float = ENGINE_HOOK_TIMEOUT_S) -> tuple[str, bytes | str] | None:
+def forward(host: str, raw: bytes, started: float, timeout_s: float = ENGINE_HOOK_TIMEOUT_S,
+            *, wait_ready: bool = False) -> tuple[str, bytes | str] | None:
     """Ask the engine to run the hook for ``raw``.
 
     ``("out", stdout bytes)`` when it did; ``("local", "")`` when the event must run here (Stop,
@@ -105,7 +152,7 @@ def forward(host: str, raw: bytes, started: float,
 
     if not hasattr(_socket, "AF_UNIX"):
         return None  # the TCP fallback (token, port file) is the full client's job
-    body = _request(host, raw, started)
+    body = _request(host, raw, started, timeout_s if wait_ready else 0.0)
     if len(body) > MAX_REQUEST_BYTES:
         return None
     deadline = time.monotonic() + timeout_s
@@ -173,8 +220,10 @@ def _exchange(path: str, body: bytes, deadline: float) -> bytes | str | None:
         sock.close()
 
 
-def _request(host: str, raw: bytes, started: float) -> bytes:
-    """The request frame's body, as ``json.dumps`` of protocol.py's request would read."""
+def _request(host: str, raw: bytes, started: float, wait_ready_s: float = 0.0) -> bytes:
+    """The request frame's body, as ``json.dumps`` of protocol.py's request would read.
+    ``wait_ready_s``: how long a loading engine may wait for its warm-up before answering (a
+    little less than the caller waits for the reply, so "not ready" still arrives in time)."""
     import binascii
 
     import memself
@@ -191,7 +240,8 @@ def _request(host: str, raw: bytes, started: float) -> bytes:
         f'"started":{started!r},"utcoffset":{int(local.tm_gmtoff or 0)},'
         f'"zone":{_json_str(local.tm_zone or "")}}}'
     )
-    text = (f'{{"v":{PROTOCOL_VERSION},"op":"{OP_HOOK_FORWARD}","payload":{payload},'
+    wait = f'"wait_s":{round(max(0.0, wait_ready_s - _REPLY_MARGIN_S), 3)!r},' if wait_ready_s else ""
+    text = (f'{{"v":{PROTOCOL_VERSION},"op":"{OP_HOOK_FORWARD}","payload":{payload},{wait}'
             f'"version":{_json_str(memself.__version__)},'
             f'"fingerprint":{_json_str(code_fingerprint())}}}')
     return text.encode("utf-8", errors="backslashreplace")
