@@ -283,6 +283,21 @@ class RecallResult:
         """``{"rule": [{"id","text","score","confidence"}...], "project": [...]}``."""
         return {g: [h.to_json() for h in self.groups[g].hits] for g in GROUPS}
 
+    def to_detail(self) -> dict[str, Any]:
+        """Everything, the gate's explanation included: what the engine sends ``memself recall``."""
+        from dataclasses import asdict
+
+        return {"text": self.text, "groups": {g: asdict(self.groups[g]) for g in GROUPS}}
+
+    @classmethod
+    def from_detail(cls, data: dict[str, Any]) -> RecallResult:
+        groups: dict[str, GroupRecall] = {}
+        for group in GROUPS:
+            raw = dict(data["groups"][group])
+            raw["hits"] = [Hit(**hit) for hit in raw["hits"]]
+            groups[group] = GroupRecall(**raw)
+        return cls(str(data["text"]), groups)
+
 
 @dataclass(frozen=True)
 class GateParams:

@@ -21,6 +21,8 @@ if TYPE_CHECKING:
     from memself.verify import VerifyResult
 
 GROUP_NAMES = {"rule": "规则", "project": "项目事实"}
+# A warm engine answers a preview in milliseconds; one that is busy or loading is not waited for.
+ENGINE_PREVIEW_S = 2.0
 
 
 def _recaller(config: Config, cache_dir: Path | None = None) -> Recaller:
@@ -29,6 +31,22 @@ def _recaller(config: Config, cache_dir: Path | None = None) -> Recaller:
 
     encoder = load_encoder(config.model, cache_dir)
     return load_recaller(encoder, config.model, cache_dir)
+
+
+def preview_recall(text: str, paths: DataPaths, config: Config) -> RecallResult:
+    """``memself recall``: ask the running engine, which has everything loaded; without one (or
+    when it cannot answer at once) compute it here with the lean runtime. Never rewards."""
+    from memself.engine.client import EngineClient, EngineRequestError
+    from memself.engine.protocol import OP_PREVIEW
+    from memself.recall import RecallResult
+
+    if not text.strip():
+        raise InvalidInput("要召回的文本为空")
+    try:
+        detail = EngineClient(paths).request(OP_PREVIEW, {"text": text}, ENGINE_PREVIEW_S)
+        return RecallResult.from_detail(detail)
+    except EngineRequestError:
+        return local_recall(text, paths, config)
 
 
 def local_recall(text: str, paths: DataPaths, config: Config,

@@ -111,3 +111,25 @@ def test_first_prompt_with_no_engine_gets_its_recall(engine_home: DataPaths) -> 
     assert reply is not None and fact.text in reply["additional_context"]
     runs = [line for line in engine_home.log_file.read_text().splitlines() if " hook-run " in line]
     assert '"note": "engine"' in runs[-1]
+
+
+def test_cli_recall_asks_the_running_engine(engine_home: DataPaths) -> None:
+    """``memself recall`` with an engine running: answered by the engine (one more request in its
+    count), same explanation as in process, and nothing rewarded."""
+    store = MemoryStore(engine_home)
+    fact = store.create("日志平台是自建的 Loki，地址 logs.corp.internal，查线上日志用它", "project",
+                        NOW.replace(day=1))
+    call_engine(engine_home, "recall", {"text": "预热", "now": NOW.isoformat()}, timeout_s=120)
+    before = call_engine(engine_home, "status", {}, timeout_s=10)["requests"]
+    result = subprocess.run([sys.executable, "-m", "memself", "recall", "线上日志去哪里查", "--json"],
+                            capture_output=True, text=True, timeout=60, env=os.environ.copy())
+    assert result.returncode == 0, result.stderr
+    hits = json.loads(result.stdout)
+    assert [h["id"] for h in hits["project"]] == [fact.id]
+    assert hits["project"][0]["confidence"] == 0.5  # a preview never rewards
+    after = call_engine(engine_home, "status", {}, timeout_s=10)["requests"]
+    assert after >= before + 1  # the CLI's preview went to the engine
+    text = subprocess.run([sys.executable, "-m", "memself", "recall", "线上日志去哪里查"],
+                          capture_output=True, text=True, timeout=60, env=os.environ.copy())
+    assert "本轮的线" in text.stdout and "logs.corp.internal" in text.stdout
+    assert store.get(fact.id).confidence == 0.5

@@ -17,10 +17,10 @@ from memself.paths import DataPaths
 @click.option("--json", "as_json", is_flag=True, help="输出 JSON")
 def recall_cmd(text: str, as_json: bool) -> None:
     """预览一句输入会召回哪些记忆、分数和每组要过的线（不加分，不写文件）。"""
-    from memself.recall_tools import local_recall, render_recall_json, render_recall_text
+    from memself.recall_tools import preview_recall, render_recall_json, render_recall_text
 
     paths = DataPaths.default()
-    result = local_recall(text, paths, load_config(paths))
+    result = preview_recall(text, paths, load_config(paths))
     if as_json:
         echo_json(render_recall_json(result))
     else:

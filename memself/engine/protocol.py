@@ -34,6 +34,7 @@ ENGINE_OPS = frozenset({OP_PING, OP_STATUS, OP_STOP})
 # Ops of the recall service (memself.engine.service); the engine forwards them untouched.
 OP_RECALL = "recall"
 OP_NEAREST = "nearest"
+OP_PREVIEW = "preview"  # recall with the gate's explanation, no rewards (``memself recall``)
 OP_ENCODE = "encode"
 
 # Error codes. Those below "client-side" never travel on the wire.

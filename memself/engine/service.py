@@ -3,6 +3,8 @@
 Ops:
 - ``recall`` {text, now}: per-group gated recall of active memories, rewarded through the store.
 - ``nearest`` {text, k}: the k nearest active memories, ungated, no rewards (the judge's dedup).
+- ``preview`` {text}: what ``text`` would recall, with the gate's explanation, no rewards
+  (``memself recall``).
 - ``hook`` {event, now}: a whole session-start or prompt hook, run here so that the hook process
   imports almost nothing (see ``memself.hookrun``).
 - ``hook-forward`` {host, stdin, env, home, started, utcoffset, zone}: the hook from the raw
@@ -25,6 +27,7 @@ from memself.timeutil import parse_iso
 
 OP_RECALL = "recall"
 OP_NEAREST = "nearest"
+OP_PREVIEW = "preview"
 OP_HOOK = "hook"
 OP_HOOK_FORWARD = "hook-forward"  # = memself.engine.fasthook.OP_HOOK_FORWARD
 # Scored once at warm-up (no reward, nothing written): it builds what the first real prompt
@@ -117,6 +120,8 @@ class RecallService:
     def handle(self, op: str, payload: dict[str, Any]) -> dict[str, Any]:
         if op == OP_RECALL:
             return self.recall(str(payload.get("text", "")), _now(payload))
+        if op == OP_PREVIEW:
+            return self.preview(str(payload.get("text", "")))
         if op == OP_NEAREST:
             return {"items": [{"id": m.id, "score": s} for m, s in
                               self.nearest(str(payload.get("text", "")), int(payload.get("k", 3)))]}
@@ -142,6 +147,16 @@ class RecallService:
         """The k nearest active memories, ungated and unrewarded (the judge's dedup)."""
         return self.recaller.top_k(text, self.pool, self.index.matrix, k,
                                    matrix_key=self.index.generation)
+
+    def preview(self, text: str) -> dict[str, Any]:
+        """What ``text`` would recall, with each group's line, and no reward."""
+        from memself.models import resolve_model
+        from memself.recall import gate_params
+
+        config = load_config(self.paths)
+        params = gate_params(config, resolve_model(config.model))
+        return self.recaller.recall(text, self.pool, self.index.matrix, params,
+                                    matrix_key=self.index.generation).to_detail()
 
     def recall(self, text: str, now: datetime) -> dict[str, Any]:
         """Gated per-group recall; the hits are rewarded (once per memory per day)."""
