@@ -5,7 +5,10 @@ Rows, interleaved run by run so load drifts hit every row alike (N runs each):
 - prompt hook (``UserPromptSubmit``, Claude Code payload) with a warm engine and 1k memories (the
   engine encodes the prompt on the lean runtime: onnxruntime, ``memself.model.runtime``);
 - session start with 1k rules, warm engine;
-- prompt hook and session start with the engine stopped before every run (cold).
+- prompt hook and session start with the engine stopped before every run (cold): the prompt hook
+  then starts the engine and waits for it, and the table says how many cold prompts still got
+  their recall;
+- ``memself recall`` with the engine running (it answers) and with none (computed in process).
 
     .venv/bin/python bench/bench_hooks.py [--runs 50] [--cold-runs 10]
 
@@ -51,12 +54,18 @@ def write_group(home: Path, group: str, records: list[dict]) -> None:
         "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
 
 
-def timed(args: list[str], stdin: bytes, env: dict) -> float:
+FACT = "支付模块的灰度开关配置在配置中心 payment 命名空间，上线前要检查开关默认值"
+RECALL_MARK = "## 项目事实"
+
+
+def timed(args: list[str], stdin: bytes, env: dict, out: list[bytes] | None = None) -> float:
     started = time.perf_counter()
     result = subprocess.run(args, input=stdin, capture_output=True, env=env, check=False)
     elapsed = (time.perf_counter() - started) * 1000
     if result.returncode != 0:
         raise SystemExit(f"{args} exited {result.returncode}: {result.stderr[-500:]!r}")
+    if out is not None:
+        out.append(result.stdout)
     return elapsed
 
 
@@ -83,8 +92,9 @@ def main() -> None:
     env = {**os.environ, "MEMSELF_HOME": str(home), "HOME": str(work)}
     env.setdefault("MEMSELF_MODEL_CACHE", str(REPO_ROOT / ".cache" / "models"))
     write_group(home, "rule", synthetic_memories(500, "rule"))
-    write_group(home, "project", synthetic_memories(500, "project"))
+    write_group(home, "project", synthetic_memories(499, "project"))
     memself_cli(env, "config", "model", "multilingual-e5-small")
+    memself_cli(env, "project", "add", FACT)
     path_envs = {"prompt hook, warm engine, 1k memories": env}
     rules_home = work / "rules-data"
     rules_home.mkdir(mode=0o700)
@@ -101,7 +111,10 @@ def main() -> None:
     rows: dict[str, list[float]] = {k: [] for k in (
         "python -c pass", "python -I -S -c pass", *path_envs,
         "session start, warm engine, 1k rules", "prompt hook, engine cold",
-        "session start, engine cold, 1k rules")}
+        "session start, engine cold, 1k rules", "memself recall, engine running",
+        "memself recall, no engine")}
+    recall_cli = [sys.executable, "-m", "memself", "recall", "支付模块的灰度开关配置在哪里"]
+    cold_outputs: list[bytes] = []
     engines = [*path_envs.values(), rules_env]
     try:
         for target_env in engines:
@@ -116,8 +129,10 @@ def main() -> None:
                 rows[name].append(timed(hook, prompt, path_env))
             rows["session start, warm engine, 1k rules"].append(timed(hook, start, rules_env))
         for _ in range(args.cold_runs):
+            rows["memself recall, engine running"].append(timed(recall_cli, b"", env))
             memself_cli(env, "engine", "stop")
-            rows["prompt hook, engine cold"].append(timed(hook, prompt, env))
+            rows["memself recall, no engine"].append(timed(recall_cli, b"", env))
+            rows["prompt hook, engine cold"].append(timed(hook, prompt, env, cold_outputs))
             memself_cli(rules_env, "engine", "stop")
             rows["session start, engine cold, 1k rules"].append(timed(hook, start, rules_env))
     finally:
@@ -133,6 +148,9 @@ def main() -> None:
     for name, samples in rows.items():
         p50, p95 = percentiles(samples)
         print(f"| {name} | {p50:.1f} | {p95:.1f} | {p50 - floor:+.1f} |")
+    recalled = sum(RECALL_MARK.encode() in out for out in cold_outputs)
+    print(f"\ncold prompt hooks that carried the recalled fact: {recalled} of {len(cold_outputs)} "
+          f"(slowest {max(rows['prompt hook, engine cold']):.0f} ms)")
 
 
 if __name__ == "__main__":
