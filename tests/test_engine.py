@@ -666,3 +666,14 @@ def test_hook_with_closed_stdin_still_hands_over_the_lock(paths: DataPaths) -> N
     from memself.engine import instance_lock
 
     assert instance_lock.is_held(locate(paths.root).lock_path)  # the engine really holds it
+
+
+def test_stop_waits_for_a_starting_engine(paths: DataPaths, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An engine that holds its lock but does not listen yet (still importing) is not "not
+    running": stop waits until it answers and stops it, so nothing is left behind."""
+    monkeypatch.setenv(WARM_UP_ENV, "0")
+    spawned = engine_client.spawn_engine(paths)
+    assert spawned is not None
+    pid = stop_engine(paths, timeout_s=20.0)
+    assert pid == spawned
+    wait_for(lambda: not alive(spawned), 5)

@@ -444,13 +444,19 @@ def stop_engine(paths: DataPaths, timeout_s: float = 5.0) -> int | None:
 
     An engine that is there but cannot take the request (busy, not answering) raises."""
     client = EngineClient(paths)
-    try:
-        pid = client.request(OP_STOP, None, min(timeout_s, 2.0)).get("pid")
-    except EngineRequestError as exc:
-        if exc.code in (ERR_BUSY, ERR_TIMEOUT):
-            raise
-        return None
     deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            pid = client.request(OP_STOP, None, min(timeout_s, 2.0)).get("pid")
+            break
+        except EngineRequestError as exc:
+            if exc.code in (ERR_BUSY, ERR_TIMEOUT):
+                raise
+            # Holding the lock without listening: an engine still starting. Left alone it would
+            # serve (and outlive its data directory's user) for its whole idle time.
+            if not instance_lock.is_held(client.location.lock_path) or time.monotonic() > deadline:
+                return None
+            time.sleep(0.05)
     while instance_lock.is_held(client.location.lock_path):
         if time.monotonic() > deadline:
             raise EngineRequestError(ERR_TIMEOUT, "召回引擎没有按时退出")
