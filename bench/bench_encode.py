@@ -184,7 +184,8 @@ def bench_index(sizes: list[int], dim: int, model_id: str) -> list[str]:
                 f"{ms(statistics.median(loads_read))} ms | {ms(statistics.median(plain))} / "
                 f"{ms(pct(plain, 95))} ms | {ms(statistics.median(via_index))} / "
                 f"{ms(pct(via_index, 95))} ms ({ms(first)}) | {ms(noop)} ms | {ms(write)} ms | "
-                f"{grown:.0f} MB |")
+                f"{grown:.0f} MB |"
+            )
             print(f"  done {n:,}; peak RSS so far {rss_mb():.0f} MB", file=sys.stderr)
     return rows
 
@@ -198,9 +199,11 @@ def main() -> None:
     args = parser.parse_args()
     cache = Path(os.environ.get("MEMSELF_MODEL_CACHE") or REPO / ".cache" / "models")
     sizes = [int(s) for s in args.sizes.split(",") if s]
-    print(f"machine: {os.cpu_count()} CPUs, numpy {np.__version__}, OPENBLAS_NUM_THREADS="
-          f"{os.environ.get('OPENBLAS_NUM_THREADS', 'unset')}, load average "
-          f"{os.getloadavg()[0]:.1f}\n")
+    print(
+        f"machine: {os.cpu_count()} CPUs, numpy {np.__version__}, OPENBLAS_NUM_THREADS="
+        f"{os.environ.get('OPENBLAS_NUM_THREADS', 'unset')}, load average "
+        f"{os.getloadavg()[0]:.1f}\n"
+    )
     dim, model_id = 384, args.model
     if not args.no_model:
         encoder, rows = bench_encoder(args.model, cache)
@@ -208,8 +211,10 @@ def main() -> None:
         print("\n".join(rows) + "\n")
     rss_before = rss_mb()
     print("\n".join(bench_index(sizes, dim, model_id)))
-    print(f"\npeak RSS: {rss_before:.0f} MB after the model, {rss_mb():.0f} MB at the end "
-          f"(the 100k index holds {100_000 * dim * 4 / 1e6:.0f} MB of float32 vectors)")
+    print(
+        f"\npeak RSS: {rss_before:.0f} MB after the model, {rss_mb():.0f} MB at the end "
+        f"(the 100k index holds {100_000 * dim * 4 / 1e6:.0f} MB of float32 vectors)"
+    )
 
 
 if __name__ == "__main__":

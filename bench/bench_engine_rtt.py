@@ -52,10 +52,7 @@ _IMPORT_ONLY = (
     "from memself.engine.client import EngineClient\n"
     "from memself.paths import DataPaths\n"
 )
-_PING = _IMPORT_ONLY + (
-    "info = EngineClient(DataPaths.default()).ping(1.0)\n"
-    "assert info['ready'], info\n"
-)
+_PING = _IMPORT_ONLY + ("info = EngineClient(DataPaths.default()).ping(1.0)\nassert info['ready'], info\n")
 
 
 # The same round trip without memself.paths (dataclasses, inspect, pathlib): how much of the
@@ -89,12 +86,14 @@ def main() -> int:
 
     work = Path(tempfile.mkdtemp(prefix="msb-", dir="/tmp"))
     env = dict(os.environ)
-    env.update({
-        "MEMSELF_HOME": str(work / "data"),
-        "MEMSELF_RUNTIME_DIR": str(work / "run"),
-        "MEMSELF_ENGINE_SERVICE": "bench_engine_rtt:make_null_service",
-        "PYTHONPATH": str(Path(__file__).resolve().parent),
-    })
+    env.update(
+        {
+            "MEMSELF_HOME": str(work / "data"),
+            "MEMSELF_RUNTIME_DIR": str(work / "run"),
+            "MEMSELF_ENGINE_SERVICE": "bench_engine_rtt:make_null_service",
+            "PYTHONPATH": str(Path(__file__).resolve().parent),
+        }
+    )
     os.environ.update(env)
     sys.path.insert(0, str(REPO_ROOT))
     from memself.engine.client import EngineClient, call_engine, stop_engine
@@ -107,10 +106,15 @@ def main() -> int:
         "`python -I -S -c pass`": [python, "-I", "-S", "-c", "pass"],
         "`-I -S`, import json (every hook pays this)": [python, "-I", "-S", "-c", "import json"],
         "`-I -S`, import engine client": [python, "-I", "-S", "-c", _IMPORT_ONLY, str(REPO_ROOT)],
-        "`-I -S`, import client + `ping` (warm engine)": [
-            python, "-I", "-S", "-c", _PING, str(REPO_ROOT)],
+        "`-I -S`, import client + `ping` (warm engine)": [python, "-I", "-S", "-c", _PING, str(REPO_ROOT)],
         "`-I -S`, client + `ping`, without memself.paths": [
-            python, "-I", "-S", "-c", _PING_BARE, str(REPO_ROOT)],
+            python,
+            "-I",
+            "-S",
+            "-c",
+            _PING_BARE,
+            str(REPO_ROOT),
+        ],
     }
     try:
         call_engine(paths, "ping", None, timeout_s=30)
@@ -131,15 +135,19 @@ def main() -> int:
         shutil.rmtree(work, ignore_errors=True)
 
     floor = statistics.median(samples["`python -c pass` (floor)"])
-    print(f"Engine ping round trip, {args.runs} runs each, {os.cpu_count()} CPUs, "
-          f"Python {sys.version.split()[0]}\n")
+    print(
+        f"Engine ping round trip, {args.runs} runs each, {os.cpu_count()} CPUs, "
+        f"Python {sys.version.split()[0]}\n"
+    )
     print("| process | p50 ms | p95 ms | p50 vs `python -c pass` |")
     print("|---|---:|---:|---:|")
     for name, values in samples.items():
         p50 = statistics.median(values)
         print(f"| {name} | {p50:.1f} | {_percentile(values, 0.95):.1f} | {p50 - floor:+.1f} |")
-    print(f"| `ping` alone, in-process warm client ({len(in_process)} runs) | "
-          f"{statistics.median(in_process):.2f} | {_percentile(in_process, 0.95):.2f} | |")
+    print(
+        f"| `ping` alone, in-process warm client ({len(in_process)} runs) | "
+        f"{statistics.median(in_process):.2f} | {_percentile(in_process, 0.95):.2f} | |"
+    )
     return 0
 
 

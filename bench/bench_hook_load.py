@@ -38,16 +38,29 @@ sys.path.insert(0, str(REPO_ROOT))
 
 from bench.bench_hooks import memself_cli, synthetic_memories, write_group  # noqa: E402
 
-PROMPTS = ["支付模块的灰度开关配置在哪里，上线前要检查什么", "订单服务的缓存由谁维护",
-           "物流模块的 flag 默认开启吗", "网关日志需要评审吗", "监控告警的负责人是谁",
-           "数据库权限怎么申请", "发布前要跑哪些测试", "司机端的配置不要直接修改是哪一项"]
+PROMPTS = [
+    "支付模块的灰度开关配置在哪里，上线前要检查什么",
+    "订单服务的缓存由谁维护",
+    "物流模块的 flag 默认开启吗",
+    "网关日志需要评审吗",
+    "监控告警的负责人是谁",
+    "数据库权限怎么申请",
+    "发布前要跑哪些测试",
+    "司机端的配置不要直接修改是哪一项",
+]
 BURN = "while True:\n    pass\n"
 
 
 def start_burners(count: int) -> list[subprocess.Popen[bytes]]:
-    return [subprocess.Popen([sys.executable, "-I", "-S", "-c", BURN],
-                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                             stderr=subprocess.DEVNULL) for _ in range(count)]
+    return [
+        subprocess.Popen(
+            [sys.executable, "-I", "-S", "-c", BURN],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for _ in range(count)
+    ]
 
 
 def stop_burners(burners: list[subprocess.Popen[bytes]]) -> None:
@@ -58,19 +71,30 @@ def stop_burners(burners: list[subprocess.Popen[bytes]]) -> None:
         proc.wait()
 
 
-def run_hook(index: int, env: dict[str, str], work: Path,
-             argv: list[str] | None = None) -> tuple[float, float, str]:
+def run_hook(
+    index: int, env: dict[str, str], work: Path, argv: list[str] | None = None
+) -> tuple[float, float, str]:
     """``(wall from the spawn call, time since the process's own start, answer)``; both end
     when the exit is reaped."""
-    payload = json.dumps({"hook_event_name": "beforeSubmitPrompt",
-                          "conversation_id": f"bench-load-{index % 6}",
-                          "generation_id": f"gen-{index}", "cursor_version": "3.20.17",
-                          "workspace_roots": [str(work)], "prompt": PROMPTS[index % len(PROMPTS)]},
-                         ensure_ascii=False).encode()
+    payload = json.dumps(
+        {
+            "hook_event_name": "beforeSubmitPrompt",
+            "conversation_id": f"bench-load-{index % 6}",
+            "generation_id": f"gen-{index}",
+            "cursor_version": "3.20.17",
+            "workspace_roots": [str(work)],
+            "prompt": PROMPTS[index % len(PROMPTS)],
+        },
+        ensure_ascii=False,
+    ).encode()
     started = time.clock_gettime(time.CLOCK_BOOTTIME)
-    proc = subprocess.Popen(argv or [sys.executable, "-I", "-S", str(ENTRY), "--agent", "cursor"],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, env=env)
+    proc = subprocess.Popen(
+        argv or [sys.executable, "-I", "-S", str(ENTRY), "--agent", "cursor"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    )
     own_start = process_start(proc.pid)  # readable until the exit is reaped
     stdout, _ = proc.communicate(payload, timeout=120)
     ended = time.clock_gettime(time.CLOCK_BOOTTIME)
@@ -85,7 +109,7 @@ def process_start(pid: int) -> float | None:
     try:
         with open(f"/proc/{pid}/stat", "rb") as fh:
             stat = fh.read()
-        return int(stat[stat.rindex(b")") + 2:].split()[19]) / os.sysconf("SC_CLK_TCK")
+        return int(stat[stat.rindex(b")") + 2 :].split()[19]) / os.sysconf("SC_CLK_TCK")
     except (OSError, ValueError, IndexError):
         return None
 
@@ -110,8 +134,9 @@ def main() -> None:
     parser.add_argument("--hooks", type=int, default=72)
     parser.add_argument("--burners", type=int, default=22)
     parser.add_argument("--parallel", type=int, default=1)
-    parser.add_argument("--cold", action="store_true",
-                        help="no warm engine: the first hook starts it while the load runs")
+    parser.add_argument(
+        "--cold", action="store_true", help="no warm engine: the first hook starts it while the load runs"
+    )
     args = parser.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="memself-bench-load-"))
@@ -140,13 +165,16 @@ def main() -> None:
             floor = list(pool.map(lambda i: run_hook(i, env, work, bare), range(args.hooks)))
     finally:
         stop_burners(burners)
-        subprocess.run([sys.executable, "-m", "memself", "engine", "stop"], env=env,
-                       capture_output=True, check=False)
+        subprocess.run(
+            [sys.executable, "-m", "memself", "engine", "stop"], env=env, capture_output=True, check=False
+        )
         shutil.rmtree(work, ignore_errors=True)
 
     engine = "engine cold at the start" if args.cold else "warm engine"
-    print(f"{args.hooks} Cursor prompt hooks, {args.parallel} at a time, {args.burners} CPU burners, "
-          f"{engine}, {os.cpu_count()} cores\n")
+    print(
+        f"{args.hooks} Cursor prompt hooks, {args.parallel} at a time, {args.burners} CPU burners, "
+        f"{engine}, {os.cpu_count()} cores\n"
+    )
     print("| what | measured from | p50 s | p95 s | max s | > 4 s | > 5 s | answers |")
     print("|---|---|---:|---:|---:|---:|---:|---|")
     for name, rows in (("prompt hook", results), ("`python -I -S` reading stdin", floor)):
@@ -156,9 +184,11 @@ def main() -> None:
         answers = ", ".join(f"{n} {c}" for n, c in sorted(outcomes.items()))
         for label, column in (("spawn call", 0), ("process start", 1)):
             times = sorted(row[column] for row in rows)
-            print(f"| {name} | {label} | {statistics.median(times):.2f} | "
-                  f"{percentile(times, 0.95):.2f} | {times[-1]:.2f} | {sum(t > 4 for t in times)} | "
-                  f"{sum(t > 5 for t in times)} | {answers} |")
+            print(
+                f"| {name} | {label} | {statistics.median(times):.2f} | "
+                f"{percentile(times, 0.95):.2f} | {times[-1]:.2f} | {sum(t > 4 for t in times)} | "
+                f"{sum(t > 5 for t in times)} | {answers} |"
+            )
 
 
 if __name__ == "__main__":

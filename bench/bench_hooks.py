@@ -41,17 +41,27 @@ def synthetic_memories(count: int, group: str) -> list[dict]:
     out = []
     for i in range(count):
         topic, action = TOPICS[i % len(TOPICS)], ACTIONS[(i // len(TOPICS)) % len(ACTIONS)]
-        text = (f"{topic}模块第 {i} 项约定：{action} flag_{i} 配置，"
-                f"负责人见 wiki 第 {i % 97} 页。")
-        out.append({"id": f"mem-bench-{group}-{i:05d}", "text": text, "confidence": 0.5 + (i % 50) / 100,
-                    "category": group, "evidence": "bench", "firstSeen": now, "lastSeen": now,
-                    "deprecated": False, "createdAt": now})
+        text = f"{topic}模块第 {i} 项约定：{action} flag_{i} 配置，负责人见 wiki 第 {i % 97} 页。"
+        out.append(
+            {
+                "id": f"mem-bench-{group}-{i:05d}",
+                "text": text,
+                "confidence": 0.5 + (i % 50) / 100,
+                "category": group,
+                "evidence": "bench",
+                "firstSeen": now,
+                "lastSeen": now,
+                "deprecated": False,
+                "createdAt": now,
+            }
+        )
     return out
 
 
 def write_group(home: Path, group: str, records: list[dict]) -> None:
     (home / f"{group}.jsonl").write_text(
-        "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
+        "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8"
+    )
 
 
 FACT = "支付模块的灰度开关配置在配置中心 payment 命名空间，上线前要检查开关默认值"
@@ -70,8 +80,9 @@ def timed(args: list[str], stdin: bytes, env: dict, out: list[bytes] | None = No
 
 
 def memself_cli(env: dict, *args: str) -> str:
-    return subprocess.run([sys.executable, "-m", "memself", *args], env=env, capture_output=True,
-                          text=True, check=True).stdout
+    return subprocess.run(
+        [sys.executable, "-m", "memself", *args], env=env, capture_output=True, text=True, check=True
+    ).stdout
 
 
 def percentiles(samples: list[float]) -> tuple[float, float]:
@@ -102,17 +113,37 @@ def main() -> None:
     write_group(rules_home, "rule", synthetic_memories(1000, "rule"))
     memself_cli(rules_env, "config", "model", "multilingual-e5-small")
 
-    prompt = json.dumps({"hook_event_name": "UserPromptSubmit", "session_id": "bench-session",
-                         "prompt_id": "p1", "cwd": str(work),
-                         "prompt": "支付模块的灰度开关配置在哪里，上线前要检查什么"}).encode()
-    start = json.dumps({"hook_event_name": "SessionStart", "session_id": "bench-session",
-                        "source": "startup", "cwd": str(work)}).encode()
+    prompt = json.dumps(
+        {
+            "hook_event_name": "UserPromptSubmit",
+            "session_id": "bench-session",
+            "prompt_id": "p1",
+            "cwd": str(work),
+            "prompt": "支付模块的灰度开关配置在哪里，上线前要检查什么",
+        }
+    ).encode()
+    start = json.dumps(
+        {
+            "hook_event_name": "SessionStart",
+            "session_id": "bench-session",
+            "source": "startup",
+            "cwd": str(work),
+        }
+    ).encode()
     hook = [sys.executable, "-I", "-S", str(ENTRY), "--agent", "claude"]
-    rows: dict[str, list[float]] = {k: [] for k in (
-        "python -c pass", "python -I -S -c pass", *path_envs,
-        "session start, warm engine, 1k rules", "prompt hook, engine cold",
-        "session start, engine cold, 1k rules", "memself recall, engine running",
-        "memself recall, no engine")}
+    rows: dict[str, list[float]] = {
+        k: []
+        for k in (
+            "python -c pass",
+            "python -I -S -c pass",
+            *path_envs,
+            "session start, warm engine, 1k rules",
+            "prompt hook, engine cold",
+            "session start, engine cold, 1k rules",
+            "memself recall, engine running",
+            "memself recall, no engine",
+        )
+    }
     recall_cli = [sys.executable, "-m", "memself", "recall", "支付模块的灰度开关配置在哪里"]
     cold_outputs: list[bytes] = []
     engines = [*path_envs.values(), rules_env]
@@ -137,8 +168,12 @@ def main() -> None:
             rows["session start, engine cold, 1k rules"].append(timed(hook, start, rules_env))
     finally:
         for target_env in engines:
-            subprocess.run([sys.executable, "-m", "memself", "engine", "stop"], env=target_env,
-                           capture_output=True, check=False)
+            subprocess.run(
+                [sys.executable, "-m", "memself", "engine", "stop"],
+                env=target_env,
+                capture_output=True,
+                check=False,
+            )
         shutil.rmtree(work, ignore_errors=True)
 
     floor = statistics.median(rows["python -c pass"])
@@ -149,8 +184,10 @@ def main() -> None:
         p50, p95 = percentiles(samples)
         print(f"| {name} | {p50:.1f} | {p95:.1f} | {p50 - floor:+.1f} |")
     recalled = sum(RECALL_MARK.encode() in out for out in cold_outputs)
-    print(f"\ncold prompt hooks that carried the recalled fact: {recalled} of {len(cold_outputs)} "
-          f"(slowest {max(rows['prompt hook, engine cold']):.0f} ms)")
+    print(
+        f"\ncold prompt hooks that carried the recalled fact: {recalled} of {len(cold_outputs)} "
+        f"(slowest {max(rows['prompt hook, engine cold']):.0f} ms)"
+    )
 
 
 if __name__ == "__main__":

@@ -82,14 +82,21 @@ def encode_worker(model: str, cache: str, int8: bool) -> dict[str, Any]:
             t = time.perf_counter()
             encoder.encode_queries([p])
             single.append(time.perf_counter() - t)
-    texts = [f"{PROMPTS[i % len(PROMPTS)]}（第 {i} 条记忆，" + "补充说明。" * (i % 7) + "）"
-             for i in range(256)]
+    texts = [
+        f"{PROMPTS[i % len(PROMPTS)]}（第 {i} 条记忆，" + "补充说明。" * (i % 7) + "）" for i in range(256)
+    ]
     t = time.perf_counter()
     encoder.encode_passages(texts)
     per_text = (time.perf_counter() - t) / len(texts)
-    result = {"load_s": load_s, "rss_loaded": loaded, "single_p50": statistics.median(single),
-              "single_p95": pct(single, 95), "batch_per_text": per_text, "rss_after": rss_fields(),
-              "heavy": [m for m in ("torch", "sentence_transformers") if m in sys.modules]}
+    result = {
+        "load_s": load_s,
+        "rss_loaded": loaded,
+        "single_p50": statistics.median(single),
+        "single_p95": pct(single, 95),
+        "batch_per_text": per_text,
+        "rss_after": rss_fields(),
+        "heavy": [m for m in ("torch", "sentence_transformers") if m in sys.modules],
+    }
     if int8:
         result["int8"] = int8_worker(encoder)
     return result
@@ -111,8 +118,9 @@ def int8_worker(encoder: Any) -> dict[str, Any]:
             if name != "model.onnx":
                 (folder / name).symlink_to(prepared.folder / name)
         t = time.perf_counter()
-        quantize_dynamic(str(prepared.folder / "model.onnx"), str(folder / "model.onnx"),
-                         weight_type=QuantType.QInt8)
+        quantize_dynamic(
+            str(prepared.folder / "model.onnx"), str(folder / "model.onnx"), weight_type=QuantType.QInt8
+        )
         quantise_s = time.perf_counter() - t
         size = (folder / "model.onnx").stat().st_size
         q = LeanEncoder(Prepared(folder, prepared.manifest), encoder.settings, encoder.threads)
@@ -125,9 +133,15 @@ def int8_worker(encoder: Any) -> dict[str, Any]:
                     t = time.perf_counter()
                     enc.encode_queries([p])
                     out.append(time.perf_counter() - t)
-    return {"quantise_s": quantise_s, "graph_mb": size / 1e6, "min_cosine": float(np.min(cos)),
-            "fp32_p50": statistics.median(fp32), "int8_p50": statistics.median(int8),
-            "fp32_p95": pct(fp32, 95), "int8_p95": pct(int8, 95)}
+    return {
+        "quantise_s": quantise_s,
+        "graph_mb": size / 1e6,
+        "min_cosine": float(np.min(cos)),
+        "fp32_p50": statistics.median(fp32),
+        "int8_p50": statistics.median(int8),
+        "fp32_p95": pct(fp32, 95),
+        "int8_p95": pct(int8, 95),
+    }
 
 
 def prompts_worker(data_dir: str, count: int) -> dict[str, Any]:
@@ -140,8 +154,9 @@ def prompts_worker(data_dir: str, count: int) -> dict[str, Any]:
     for i in range(count):
         now = datetime.now(timezone.utc).isoformat()
         t = time.perf_counter()
-        call_engine(paths, "recall", {"text": PROMPTS[i % len(PROMPTS)] + f" #{i}", "now": now},
-                    timeout_s=120)
+        call_engine(
+            paths, "recall", {"text": PROMPTS[i % len(PROMPTS)] + f" #{i}", "now": now}, timeout_s=120
+        )
         times.append(time.perf_counter() - t)
     return {"p50": statistics.median(times), "p95": pct(times, 95)}
 
@@ -158,9 +173,15 @@ class Setup:
         self.prompt_times: dict[str, float] = {}
 
     def run_worker(self, *args: str) -> dict[str, Any]:
-        proc = subprocess.run([self.python, str(Path(__file__).resolve()), "--worker", *args],
-                              capture_output=True, text=True, env=self.env, cwd=self.tree,
-                              timeout=1800, check=False)
+        proc = subprocess.run(
+            [self.python, str(Path(__file__).resolve()), "--worker", *args],
+            capture_output=True,
+            text=True,
+            env=self.env,
+            cwd=self.tree,
+            timeout=1800,
+            check=False,
+        )
         if proc.returncode != 0:
             raise SystemExit(f"{self.name}: worker failed: {proc.stderr[-2000:]}")
         return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -169,10 +190,23 @@ class Setup:
         log = self.data / "memself.log"
         offset = log.stat().st_size if log.exists() else 0
         started = time.perf_counter()
-        proc = subprocess.Popen([self.python, "-m", "memself.engine", "serve", "--data-dir",
-                                 str(self.data), "--idle-minutes", "30"], cwd=self.tree,
-                                env=self.env, stdin=subprocess.DEVNULL,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            [
+                self.python,
+                "-m",
+                "memself.engine",
+                "serve",
+                "--data-dir",
+                str(self.data),
+                "--idle-minutes",
+                "30",
+            ],
+            cwd=self.tree,
+            env=self.env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         while True:
             text = log.read_text(encoding="utf-8", errors="replace")[offset:] if log.exists() else ""
             if "engine-ready" in text:
@@ -213,8 +247,7 @@ def make_data(root: Path, model: str, env: dict[str, str]) -> Path:
 def bge_shaped(cache: Path) -> Path:
     folder = REPO / ".cache" / "bench" / "bge-base-shaped"
     if not (folder / "st" / "modules.json").is_file():
-        print("building the bge-base-shaped model (12 layers, 768 hidden, 21128 pieces)…",
-              file=sys.stderr)
+        print("building the bge-base-shaped model (12 layers, 768 hidden, 21128 pieces)…", file=sys.stderr)
         from tests.bge_shaped import BASE, build
 
         build(folder, BASE)
@@ -236,8 +269,12 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=10)
     ap.add_argument("--old-runs", type=int, default=3)
-    ap.add_argument("--old-tree", type=Path, default=None,
-                    help="a checkout of the torch path with its own .venv (row skipped if absent)")
+    ap.add_argument(
+        "--old-tree",
+        type=Path,
+        default=None,
+        help="a checkout of the torch path with its own .venv (row skipped if absent)",
+    )
     ap.add_argument("--prompts", type=int, default=50)
     args = ap.parse_args()
     sys.path.insert(0, str(REPO))
@@ -251,14 +288,27 @@ def main() -> None:
     base_env = {k: v for k, v in os.environ.items() if not k.startswith("MEMSELF_")}
     base_env.update(MEMSELF_MODEL_CACHE=str(cache), HOME=str(work), HF_HUB_OFFLINE="1")
     python = sys.executable
-    setups = [Setup("e5-small, lean", python, REPO, make_data(work / "e5", "multilingual-e5-small",
-                                                              base_env), base_env),
-              Setup("bge-base-shaped, lean", python, REPO, make_data(work / "bge", str(bge), base_env),
-                    base_env)]
+    setups = [
+        Setup(
+            "e5-small, lean",
+            python,
+            REPO,
+            make_data(work / "e5", "multilingual-e5-small", base_env),
+            base_env,
+        ),
+        Setup("bge-base-shaped, lean", python, REPO, make_data(work / "bge", str(bge), base_env), base_env),
+    ]
     old = args.old_tree
     if old is not None and (old / ".venv" / "bin" / "python").exists():
-        setups.append(Setup("e5-small, torch path (old)", str(old / ".venv" / "bin" / "python"), old,
-                            make_data(work / "old", "multilingual-e5-small", base_env), base_env))
+        setups.append(
+            Setup(
+                "e5-small, torch path (old)",
+                str(old / ".venv" / "bin" / "python"),
+                old,
+                make_data(work / "old", "multilingual-e5-small", base_env),
+                base_env,
+            )
+        )
     for s in setups:
         s.env = {**s.env, "MEMSELF_HOME": str(s.data)}
         # The first start encodes the 1k memories into the index; the timed starts find it built.
@@ -278,38 +328,58 @@ def main() -> None:
                 s.rss_prompts = rss_fields(proc.pid)
             stop(proc)
             print(f"{s.name}: start {seconds:.2f} s", file=sys.stderr)
-    encodes = {s.name: s.run_worker("encode", "multilingual-e5-small" if "e5" in s.name else str(bge),
-                                    str(cache), "int8" if "lean" in s.name else "")
-               for s in setups}
+    encodes = {
+        s.name: s.run_worker(
+            "encode",
+            "multilingual-e5-small" if "e5" in s.name else str(bge),
+            str(cache),
+            "int8" if "lean" in s.name else "",
+        )
+        for s in setups
+    }
 
-    print(f"\n### Engine start and memory ({args.runs} runs each, {args.old_runs} for the torch path; "
-          f"1k memories indexed)\n")
-    print("| engine | start to ready, median (min-max) | RSS at ready | RSS after "
-          f"{args.prompts} prompts (anon + file) | prompt recall op p50 / p95 |")
+    print(
+        f"\n### Engine start and memory ({args.runs} runs each, {args.old_runs} for the torch path; "
+        f"1k memories indexed)\n"
+    )
+    print(
+        "| engine | start to ready, median (min-max) | RSS at ready | RSS after "
+        f"{args.prompts} prompts (anon + file) | prompt recall op p50 / p95 |"
+    )
     print("|---|---|---|---|---|")
     for s in setups:
         rss = statistics.median(r["VmRSS"] for r in s.rss_ready)
         after = s.rss_prompts
-        print(f"| {s.name} | {statistics.median(s.starts):.2f} s ({min(s.starts):.2f}-{max(s.starts):.2f}) "
-              f"| {rss:.0f} MB | {after['VmRSS']:.0f} MB ({after['RssAnon']:.0f} + {after['RssFile']:.0f}) "
-              f"| {ms(s.prompt_times['p50'])} / {ms(s.prompt_times['p95'])} |")
+        print(
+            f"| {s.name} | {statistics.median(s.starts):.2f} s ({min(s.starts):.2f}-{max(s.starts):.2f}) "
+            f"| {rss:.0f} MB | {after['VmRSS']:.0f} MB ({after['RssAnon']:.0f} + {after['RssFile']:.0f}) "
+            f"| {ms(s.prompt_times['p50'])} / {ms(s.prompt_times['p95'])} |"
+        )
     print("\n### Encoding in one process (fresh interpreter per model)\n")
-    print("| model | load | one prompt p50 / p95 | batch of 256, per text | RSS after load "
-          "| RSS after batch | torch imported |")
+    print(
+        "| model | load | one prompt p50 / p95 | batch of 256, per text | RSS after load "
+        "| RSS after batch | torch imported |"
+    )
     print("|---|---|---|---|---|---|---|")
     for name, e in encodes.items():
-        print(f"| {name} | {e['load_s']:.2f} s | {ms(e['single_p50'])} / {ms(e['single_p95'])} "
-              f"| {ms(e['batch_per_text'])} | {e['rss_loaded']['VmRSS']:.0f} MB "
-              f"| {e['rss_after']['VmRSS']:.0f} MB | {'yes' if e['heavy'] else 'no'} |")
+        print(
+            f"| {name} | {e['load_s']:.2f} s | {ms(e['single_p50'])} / {ms(e['single_p95'])} "
+            f"| {ms(e['batch_per_text'])} | {e['rss_loaded']['VmRSS']:.0f} MB "
+            f"| {e['rss_after']['VmRSS']:.0f} MB | {'yes' if e['heavy'] else 'no'} |"
+        )
     print("\n### Dynamic int8 quantisation of the graph (measured only, not shipped)\n")
-    print("| model | graph fp32 -> int8 | one prompt p50 fp32 / int8 | p95 fp32 / int8 "
-          "| lowest cosine int8 vs fp32 (probes) |")
+    print(
+        "| model | graph fp32 -> int8 | one prompt p50 fp32 / int8 | p95 fp32 / int8 "
+        "| lowest cosine int8 vs fp32 (probes) |"
+    )
     print("|---|---|---|---|---|")
     for name, e in encodes.items():
         q = e.get("int8")
         if q:
-            print(f"| {name} | -> {q['graph_mb']:.0f} MB | {ms(q['fp32_p50'])} / {ms(q['int8_p50'])} "
-                  f"| {ms(q['fp32_p95'])} / {ms(q['int8_p95'])} | {q['min_cosine']:.4f} |")
+            print(
+                f"| {name} | -> {q['graph_mb']:.0f} MB | {ms(q['fp32_p50'])} / {ms(q['int8_p50'])} "
+                f"| {ms(q['fp32_p95'])} / {ms(q['int8_p95'])} | {q['min_cosine']:.4f} |"
+            )
 
 
 if __name__ == "__main__":

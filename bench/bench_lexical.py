@@ -114,8 +114,12 @@ def child(name: str) -> dict:
         out = lexical.tokens_with(TEXT, jieba_fast_dat.lcut_for_search, _parsed_idf())
     else:
         raise SystemExit(f"unknown candidate {name}")
-    return {"first_s": time.perf_counter() - _T0, "rss_mb": _status_mb("VmRSS"),
-            "hwm_mb": _status_mb("VmHWM"), "tokens": len(out)}
+    return {
+        "first_s": time.perf_counter() - _T0,
+        "rss_mb": _status_mb("VmRSS"),
+        "hwm_mb": _status_mb("VmHWM"),
+        "tokens": len(out),
+    }
 
 
 def _installed(module: str) -> bool:
@@ -126,8 +130,9 @@ def _installed(module: str) -> bool:
 
 def _run_child(name: str, env: dict[str, str]) -> dict:
     start = time.perf_counter()
-    proc = subprocess.run([sys.executable, __file__, "--child", name], env=env, capture_output=True,
-                          text=True, check=True)
+    proc = subprocess.run(
+        [sys.executable, __file__, "--child", name], env=env, capture_output=True, text=True, check=True
+    )
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     result["wall_s"] = time.perf_counter() - start
     return result
@@ -138,10 +143,20 @@ def bench_times(runs: int) -> None:
 
     from memself.lexical import idf_source_path, parse_idf
 
-    names = ["baseline", "rjieba-only", "jieba", "rjieba+parse", "rjieba+marshal", "rjieba+cache",
-             "rjieba+cold-cache"]
-    names += [n for n, m in (("jieba_fast+parse", "jieba_fast"), ("jieba_fast_dat+parse", "jieba_fast_dat"))
-              if _installed(m)]
+    names = [
+        "baseline",
+        "rjieba-only",
+        "jieba",
+        "rjieba+parse",
+        "rjieba+marshal",
+        "rjieba+cache",
+        "rjieba+cold-cache",
+    ]
+    names += [
+        n
+        for n, m in (("jieba_fast+parse", "jieba_fast"), ("jieba_fast_dat+parse", "jieba_fast_dat"))
+        if _installed(m)
+    ]
     with tempfile.TemporaryDirectory(prefix="bench-lexical-") as tmp:
         marshal_path = Path(tmp) / "idf.marshal"
         marshal_path.write_bytes(marshal.dumps(parse_idf(idf_source_path())))
@@ -156,8 +171,10 @@ def bench_times(runs: int) -> None:
                 if name == "rjieba+cold-cache":
                     env = {**base_env, "MEMSELF_MODEL_CACHE": str(Path(tmp) / f"cold{i}")}
                 results[name].append(_run_child(name, env))
-    print(f"\nStart-up to the first tokenised text, median of {runs} fresh processes "
-          f"(load average {os.getloadavg()[0]:.2f}):\n")
+    print(
+        f"\nStart-up to the first tokenised text, median of {runs} fresh processes "
+        f"(load average {os.getloadavg()[0]:.2f}):\n"
+    )
     print("| candidate | first tokens (in process) | process wall | RSS after | peak RSS |")
     print("|---|---|---|---|---|")
     for name in names:
@@ -166,8 +183,10 @@ def bench_times(runs: int) -> None:
         def med(key: str, rs: list[dict] = rs) -> float:
             return statistics.median(r[key] for r in rs)
 
-        print(f"| {name} | {med('first_s') * 1000:.0f} ms | {med('wall_s') * 1000:.0f} ms "
-              f"| {med('rss_mb'):.0f} MB | {med('hwm_mb'):.0f} MB |")
+        print(
+            f"| {name} | {med('first_s') * 1000:.0f} ms | {med('wall_s') * 1000:.0f} ms "
+            f"| {med('rss_mb'):.0f} MB | {med('hwm_mb'):.0f} MB |"
+        )
 
 
 def _strings(node: object, out: list[str], key: str | None = None) -> None:
@@ -186,8 +205,10 @@ def _fuzz_texts(count: int, seed: int = 7) -> list[str]:
     from memself.lexical import idf_source_path
 
     idf_words = [line.split(" ", 1)[0] for line in idf_source_path().read_text("utf-8").splitlines()]
-    dict_words = [line.split(" ", 1)[0]
-                  for line in (idf_source_path().parent.parent / "dict.txt").read_text("utf-8").splitlines()]
+    dict_words = [
+        line.split(" ", 1)[0]
+        for line in (idf_source_path().parent.parent / "dict.txt").read_text("utf-8").splitlines()
+    ]
     rng = random.Random(seed)
     out = []
     for _ in range(count):
@@ -209,8 +230,11 @@ def _fuzz_texts(count: int, seed: int = 7) -> list[str]:
 def bench_equal(case_files: list[Path], fuzz: int) -> None:
     from memself import lexical
 
-    files = [REPO / "background_sentences.json", REPO / "memself" / "data" / "general_prompts.json",
-             *case_files]
+    files = [
+        REPO / "background_sentences.json",
+        REPO / "memself" / "data" / "general_prompts.json",
+        *case_files,
+    ]
     texts: list[str] = []
     for path in files:
         _strings(json.loads(path.read_text("utf-8")), texts)
@@ -226,10 +250,18 @@ def bench_equal(case_files: list[Path], fuzz: int) -> None:
             if ref == new:
                 same += 1
             else:
-                diffs.append((text, sorted(set(ref) - set(new)), sorted(set(new) - set(ref)),
-                              sorted(t for t in set(ref) & set(new) if ref[t] != new[t])))
-        print(f"\nToken dicts, {label} ({len(files) if label == 'corpus' else 'random'} sources): "
-              f"{same}/{len(corpus)} identical ({100 * same / len(corpus):.2f} %)")
+                diffs.append(
+                    (
+                        text,
+                        sorted(set(ref) - set(new)),
+                        sorted(set(new) - set(ref)),
+                        sorted(t for t in set(ref) & set(new) if ref[t] != new[t]),
+                    )
+                )
+        print(
+            f"\nToken dicts, {label} ({len(files) if label == 'corpus' else 'random'} sources): "
+            f"{same}/{len(corpus)} identical ({100 * same / len(corpus):.2f} %)"
+        )
         for text, only_ref, only_new, weight in diffs[:20]:
             print(f"  {text[:60]!r}: only jieba {only_ref}, only new {only_new}, weight differs {weight}")
 
@@ -244,10 +276,12 @@ def bench_throughput(rounds: int = 20) -> None:
     lexical.warm_up()
     table = lexical.load_idf_table()[0]
     parsed = lexical.parse_idf(lexical.idf_source_path())
-    rows = [("jieba + dict", _jieba_ref(), lambda w: parsed.get(w, lexical.UNKNOWN_IDF)),
-            ("rjieba + dict", _rjieba_cut(), lambda w: parsed.get(w, lexical.UNKNOWN_IDF)),
-            ("rjieba + IdfTable, no memo", _rjieba_cut(), table.get),
-            ("rjieba + IdfTable + memo (tokens())", None, None)]
+    rows = [
+        ("jieba + dict", _jieba_ref(), lambda w: parsed.get(w, lexical.UNKNOWN_IDF)),
+        ("rjieba + dict", _rjieba_cut(), lambda w: parsed.get(w, lexical.UNKNOWN_IDF)),
+        ("rjieba + IdfTable, no memo", _rjieba_cut(), table.get),
+        ("rjieba + IdfTable + memo (tokens())", None, None),
+    ]
     print(f"\nSteady-state tokens() per text, {len(texts)} texts x {rounds} rounds:\n")
     print("| path | per text |")
     print("|---|---|")
@@ -289,8 +323,11 @@ def child_parallel(mode: str, tokenizer: Path, onnx: Path | None) -> dict:
         thread.start()
         _model_load(tokenizer, onnx)
         thread.join()
-    return {"first_s": time.perf_counter() - _T0, "rss_mb": _status_mb("VmRSS"),
-            "hwm_mb": _status_mb("VmHWM")}
+    return {
+        "first_s": time.perf_counter() - _T0,
+        "rss_mb": _status_mb("VmRSS"),
+        "hwm_mb": _status_mb("VmHWM"),
+    }
 
 
 def bench_parallel(runs: int, tokenizer: Path, onnx: Path | None) -> None:
@@ -299,13 +336,19 @@ def bench_parallel(runs: int, tokenizer: Path, onnx: Path | None) -> None:
     results: dict[str, list[float]] = {m: [] for m in modes}
     for i in range(runs + 1):
         for mode in modes:
-            proc = subprocess.run([sys.executable, __file__, "--child-parallel", mode, *extra],
-                                  capture_output=True, text=True, check=True)
+            proc = subprocess.run(
+                [sys.executable, __file__, "--child-parallel", mode, *extra],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
             if i:  # the first round warms the page cache
                 results[mode].append(json.loads(proc.stdout.strip().splitlines()[-1])["first_s"])
     what = "tokenizer" + (" + ONNX session" if onnx else "")
-    print(f"\nModel-like load ({what}) and lexical.warm_up(), median of {runs} fresh processes, "
-          f"{os.cpu_count()} cores:\n")
+    print(
+        f"\nModel-like load ({what}) and lexical.warm_up(), median of {runs} fresh processes, "
+        f"{os.cpu_count()} cores:\n"
+    )
     print("| mode | ready |")
     print("|---|---|")
     for mode in modes:
@@ -313,8 +356,9 @@ def bench_parallel(runs: int, tokenizer: Path, onnx: Path | None) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--child")
     parser.add_argument("--child-parallel")
     parser.add_argument("--runs", type=int, default=7)

@@ -85,11 +85,21 @@ def main() -> None:
     print("|---|---|---|---|---|")
     for name, sentences, symmetric, dims, lex, views in STEPS:
         enc = Side(inner, symmetric, cache)
-        path = (general_prompts_path() if sentences == "general"
-                else default_sentences_path() if sentences is None else sentences)
+        path = (
+            general_prompts_path()
+            if sentences == "general"
+            else default_sentences_path()
+            if sentences is None
+            else sentences
+        )
         space = build_space(enc.model_id, enc.encode_queries(load_sentences(path)), dims)
-        scoring = ScoringSettings(space_dims=dims, lexical={"rule": lex, "project": 0.0},
-                                  lexical_tau=10.0, sentence_views=views, symmetric=symmetric)
+        scoring = ScoringSettings(
+            space_dims=dims,
+            lexical={"rule": lex, "project": 0.0},
+            lexical_tau=10.0,
+            sentence_views=views,
+            symmetric=symmetric,
+        )
         rec = Recaller(enc, space, scoring)
         rows = []
         if sentences == EVERYDAY:
@@ -103,11 +113,14 @@ def main() -> None:
         for label, r, a, b in rows:
             g = r.groups
             met = sum(t.met for t in r.targets)
-            print(f"| {label} | {a:.3f}: {g['rule'].hits}/{g['rule'].cases}, "
-                  f"{g['rule'].leaks}/{g['rule'].irrelevant} | {b:.3f}: "
-                  f"{g['project'].hits}/{g['project'].cases}, "
-                  f"{g['project'].leaks}/{g['project'].irrelevant} | "
-                  f"{r.single_hits}/{r.single_cases} | {met}/{len(r.targets)} |", flush=True)
+            print(
+                f"| {label} | {a:.3f}: {g['rule'].hits}/{g['rule'].cases}, "
+                f"{g['rule'].leaks}/{g['rule'].irrelevant} | {b:.3f}: "
+                f"{g['project'].hits}/{g['project'].cases}, "
+                f"{g['project'].leaks}/{g['project'].irrelevant} | "
+                f"{r.single_hits}/{r.single_cases} | {met}/{len(r.targets)} |",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

@@ -54,11 +54,15 @@ def main(argv: list[str] | None = None) -> int:
         s_leak = sum(1 for e, _, _ in leaks if e["set"] == name)
         l_total = sum(1 for e in lookalikes if e["set"] == name)
         l_touch = sum(1 for e, _ in touched if e["set"] == name)
-        print(f"[{name}] secrets redacted {s_total - s_leak}/{s_total} ({_pct(s_total - s_leak, s_total)}), "
-              f"look-alikes touched {l_touch}/{l_total} ({_pct(l_touch, l_total)})")
+        print(
+            f"[{name}] secrets redacted {s_total - s_leak}/{s_total} ({_pct(s_total - s_leak, s_total)}), "
+            f"look-alikes touched {l_touch}/{l_total} ({_pct(l_touch, l_total)})"
+        )
     redacted = len(secrets) - len(leaks)
-    print(f"[all] secrets redacted {redacted}/{len(secrets)} ({_pct(redacted, len(secrets))}), "
-          f"look-alikes touched {len(touched)}/{len(lookalikes)} ({_pct(len(touched), len(lookalikes))})")
+    print(
+        f"[all] secrets redacted {redacted}/{len(secrets)} ({_pct(redacted, len(secrets))}), "
+        f"look-alikes touched {len(touched)}/{len(lookalikes)} ({_pct(len(touched), len(lookalikes))})"
+    )
     texts = [e["text"] for e in secrets + lookalikes]
     rounds = 20
     started = time.perf_counter()

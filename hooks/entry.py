@@ -20,8 +20,7 @@ import sys
 def _bootstrap() -> None:
     hooks_dir = os.path.dirname(os.path.abspath(__file__))
     parent = os.path.dirname(hooks_dir)
-    wheel = os.path.basename(parent) == "memself" and os.path.isfile(
-        os.path.join(parent, "__init__.py"))
+    wheel = os.path.basename(parent) == "memself" and os.path.isfile(os.path.join(parent, "__init__.py"))
     root = os.path.dirname(parent) if wheel else parent
     if root not in sys.path:
         sys.path.insert(0, root)

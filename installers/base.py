@@ -66,11 +66,13 @@ class Step(Protocol):
 def unified_diff(path: Path, before: bytes | None, after: bytes | None) -> str:
     old = (before or b"").decode("utf-8", errors="replace").splitlines(keepends=True)
     new = (after or b"").decode("utf-8", errors="replace").splitlines(keepends=True)
-    lines = difflib.unified_diff(old, new, fromfile=f"{path}（原）" if before is not None else
-                                 "/dev/null", tofile=f"{path}（新）" if after is not None else
-                                 "/dev/null")
-    return "".join(line if line.endswith("\n") else line + "\n\\ 文件末尾没有换行\n"
-                   for line in lines)
+    lines = difflib.unified_diff(
+        old,
+        new,
+        fromfile=f"{path}（原）" if before is not None else "/dev/null",
+        tofile=f"{path}（新）" if after is not None else "/dev/null",
+    )
+    return "".join(line if line.endswith("\n") else line + "\n\\ 文件末尾没有换行\n" for line in lines)
 
 
 def _describe(outcome: jsonfile.Outcome) -> str:
@@ -104,8 +106,13 @@ class JsonEditStep:
         detail = _describe(outcome)
         if dry and outcome.changed:
             detail = "将" + detail.removeprefix("已")
-        return StepResult(str(self.path), self.purpose, outcome.changed, detail,
-                          unified_diff(self.path, outcome.before, outcome.after))
+        return StepResult(
+            str(self.path),
+            self.purpose,
+            outcome.changed,
+            detail,
+            unified_diff(self.path, outcome.before, outcome.after),
+        )
 
 
 @dataclass(frozen=True)
@@ -130,8 +137,7 @@ class JsonRemovalStep:
         return self._result(outcome, dry=True)
 
     def run(self) -> StepResult:
-        return self._result(jsonfile.apply_removal(self.path, self._remove, self._install),
-                            dry=False)
+        return self._result(jsonfile.apply_removal(self.path, self._remove, self._install), dry=False)
 
     def _result(self, outcome: jsonfile.Outcome, dry: bool) -> StepResult:
         if not outcome.changed:
@@ -140,15 +146,19 @@ class JsonRemovalStep:
             detail = "删除（其中只有本插件的内容）" if dry else "已删除（其中只有本插件的内容）"
         else:
             detail = "移除本插件的条目" if dry else "已移除本插件的条目"
-        return StepResult(str(self.path), self.purpose, outcome.changed, detail,
-                          unified_diff(self.path, outcome.before, outcome.after))
+        return StepResult(
+            str(self.path),
+            self.purpose,
+            outcome.changed,
+            detail,
+            unified_diff(self.path, outcome.before, outcome.after),
+        )
 
 
 def _tree(folder: Path) -> dict[str, bytes]:
     if not folder.is_dir():
         return {}
-    return {str(p.relative_to(folder)): p.read_bytes()
-            for p in sorted(folder.rglob("*")) if p.is_file()}
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
 @dataclass(frozen=True)
@@ -162,16 +172,20 @@ class SkillCopyStep:
     def _source_files(self) -> dict[str, bytes]:
         files = _tree(self.source)
         if "SKILL.md" not in files:
-            raise MemselfError(f"找不到 skill 源文件 {self.source / 'SKILL.md'}，安装包不完整；"
-                               f"请重新安装 memself 后再运行 memself setup")
+            raise MemselfError(
+                f"找不到 skill 源文件 {self.source / 'SKILL.md'}，安装包不完整；"
+                f"请重新安装 memself 后再运行 memself setup"
+            )
         return files
 
     def preview(self) -> StepResult:
         wanted, current = self._source_files(), _tree(self.target)
         changed = wanted != current
-        diff = "".join(unified_diff(self.target / name, current.get(name), wanted.get(name))
-                       for name in sorted(set(wanted) | set(current))
-                       if current.get(name) != wanted.get(name))
+        diff = "".join(
+            unified_diff(self.target / name, current.get(name), wanted.get(name))
+            for name in sorted(set(wanted) | set(current))
+            if current.get(name) != wanted.get(name)
+        )
         detail = ("将新建" if not current else "将更新") if changed else "无需改动"
         return StepResult(str(self.target), self.purpose, changed, detail, diff)
 
@@ -194,10 +208,12 @@ class SkillRemovalStep:
 
     def preview(self) -> StepResult:
         exists = self.target.exists()
-        diff = "".join(unified_diff(self.target / name, data, None)
-                       for name, data in _tree(self.target).items())
-        return StepResult(str(self.target), self.purpose, exists,
-                          "删除这个目录" if exists else "不存在", diff)
+        diff = "".join(
+            unified_diff(self.target / name, data, None) for name, data in _tree(self.target).items()
+        )
+        return StepResult(
+            str(self.target), self.purpose, exists, "删除这个目录" if exists else "不存在", diff
+        )
 
     def run(self) -> StepResult:
         if not self.target.exists():

@@ -55,21 +55,34 @@ class ClaudeMcpStep:
             return self.preview()
         manual = "\n".join(claude_cli.shell_line(argv) for argv in argvs)
         if self.claude is None:
-            return StepResult(self.target, _PURPOSE, False,
-                              f"未找到 claude 命令（可用环境变量 {claude_cli.BIN_ENV} 指明路径）",
-                              manual=manual)
+            return StepResult(
+                self.target,
+                _PURPOSE,
+                False,
+                f"未找到 claude 命令（可用环境变量 {claude_cli.BIN_ENV} 指明路径）",
+                manual=manual,
+            )
         for argv in argvs:
             try:
-                done = subprocess.run(argv, capture_output=True, text=True, timeout=_CLI_TIMEOUT_S,
-                                      stdin=subprocess.DEVNULL, check=False)
+                done = subprocess.run(
+                    argv,
+                    capture_output=True,
+                    text=True,
+                    timeout=_CLI_TIMEOUT_S,
+                    stdin=subprocess.DEVNULL,
+                    check=False,
+                )
             except (OSError, subprocess.TimeoutExpired) as exc:
-                return StepResult(self.target, _PURPOSE, False, f"运行 claude 失败：{exc}",
-                                  manual=manual)
+                return StepResult(self.target, _PURPOSE, False, f"运行 claude 失败：{exc}", manual=manual)
             if done.returncode != 0:
                 reason = " ".join((done.stderr or done.stdout).split())[:300]
-                return StepResult(self.target, _PURPOSE, False,
-                                  f"claude mcp 失败（退出码 {done.returncode}）：{reason}",
-                                  manual=manual)
+                return StepResult(
+                    self.target,
+                    _PURPOSE,
+                    False,
+                    f"claude mcp 失败（退出码 {done.returncode}）：{reason}",
+                    manual=manual,
+                )
         detail = "已通过 claude mcp remove 移除" if self.removing else "已通过 claude mcp add 注册"
         return StepResult(self.target, _PURPOSE, True, detail)
 
@@ -87,8 +100,7 @@ class ClaudeInstaller(JsonHostInstaller):
         extra, transforms = self._permission(ctx)
         return self.hooks_purpose() + extra, [*self._hook_install(ctx), *transforms]
 
-    def _hooks_file_removal(self, ctx: InstallContext) -> tuple[str, list[Transform],
-                                                                list[Transform]]:
+    def _hooks_file_removal(self, ctx: InstallContext) -> tuple[str, list[Transform], list[Transform]]:
         purpose = f"{self.hooks_purpose()}、免批准规则 {entries.RESOLVE_RULE}"
         removals = [*self._hook_removal(ctx), entries.remove_allow_rule]
         installs = [*self._hook_install(ctx), entries.add_allow_rule]
@@ -98,8 +110,7 @@ class ClaudeInstaller(JsonHostInstaller):
         return [ClaudeMcpStep(ctx.home, tuple(ctx.mcp_command(self.name)), ctx.claude_bin)]
 
     def _mcp_removal_steps(self, ctx: InstallContext) -> list[Step]:
-        return [ClaudeMcpStep(ctx.home, tuple(ctx.mcp_command(self.name)), ctx.claude_bin,
-                              removing=True)]
+        return [ClaudeMcpStep(ctx.home, tuple(ctx.mcp_command(self.name)), ctx.claude_bin, removing=True)]
 
 
 INSTALLER = ClaudeInstaller(

@@ -36,8 +36,10 @@ def find_claude(home: Path, env: Mapping[str, str] | None = None) -> str | None:
 
 
 def _desktop_copy(home: Path) -> str | None:
-    roots = [home / "Library" / "Application Support" / "Claude" / "claude-code",
-             home / "AppData" / "Roaming" / "Claude" / "claude-code"]
+    roots = [
+        home / "Library" / "Application Support" / "Claude" / "claude-code",
+        home / "AppData" / "Roaming" / "Claude" / "claude-code",
+    ]
     found: list[tuple[tuple[int, ...], Path]] = []
     for root in roots:
         if not root.is_dir():
@@ -70,8 +72,7 @@ def registered_entry(home: Path) -> dict[str, Any] | None:
 
 
 def matches(entry: Mapping[str, Any] | None, command: Sequence[str]) -> bool:
-    return (entry is not None and entry.get("command") == command[0]
-            and entry.get("args") == list(command[1:]))
+    return entry is not None and entry.get("command") == command[0] and entry.get("args") == list(command[1:])
 
 
 def add_argv(claude: str, command: Sequence[str]) -> list[str]:

@@ -36,8 +36,11 @@ def check_install(paths: DataPaths) -> Check:
     import memself
 
     package = Path(memself.__file__).resolve().parent
-    return Check("memself", True, f"版本 {memself.__version__}，Python {sys.executable}，"
-                                  f"代码 {package}，数据目录 {paths.root}")
+    return Check(
+        "memself",
+        True,
+        f"版本 {memself.__version__}，Python {sys.executable}，代码 {package}，数据目录 {paths.root}",
+    )
 
 
 def check_host(name: str, home: Path, claude_bin: str | None) -> Check:
@@ -55,8 +58,11 @@ def check_host(name: str, home: Path, claude_bin: str | None) -> Check:
         where = "；".join(f"{r.purpose} → {r.target}" for r in results)
         return Check(installer.label, True, f"已注册：{where}")
     missing = "；".join(f"{r.purpose}（{r.target}）" for r in stale)
-    manual = [r.detail.split("：", 1)[-1].strip() for r in stale
-              if r.target.endswith(".claude.json") and claude_bin is None]
+    manual = [
+        r.detail.split("：", 1)[-1].strip()
+        for r in stale
+        if r.target.endswith(".claude.json") and claude_bin is None
+    ]
     fix = f"memself setup --only {name}"
     if manual:
         fix += "，并手动运行：" + manual[0].replace("\n", "；")
@@ -82,9 +88,12 @@ def check_data(paths: DataPaths) -> Check:
         shown = "；".join(f"{name} 第 {line.line_no} 行（{line.reason}）" for name, line in bad[:5])
         more = f"等 {len(bad)} 行" if len(bad) > 5 else ""
         paused = "；每日衰减在修好之前暂停" if any(n != paths.trash.name for n, _ in bad) else ""
-        return Check("记忆数据", False,
-                     f"{shown}{more}无法读取，已隔离：原样保留在文件里，其余记忆照常注入和召回{paused}",
-                     f"用编辑器打开 {paths.root} 里的这些文件，修好或删掉这几行（memself list 也会列出）")
+        return Check(
+            "记忆数据",
+            False,
+            f"{shown}{more}无法读取，已隔离：原样保留在文件里，其余记忆照常注入和召回{paused}",
+            f"用编辑器打开 {paths.root} 里的这些文件，修好或删掉这几行（memself list 也会列出）",
+        )
     pending = " 有一次被中断的写入待完成，下次写入时自动补完；" if intent_path(paths).exists() else ""
     return Check("记忆数据", True, f"{pending}rule.jsonl、project.jsonl、trash.jsonl 都能完整读取，写锁可用")
 
@@ -104,12 +113,18 @@ def check_model(paths: DataPaths) -> Check:
         size = f"{info['size_bytes'] / 1e6:.0f} MB"
         return Check("向量模型", True, f"{model}（已准备：{info['folder']}，{size}）")
     if settings.kind == "local" and not Path(settings.source).is_dir():
-        return Check("向量模型", False, f"本地模型文件夹 {settings.source} 不存在",
-                     "memself config model <模型文件夹或 hub id>")
+        return Check(
+            "向量模型",
+            False,
+            f"本地模型文件夹 {settings.source} 不存在",
+            "memself config model <模型文件夹或 hub id>",
+        )
     fix = "memself model prepare"
     if settings.kind == "hub":
-        fix += ("（连不上模型仓库时设置 HF_ENDPOINT 镜像，"
-                "或 memself config model multilingual-e5-small 改用离线模型）")
+        fix += (
+            "（连不上模型仓库时设置 HF_ENDPOINT 镜像，"
+            "或 memself config model multilingual-e5-small 改用离线模型）"
+        )
     return Check("向量模型", False, f"{model} {info['reason']}", fix)
 
 
@@ -130,18 +145,30 @@ def check_engine(paths: DataPaths, wait_s: float = _ENGINE_WAIT_S) -> Check:
                 if ensure_started(paths) == "spawned":
                     spawns += 1
                     if spawns > 2:
-                        return Check("召回进程", False, "启动后立即退出" + _last_engine_error(paths),
-                                     "memself engine serve 在前台运行以查看错误")
+                        return Check(
+                            "召回进程",
+                            False,
+                            "启动后立即退出" + _last_engine_error(paths),
+                            "memself engine serve 在前台运行以查看错误",
+                        )
                 next_nudge = now + 3.0
             if now > deadline:
-                return Check("召回进程", False, f"{wait_s:g} 秒内没有就绪",
-                             "memself engine status 查看详情；memself.log 里有启动错误")
+                return Check(
+                    "召回进程",
+                    False,
+                    f"{wait_s:g} 秒内没有就绪",
+                    "memself engine status 查看详情；memself.log 里有启动错误",
+                )
             time.sleep(0.2)
     except (MemselfError, OSError) as exc:
         return Check("召回进程", False, f"无法启动：{exc}", "memself engine serve 在前台运行以查看错误")
     if status.get("error"):
-        return Check("召回进程", False, f"加载模型失败：{status['error']}",
-                     "按上面的提示处理模型后运行 memself engine stop")
+        return Check(
+            "召回进程",
+            False,
+            f"加载模型失败：{status['error']}",
+            "按上面的提示处理模型后运行 memself engine stop",
+        )
     warm = status.get("warm_up_s")
     detail = f"运行中（pid {status.get('pid')}，{status.get('transport', '')}"
     detail += f"，预热 {warm:.1f} 秒）" if isinstance(warm, (int, float)) else "）"
@@ -161,8 +188,12 @@ def check_runtime_dir(paths: DataPaths) -> Check | None:
     fallback = (engine_status(paths) or {}).get("runtime_fallback")
     using = fallback.get("using") if isinstance(fallback, dict) else None
     where = f"召回引擎改用它自己建的私有目录 {using}" if using else "召回引擎启动时会改用它自己建的私有目录"
-    return Check("运行目录", None, f"{wanted} {problem}，不会使用；{where}，召回照常",
-                 f"让该目录的属主或 root 删除 {wanted}，然后运行 memself engine stop")
+    return Check(
+        "运行目录",
+        None,
+        f"{wanted} {problem}，不会使用；{where}，召回照常",
+        f"让该目录的属主或 root 删除 {wanted}，然后运行 memself engine stop",
+    )
 
 
 def _last_engine_error(paths: DataPaths) -> str:
@@ -176,39 +207,57 @@ def _last_engine_error(paths: DataPaths) -> str:
     return ""
 
 
-def check_judge(paths: DataPaths,
-                chat: Callable[..., str] | None = None) -> Check:
+def check_judge(paths: DataPaths, chat: Callable[..., str] | None = None) -> Check:
     from memself.config import load_config
     from memself.errors import KeyEndpointMismatch
     from memself.side.secrets import key_for_endpoint, read_key_file, shown_base
 
     cfg = load_config(paths)
     if cfg.side_judge is False:
-        return Check("旁路判别", False, "配置还停在已移除的阻塞模式（sideJudge=false），不会沉淀新记忆",
-                     "memself setup sidepath")
+        return Check(
+            "旁路判别",
+            False,
+            "配置还停在已移除的阻塞模式（sideJudge=false），不会沉淀新记忆",
+            "memself setup sidepath",
+        )
     found = read_key_file(paths)
     if found.state == "invalid":
-        return Check("旁路判别", False, f"接口密钥文件 {paths.side_secret} {found.problem}，"
-                                     "不会沉淀新记忆（已有记忆照常注入和召回）",
-                     "memself key set 重新输入 apiKey")
-    missing = [name for name, value in (("sideApiBase", cfg.sideApiBase),
-                                        ("sideApiModel", cfg.sideApiModel), ("apiKey", found.key))
-               if not value]
+        return Check(
+            "旁路判别",
+            False,
+            f"接口密钥文件 {paths.side_secret} {found.problem}，不会沉淀新记忆（已有记忆照常注入和召回）",
+            "memself key set 重新输入 apiKey",
+        )
+    missing = [
+        name
+        for name, value in (
+            ("sideApiBase", cfg.sideApiBase),
+            ("sideApiModel", cfg.sideApiModel),
+            ("apiKey", found.key),
+        )
+        if not value
+    ]
     if missing:
         # A supported state (the README's "没配齐接口时"): recall works, nothing new is learnt.
-        return Check("旁路判别", None, f"接口没配齐（缺 {'、'.join(missing)}），已有记忆照常注入和召回，"
-                                    "但不会沉淀新记忆",
-                     "memself setup，或 memself config sideApiBase/sideApiModel 后运行 memself key set")
+        return Check(
+            "旁路判别",
+            None,
+            f"接口没配齐（缺 {'、'.join(missing)}），已有记忆照常注入和召回，但不会沉淀新记忆",
+            "memself setup，或 memself config sideApiBase/sideApiModel 后运行 memself key set",
+        )
     base = str(cfg.sideApiBase)
     try:
         # The same gate as the judge: the key goes only to the endpoint it was entered for.
         key, bound = key_for_endpoint(paths, base)
     except KeyEndpointMismatch:
-        return Check("旁路判别", False,
-                     f"apiKey 是为 {shown_base(found.bound_base)} 录入的，而 sideApiBase 现在是 "
-                     f"{shown_base(base)}；为防密钥外泄，记忆沉淀已暂停，本次检查也没有发送请求",
-                     "确认新地址可信后运行 memself key set 重新输入 apiKey；"
-                     "地址不是你改的就运行 memself setup 重新填写")
+        return Check(
+            "旁路判别",
+            False,
+            f"apiKey 是为 {shown_base(found.bound_base)} 录入的，而 sideApiBase 现在是 "
+            f"{shown_base(base)}；为防密钥外泄，记忆沉淀已暂停，本次检查也没有发送请求",
+            "确认新地址可信后运行 memself key set 重新输入 apiKey；"
+            "地址不是你改的就运行 memself setup 重新填写",
+        )
     except (MemselfError, OSError) as exc:
         return Check("旁路判别", False, f"接口密钥不可用：{exc}", "memself key set 重新输入 apiKey")
     if chat is None:
@@ -218,11 +267,19 @@ def check_judge(paths: DataPaths,
         chat(bound, cfg.sideApiModel, key, "只回答 OK。", "ping", timeout=_JUDGE_TIMEOUT_S)
     except MemselfError as exc:
         text = str(exc).replace(key, "***")
-        return Check("旁路判别", False, f"{shown_base(bound)}（模型 {cfg.sideApiModel}）请求失败：{text}",
-                     "检查地址、模型名和 apiKey（memself config sideApiBase ...、memself key set）")
+        return Check(
+            "旁路判别",
+            False,
+            f"{shown_base(bound)}（模型 {cfg.sideApiModel}）请求失败：{text}",
+            "检查地址、模型名和 apiKey（memself config sideApiBase ...、memself key set）",
+        )
     elapsed = time.monotonic() - started
-    return Check("旁路判别", True, f"{shown_base(bound)}（模型 {cfg.sideApiModel}，apiKey 已配置、"
-                                  f"只发往这个地址、不显示）真实请求成功，用时 {elapsed:.1f} 秒")
+    return Check(
+        "旁路判别",
+        True,
+        f"{shown_base(bound)}（模型 {cfg.sideApiModel}，apiKey 已配置、"
+        f"只发往这个地址、不显示）真实请求成功，用时 {elapsed:.1f} 秒",
+    )
 
 
 def check_secrets(paths: DataPaths) -> Check:
@@ -232,29 +289,45 @@ def check_secrets(paths: DataPaths) -> Check:
     target = paths.session_secret
     problem = session_secret_problem(paths)
     if problem:
-        return Check("本地会话密钥", False,
-                     f"{target} {problem}（常见原因：写入时磁盘已满），记忆沉淀暂停",
-                     "腾出磁盘空间后正常提问即可：插件会把它另存为 session-secret.invalid-* "
-                     "并重新生成（之前未确认的记忆提案随之失效）")
+        return Check(
+            "本地会话密钥",
+            False,
+            f"{target} {problem}（常见原因：写入时磁盘已满），记忆沉淀暂停",
+            "腾出磁盘空间后正常提问即可：插件会把它另存为 session-secret.invalid-* "
+            "并重新生成（之前未确认的记忆提案随之失效）",
+        )
     aside = set_aside_secrets(paths)
     if aside:
         names = "、".join(p.name for p in aside)
-        return Check("本地会话密钥", True,
-                     f"曾经内容无效，已另存为 {names} 并重新生成；之前未确认的记忆提案已失效",
-                     f"不需要时可以删除 {names}")
+        return Check(
+            "本地会话密钥",
+            True,
+            f"曾经内容无效，已另存为 {names} 并重新生成；之前未确认的记忆提案已失效",
+            f"不需要时可以删除 {names}",
+        )
     if read_session_secret(paths) is None:
         return Check("本地会话密钥", None, "还没有生成（第一次判别时自动生成）")
     return Check("本地会话密钥", True, f"{target}（权限 600，不显示）")
 
 
-def run_checks(paths: DataPaths, home: Path, *, engine_wait_s: float = _ENGINE_WAIT_S,
-               chat: Callable[..., str] | None = None) -> list[Check]:
+def run_checks(
+    paths: DataPaths,
+    home: Path,
+    *,
+    engine_wait_s: float = _ENGINE_WAIT_S,
+    chat: Callable[..., str] | None = None,
+) -> list[Check]:
     claude_bin = find_claude(home)
     checks = [check_install(paths)]
     checks += [check_host(name, home, claude_bin) for name in INSTALLERS]
-    for check in (lambda: check_data(paths), lambda: check_model(paths),
-                  lambda: check_engine(paths, engine_wait_s), lambda: check_runtime_dir(paths),
-                  lambda: check_judge(paths, chat), lambda: check_secrets(paths)):
+    for check in (
+        lambda: check_data(paths),
+        lambda: check_model(paths),
+        lambda: check_engine(paths, engine_wait_s),
+        lambda: check_runtime_dir(paths),
+        lambda: check_judge(paths, chat),
+        lambda: check_secrets(paths),
+    ):
         try:
             result = check()
         except Exception as exc:

@@ -53,8 +53,9 @@ def claude_handler(command: str, timeout: int) -> dict[str, Any]:
     return {"type": "command", "command": command, "timeout": timeout}
 
 
-def upsert_nested_hooks(data: dict[str, Any], path: Path, events: Sequence[tuple[str, int]],
-                        command: str) -> dict[str, Any]:
+def upsert_nested_hooks(
+    data: dict[str, Any], path: Path, events: Sequence[tuple[str, int]], command: str
+) -> dict[str, Any]:
     hooks = expect_dict(data, "hooks", path, "hooks")
     if hooks is None:
         hooks = data["hooks"] = {}
@@ -86,8 +87,7 @@ def remove_nested_hooks(data: dict[str, Any], path: Path) -> dict[str, Any]:
     return data
 
 
-def _strip_nested(groups: list[Any], path: Path, event: str,
-                  replacement: dict[str, Any] | None) -> bool:
+def _strip_nested(groups: list[Any], path: Path, event: str, replacement: dict[str, Any] | None) -> bool:
     """Remove our handlers from ``groups``; put ``replacement`` where the first one was.
 
     A group left without handlers by this is removed (it held only ours). Returns whether the
@@ -122,9 +122,13 @@ def _strip_nested(groups: list[Any], path: Path, event: str,
 # ---- Cursor hooks: {"version": 1, "hooks": {event: [{command, timeout}]}}
 
 
-def upsert_flat_hooks(data: dict[str, Any], path: Path, events: Sequence[tuple[str, int]],
-                      command: str,
-                      fields: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, Any]:
+def upsert_flat_hooks(
+    data: dict[str, Any],
+    path: Path,
+    events: Sequence[tuple[str, int]],
+    command: str,
+    fields: Mapping[str, Mapping[str, Any]] | None = None,
+) -> dict[str, Any]:
     """Our flat entries (Cursor's shape), one per event, with ``fields[event]`` added to each."""
     fields = fields or {}
 
@@ -165,8 +169,9 @@ def remove_flat_hooks(data: dict[str, Any], path: Path) -> dict[str, Any]:
 
 
 def _strip_flat(entries: list[Any], replacement: dict[str, Any] | None) -> bool:
-    positions = [i for i, entry in enumerate(entries)
-                 if isinstance(entry, dict) and is_our_hook(entry.get("command"))]
+    positions = [
+        i for i, entry in enumerate(entries) if isinstance(entry, dict) and is_our_hook(entry.get("command"))
+    ]
     for index in reversed(positions):
         del entries[index]
     if not positions or replacement is None:
@@ -201,8 +206,7 @@ def remove_mcp(data: dict[str, Any], path: Path) -> dict[str, Any]:
     return data
 
 
-def update_mcp_if_present(data: dict[str, Any], path: Path,
-                          command: Sequence[str]) -> dict[str, Any]:
+def update_mcp_if_present(data: dict[str, Any], path: Path, command: Sequence[str]) -> dict[str, Any]:
     """Point an existing registration of ours at the current server; add nothing new."""
     servers = expect_dict(data, "mcpServers", path, "mcpServers")
     if servers and SERVER_NAME in servers:
@@ -245,4 +249,3 @@ def has_allow_rule(data: dict[str, Any], rule: str = RESOLVE_RULE) -> bool:
     permissions = data.get("permissions")
     allow = permissions.get("allow") if isinstance(permissions, dict) else None
     return isinstance(allow, list) and rule in allow
-

@@ -45,8 +45,7 @@ class JsonStyle:
     bom: bool = False
 
     def dumps(self, doc: object) -> str:
-        text = json.dumps(doc, indent=self.indent, separators=self.separators,
-                          ensure_ascii=self.ensure_ascii)
+        text = json.dumps(doc, indent=self.indent, separators=self.separators, ensure_ascii=self.ensure_ascii)
         return ("\ufeff" if self.bom else "") + text + ("\n" if self.trailing_newline else "")
 
 
@@ -96,7 +95,8 @@ def parse_bytes(path: Path, raw: bytes) -> tuple[dict[str, Any], JsonStyle]:
     except json.JSONDecodeError as exc:
         raise ForeignFileError(
             f"{path} 不是合法的 JSON（第 {exc.lineno} 行第 {exc.colno} 列：{exc.msg}），"
-            f"为免覆盖你的内容未做任何修改；请修好它后重新运行") from exc
+            f"为免覆盖你的内容未做任何修改；请修好它后重新运行"
+        ) from exc
     if not isinstance(data, dict):
         raise ForeignFileError(f"{path} 的顶层不是 JSON 对象，为免覆盖你的内容未做任何修改")
     return data, detect_style(body, data, bom)
@@ -115,8 +115,12 @@ def detect_style(body: str, data: object, bom: bool = False) -> JsonStyle:
         candidates.append(JsonStyle(None, (", ", ": "), ascii_only, trailing, bom))
         candidates.append(JsonStyle(None, (",", ":"), ascii_only, trailing, bom))
     for style in candidates:
-        if json.dumps(data, indent=style.indent, separators=style.separators,
-                      ensure_ascii=style.ensure_ascii) == core:
+        if (
+            json.dumps(
+                data, indent=style.indent, separators=style.separators, ensure_ascii=style.ensure_ascii
+            )
+            == core
+        ):
             return style
     if indent is None and "\n" not in core:
         return candidates[0]
@@ -256,8 +260,13 @@ def prune_emptied(new: dict[str, Any], old: dict[str, Any], reference: object) -
         if isinstance(value, dict) and isinstance(before, dict):
             prune_emptied(value, before, ref)
         kept_by_user = isinstance(reference, dict) and key in reference
-        if (isinstance(value, (dict, list)) and not value and isinstance(before, (dict, list))
-                and before and not kept_by_user):
+        if (
+            isinstance(value, (dict, list))
+            and not value
+            and isinstance(before, (dict, list))
+            and before
+            and not kept_by_user
+        ):
             del new[key]
 
 

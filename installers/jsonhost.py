@@ -69,14 +69,12 @@ class JsonHostInstaller:
 
     def _hook_removal(self, ctx: InstallContext) -> list[Transform]:
         del ctx
-        return [entries.remove_nested_hooks if self.hook_shape == "nested"
-                else entries.remove_flat_hooks]
+        return [entries.remove_nested_hooks if self.hook_shape == "nested" else entries.remove_flat_hooks]
 
     def _hooks_file_install(self, ctx: InstallContext) -> tuple[str, list[Transform]]:
         return self.hooks_purpose(), self._hook_install(ctx)
 
-    def _hooks_file_removal(self, ctx: InstallContext) -> tuple[str, list[Transform],
-                                                                list[Transform]]:
+    def _hooks_file_removal(self, ctx: InstallContext) -> tuple[str, list[Transform], list[Transform]]:
         return self.hooks_purpose(), self._hook_removal(ctx), self._hook_install(ctx)
 
     # ---- MCP
@@ -86,31 +84,48 @@ class JsonHostInstaller:
         root = self.config_root(ctx.home)
         steps: list[Step] = []
         if self.mcp_file:
-            steps.append(JsonEditStep(root / self.mcp_file, f"MCP（{entries.SERVER_NAME}）",
-                                      [partial(_mcp_upsert, command=command)]))
+            steps.append(
+                JsonEditStep(
+                    root / self.mcp_file,
+                    f"MCP（{entries.SERVER_NAME}）",
+                    [partial(_mcp_upsert, command=command)],
+                )
+            )
         for name in self.other_mcp_files:
             path = root / name
             if path.exists():
-                steps.append(JsonEditStep(path, f"MCP（{entries.SERVER_NAME}，旧位置）",
-                                          [partial(_mcp_update, command=command)]))
+                steps.append(
+                    JsonEditStep(
+                        path, f"MCP（{entries.SERVER_NAME}，旧位置）", [partial(_mcp_update, command=command)]
+                    )
+                )
         return steps
 
     def _mcp_removal_steps(self, ctx: InstallContext) -> list[Step]:
         command = ctx.mcp_command(self.name)
         root = self.config_root(ctx.home)
         names = ([self.mcp_file] if self.mcp_file else []) + list(self.other_mcp_files)
-        return [JsonRemovalStep(root / name, f"MCP（{entries.SERVER_NAME}）", [entries.remove_mcp],
-                                [partial(_mcp_upsert, command=command)])
-                for name in names if (root / name).exists()]
+        return [
+            JsonRemovalStep(
+                root / name,
+                f"MCP（{entries.SERVER_NAME}）",
+                [entries.remove_mcp],
+                [partial(_mcp_upsert, command=command)],
+            )
+            for name in names
+            if (root / name).exists()
+        ]
 
     # ---- the interface
 
     def plan(self, ctx: InstallContext) -> list[Step]:
         root = self.config_root(ctx.home)
         purpose, transforms = self._hooks_file_install(ctx)
-        return [JsonEditStep(root / self.hooks_file, purpose, transforms),
-                *self._mcp_steps(ctx),
-                SkillCopyStep(ctx.skill_source, self.skill_dir(ctx.home))]
+        return [
+            JsonEditStep(root / self.hooks_file, purpose, transforms),
+            *self._mcp_steps(ctx),
+            SkillCopyStep(ctx.skill_source, self.skill_dir(ctx.home)),
+        ]
 
     def plan_removal(self, ctx: InstallContext) -> list[Step]:
         root = self.config_root(ctx.home)

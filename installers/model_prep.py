@@ -62,9 +62,12 @@ def _load(model: str) -> None:
         print(found.done_message(model), file=sys.stderr, flush=True)
 
 
-def prepare_model(model: str, echo: Callable[[str], None],
-                  load: Callable[[str], None] = _load,
-                  probe: Callable[[str], str] = probe_hub) -> ModelReady:
+def prepare_model(
+    model: str,
+    echo: Callable[[str], None],
+    load: Callable[[str], None] = _load,
+    probe: Callable[[str], str] = probe_hub,
+) -> ModelReady:
     """Prepare ``model`` once (downloading it if needed); fall back to the offline model.
 
     Raises ``MemselfError`` when neither loads: registering hooks for a model that cannot be
@@ -76,8 +79,10 @@ def prepare_model(model: str, echo: Callable[[str], None],
         endpoint = hub_endpoint()
         unreachable = probe(endpoint)
         if unreachable:
-            failure = (f"无法下载向量模型 {settings.source}：{unreachable}。在中国大陆可设置镜像后重试，"
-                       f"如 HF_ENDPOINT=https://hf-mirror.com memself setup")
+            failure = (
+                f"无法下载向量模型 {settings.source}：{unreachable}。在中国大陆可设置镜像后重试，"
+                f"如 HF_ENDPOINT=https://hf-mirror.com memself setup"
+            )
     if not failure:
         echo(f"准备向量模型 {model}（首次会下载或展开，稍候）…")
         try:

@@ -89,8 +89,9 @@ def ask_questions(prompter: Prompter, hosts: Sequence[str], echo: Echo) -> Answe
         else:
             echo("已跳过判别接口，之后可以再配置。")
     if "claude" in hosts:
-        echo("Claude Code 默认每次调用 MCP 工具都要你批准。"
-             f"可以只给 memory_resolve 免批准（{RESOLVE_RULE}）：")
+        echo(
+            f"Claude Code 默认每次调用 MCP 工具都要你批准。可以只给 memory_resolve 免批准（{RESOLVE_RULE}）："
+        )
         echo("它只接收 sessionID 和你在弹窗里的选择，改不了记忆正文。")
         answers.allow_resolve = prompter.confirm("是否给 memory_resolve 免批准？", default=False)
     return answers
@@ -121,8 +122,7 @@ def convert_legacy_blocking(paths: DataPaths, echo: Echo) -> None:
         echo(f"  {paths.config}：去掉旧的阻塞模式设置 sideJudge=false，改走旁路判别")
 
 
-def render_results(report: HostReport, echo: Echo, show_diff: bool,
-                   only_changed: bool = False) -> None:
+def render_results(report: HostReport, echo: Echo, show_diff: bool, only_changed: bool = False) -> None:
     echo(f"{report.label}：")
     if report.error:
         echo(f"  未改动任何文件：{report.error}")
@@ -142,8 +142,9 @@ def render_results(report: HostReport, echo: Echo, show_diff: bool,
                 echo(f"      {line}")
 
 
-def register(hosts: Sequence[str], ctx: InstallContext, dry_run: bool,
-             removing: bool = False) -> list[HostReport]:
+def register(
+    hosts: Sequence[str], ctx: InstallContext, dry_run: bool, removing: bool = False
+) -> list[HostReport]:
     reports = []
     for name in hosts:
         installer = INSTALLERS[name]
@@ -157,18 +158,26 @@ def register(hosts: Sequence[str], ctx: InstallContext, dry_run: bool,
     return reports
 
 
-def run_setup(opts: SetupOptions, prompter: Prompter, echo: Echo, *,
-              home: Path | None = None, paths: DataPaths | None = None,
-              skill_source: Path | None = None,
-              prepare: Callable[[str, Echo], ModelReady] = prepare_model) -> int:
+def run_setup(
+    opts: SetupOptions,
+    prompter: Prompter,
+    echo: Echo,
+    *,
+    home: Path | None = None,
+    paths: DataPaths | None = None,
+    skill_source: Path | None = None,
+    prepare: Callable[[str, Echo], ModelReady] = prepare_model,
+) -> int:
     """The whole of ``memself setup``; returns the exit code."""
     home = home or Path.home()
     paths = paths or DataPaths.default()
     hosts = targets(home, opts.only)
     full = opts.only is None and not opts.sidepath
     if not hosts:
-        echo("没有检测到已安装的客户端（~/.cursor、~/.codebuddy、~/.workbuddy、~/.claude 都不存在）。"
-             "装好客户端后重新运行 memself setup，或用 --only 指定一端。")
+        echo(
+            "没有检测到已安装的客户端（~/.cursor、~/.codebuddy、~/.workbuddy、~/.claude 都不存在）。"
+            "装好客户端后重新运行 memself setup，或用 --only 指定一端。"
+        )
     answers = Answers()
     if full and opts.interactive and not opts.dry_run:
         answers = ask_questions(prompter, hosts, echo)
@@ -178,16 +187,19 @@ def run_setup(opts: SetupOptions, prompter: Prompter, echo: Echo, *,
     if opts.dry_run:
         echo("（--dry-run：只显示将要做的改动，不写任何文件，也不准备模型）")
     else:
-        if answers.confirm is not None or answers.has_api or opts.sidepath or \
-                (full and opts.interactive):
+        if answers.confirm is not None or answers.has_api or opts.sidepath or (full and opts.interactive):
             echo("写入配置：")
             write_answers(paths, answers, echo)
             if opts.sidepath or (full and opts.interactive):
                 convert_legacy_blocking(paths, echo)
         _prepare(paths, prepare, echo)
 
-    ctx = InstallContext(home=home, skill_source=skill_source or default_skill_source(),
-                         allow_resolve=answers.allow_resolve, claude_bin=find_claude(home))
+    ctx = InstallContext(
+        home=home,
+        skill_source=skill_source or default_skill_source(),
+        allow_resolve=answers.allow_resolve,
+        claude_bin=find_claude(home),
+    )
     reports = register(hosts, ctx, opts.dry_run)
     echo("注册结果：" if not opts.dry_run else "将要做的改动：")
     for report in reports:
@@ -204,8 +216,10 @@ def _prepare(paths: DataPaths, prepare: Callable[[str, Echo], ModelReady], echo:
     if ready.fell_back:
         set_config_value(paths, "model", ready.model)
         _stop_engine(paths)
-        echo(f"  {paths.config}：model = {ready.model}（连上模型仓库后可改回："
-             f"memself config model {model}，再运行 memself rebuild-index）")
+        echo(
+            f"  {paths.config}：model = {ready.model}（连上模型仓库后可改回："
+            f"memself config model {model}，再运行 memself rebuild-index）"
+        )
     echo(f"向量模型就绪：{ready.model}")
 
 
@@ -219,8 +233,9 @@ def _stop_engine(paths: DataPaths) -> None:
         pass
 
 
-def _footer(hosts: Sequence[str], reports: Sequence[HostReport], paths: DataPaths, echo: Echo,
-            dry_run: bool) -> None:
+def _footer(
+    hosts: Sequence[str], reports: Sequence[HostReport], paths: DataPaths, echo: Echo, dry_run: bool
+) -> None:
     if dry_run or not hosts:
         return
     done = [r.label for r in reports if not r.error]
@@ -238,29 +253,46 @@ def _footer(hosts: Sequence[str], reports: Sequence[HostReport], paths: DataPath
     except MemselfError:
         state = "off"
     if state == "off":
-        echo("旁路判别接口还没配齐，不会沉淀新记忆（已有记忆照常注入和召回）。配置方法："
-             "memself config sideApiBase <地址>、memself config sideApiModel <模型>，"
-             "再运行 memself key set 输入 apiKey（或重新运行 memself setup）。")
+        echo(
+            "旁路判别接口还没配齐，不会沉淀新记忆（已有记忆照常注入和召回）。配置方法："
+            "memself config sideApiBase <地址>、memself config sideApiModel <模型>，"
+            "再运行 memself key set 输入 apiKey（或重新运行 memself setup）。"
+        )
     elif state in ("paused-endpoint", "key-invalid"):
-        echo("旁路判别已暂停：apiKey 不能用于当前的 sideApiBase（memself key status 查看原因），"
-             "运行 memself key set 重新输入 apiKey 后恢复。")
+        echo(
+            "旁路判别已暂停：apiKey 不能用于当前的 sideApiBase（memself key status 查看原因），"
+            "运行 memself key set 重新输入 apiKey 后恢复。"
+        )
     elif state == "repaired":
-        echo(f"本地会话密钥 {paths.session_secret} 内容无效，已另存为 session-secret.invalid-* "
-             "并重新生成；之前未确认的记忆提案已失效。")
+        echo(
+            f"本地会话密钥 {paths.session_secret} 内容无效，已另存为 session-secret.invalid-* "
+            "并重新生成；之前未确认的记忆提案已失效。"
+        )
     elif state == "secret-broken":
-        echo(f"旁路判别已暂停：无法写入本地会话密钥 {paths.session_secret}（磁盘已满或目录不可写？），"
-             "腾出空间后运行 memself doctor 确认。")
+        echo(
+            f"旁路判别已暂停：无法写入本地会话密钥 {paths.session_secret}（磁盘已满或目录不可写？），"
+            "腾出空间后运行 memself doctor 确认。"
+        )
 
 
 # ---- uninstall
 
 _REMOVED_DATA = ("config.json", "side-secret.json", "session-secret", "side")
-_KEPT_DATA = ("rule.jsonl", "project.jsonl", "trash.jsonl", "index/", "embeddings.jsonl",
-              "memories.html", "decay-state.json", "verify-cases.json")
+_KEPT_DATA = (
+    "rule.jsonl",
+    "project.jsonl",
+    "trash.jsonl",
+    "index/",
+    "embeddings.jsonl",
+    "memories.html",
+    "decay-state.json",
+    "verify-cases.json",
+)
 
 
-def run_uninstall(only: str | None, dry_run: bool, echo: Echo, *, home: Path | None = None,
-                  paths: DataPaths | None = None) -> int:
+def run_uninstall(
+    only: str | None, dry_run: bool, echo: Echo, *, home: Path | None = None, paths: DataPaths | None = None
+) -> int:
     home = home or Path.home()
     paths = paths or DataPaths.default()
     if only is not None and only not in INSTALLERS:

@@ -24,8 +24,9 @@ def real_target(path: Path) -> Path:
         return path
     target = Path(os.path.realpath(path))
     if target.is_symlink():  # realpath stops inside a loop
-        raise WriteFailed(f"{path} 是符号链接，但它指向自己或形成了循环，无法写入：请把它换成普通文件或"
-                          "指向一个真实的文件")
+        raise WriteFailed(
+            f"{path} 是符号链接，但它指向自己或形成了循环，无法写入：请把它换成普通文件或指向一个真实的文件"
+        )
     return target
 
 
@@ -82,9 +83,11 @@ def _through_link_error(path: Path, target: Path, exc: OSError) -> OSError | Wri
     """A plain OSError for an ordinary file (callers word it); a clear refusal through a link."""
     if target == path:
         return exc
-    return WriteFailed(f"{path} 是指向 {target} 的符号链接，但无法在 {target.parent} 里写入"
-                       f"（{exc.strerror or exc}），链接和原文件都没有改动：请让该文件夹可写，"
-                       "或把链接换成普通文件")
+    return WriteFailed(
+        f"{path} 是指向 {target} 的符号链接，但无法在 {target.parent} 里写入"
+        f"（{exc.strerror or exc}），链接和原文件都没有改动：请让该文件夹可写，"
+        "或把链接换成普通文件"
+    )
 
 
 def fsync_dir(folder: Path) -> None:

@@ -97,8 +97,9 @@ def cache_file(model_id: str, digest: str, cache_dir: Path | None = None) -> Pat
     return root / "backgrounds" / f"{safe}-{tag}-{digest[:16]}.npy"
 
 
-def build_background(encoder: Encoder | str, cache_dir: Path | None = None,
-                     sentences_path: Path | None = None) -> Background:
+def build_background(
+    encoder: Encoder | str, cache_dir: Path | None = None, sentences_path: Path | None = None
+) -> Background:
     """Encode the sentences as queries, store their mean, return it (always recomputes).
 
     ``encoder`` may be a model name (what ``memself build-background`` has); it is loaded then.
@@ -118,8 +119,9 @@ def build_background(encoder: Encoder | str, cache_dir: Path | None = None,
     return Background(encoder.model_id, digest, mean)
 
 
-def load_background(encoder: Encoder, cache_dir: Path | None = None,
-                    sentences_path: Path | None = None) -> Background:
+def load_background(
+    encoder: Encoder, cache_dir: Path | None = None, sentences_path: Path | None = None
+) -> Background:
     """The cached mean for this model and sentence file; built (and cached) when missing or bad."""
     import numpy as np
 

@@ -46,8 +46,7 @@ KEYS: dict[str, Key] = {
     "sideApiBase": Key(str, "", "旁路判别接口根地址（OpenAI 兼容）", user_only=True),
     "sideApiModel": Key(str, "", "旁路判别模型名", user_only=True),
     # model names what is downloaded from the hub or loaded from a local folder.
-    "model": Key(str, DEFAULT_MODEL, "向量模型：hub id、本地目录或 multilingual-e5-small",
-                 user_only=True),
+    "model": Key(str, DEFAULT_MODEL, "向量模型：hub id、本地目录或 multilingual-e5-small", user_only=True),
     "engineIdleMinutes": Key(int, 30, "常驻召回进程闲置多少分钟后退出", minimum=1),
 }
 USER_ONLY_KEYS = tuple(name for name, key in KEYS.items() if key.user_only)
@@ -195,8 +194,11 @@ def user_only_command(name: str, value: object) -> str:
     key = KEYS[name]
     if key.kind is bool:
         try:
-            shown = "true" if parse_value(name, str(value).lower() if isinstance(value, bool)
-                                          else str(value)) else "false"
+            shown = (
+                "true"
+                if parse_value(name, str(value).lower() if isinstance(value, bool) else str(value))
+                else "false"
+            )
         except ConfigError:
             shown = "<true|false>"
         return f"memself config {name} {shown}"

@@ -43,9 +43,12 @@ class Encoder(Protocol):
     def encode_passages(self, texts: Sequence[str]) -> np.ndarray: ...
 
 
-def load_encoder(model: str = DEFAULT_MODEL, cache_dir: Path | None = None,
-                 threads: int | None = None,
-                 notify: Callable[[str], None] | None = None) -> Encoder:
+def load_encoder(
+    model: str = DEFAULT_MODEL,
+    cache_dir: Path | None = None,
+    threads: int | None = None,
+    notify: Callable[[str], None] | None = None,
+) -> Encoder:
     """The runtime encoder for ``model`` (a table key, hub id, local folder or
     ``multilingual-e5-small``), prepared first if it is not (a message on stderr, or ``notify``).
 
@@ -80,7 +83,8 @@ def download_failure_message(model_id: str, endpoint: str, exc: BaseException) -
         f"无法从 {endpoint} 下载嵌入模型 {model_id}：{_download_reason(exc)}。"
         f"解决办法任选其一：使用镜像，如 HF_ENDPOINT={MIRROR} memself model prepare；"
         f"或把模型下载到本地文件夹后运行 memself config model /path/to/folder；"
-        f"或改用无需联网的离线模型：memself config model {OFFLINE_MODEL}")
+        f"或改用无需联网的离线模型：memself config model {OFFLINE_MODEL}"
+    )
 
 
 def _download_reason(exc: BaseException) -> str:
@@ -94,8 +98,18 @@ def _download_reason(exc: BaseException) -> str:
     text = " ".join(str(e) for e in chain).lower()
     if names & {"RepositoryNotFoundError", "GatedRepoError"} or "404" in text:
         return "找不到该模型（名称有误、仓库不存在或需要登录）"
-    if names & {"ConnectError", "ConnectTimeout", "ReadTimeout", "TimeoutException",
-                "ConnectionError", "LocalEntryNotFoundError"} or "connect" in text:
+    if (
+        names
+        & {
+            "ConnectError",
+            "ConnectTimeout",
+            "ReadTimeout",
+            "TimeoutException",
+            "ConnectionError",
+            "LocalEntryNotFoundError",
+        }
+        or "connect" in text
+    ):
         return "连不上模型仓库"
     return error_reason(exc)
 

@@ -31,8 +31,13 @@ from memself.textfilter import (
 )
 
 # Our own continuations and notices, and answers to our popup: no recall, no judge, no reminder.
-_PLUGIN_TRAFFIC = {SKIP_EMPTY, SKIP_PLUGIN_CONTINUATION, SKIP_PLUGIN_NOTICE, SKIP_QUESTION_ANSWER,
-                   SKIP_STOP_HOOK}
+_PLUGIN_TRAFFIC = {
+    SKIP_EMPTY,
+    SKIP_PLUGIN_CONTINUATION,
+    SKIP_PLUGIN_NOTICE,
+    SKIP_QUESTION_ANSWER,
+    SKIP_STOP_HOOK,
+}
 # How long the prompt hook waits for the warm engine's recall; the host allows 5 s (Cursor) or 10 s.
 # Less when the hook process's deadline leaves less than the reserve after it.
 RECALL_BUDGET_S = 1.0
@@ -42,8 +47,15 @@ RECALL_RESERVE_S = 0.5
 RecallFn = Callable[[str, datetime], "dict[str, Any] | None"]
 
 
-def handle(event: HookEvent, now: datetime, paths: DataPaths, *, recall: RecallFn | None = None,
-           in_engine: bool = False, store: MemoryStore | None = None) -> HookReply:
+def handle(
+    event: HookEvent,
+    now: datetime,
+    paths: DataPaths,
+    *,
+    recall: RecallFn | None = None,
+    in_engine: bool = False,
+    store: MemoryStore | None = None,
+) -> HookReply:
     """Answer one event. ``recall`` defaults to asking the warm engine; inside the engine it is
     the engine's own recall, and the engine does not need warming. ``store``: the engine's store,
     whose reads are cached between hooks."""
@@ -66,14 +78,20 @@ def _adapter(event: HookEvent) -> HostAdapter:
 
 
 def deposition_state(paths: DataPaths, config: Config) -> str:
-    """"on" when the judge can run, else why not (``memself.side.start.deposition_status``)."""
+    """ "on" when the judge can run, else why not (``memself.side.start.deposition_status``)."""
     from memself.side.start import deposition_status
 
     return deposition_status(paths, config)
 
 
-def session_start(event: HookEvent, config: Config, now: datetime, paths: DataPaths,
-                  warm: bool = True, store: MemoryStore | None = None) -> HookReply:
+def session_start(
+    event: HookEvent,
+    config: Config,
+    now: datetime,
+    paths: DataPaths,
+    warm: bool = True,
+    store: MemoryStore | None = None,
+) -> HookReply:
     from memself.maintenance import run_daily_maintenance
 
     try:
@@ -84,8 +102,9 @@ def session_start(event: HookEvent, config: Config, now: datetime, paths: DataPa
         _warm_engine(paths, config)
     adapter = _adapter(event)
     rules = (store or MemoryStore(paths)).active("rule")
-    text = texts.session_start(rules, adapter.PLUGIN_SCOPED_WORDING, deposition_state(paths, config),
-                               adapter.CONTEXT_LIMIT)
+    text = texts.session_start(
+        rules, adapter.PLUGIN_SCOPED_WORDING, deposition_state(paths, config), adapter.CONTEXT_LIMIT
+    )
     return HookReply(context=text)
 
 
@@ -98,8 +117,9 @@ def _warm_engine(paths: DataPaths, config: Config) -> None:
         log(paths, "engine-start-failed", error=type(exc).__name__)
 
 
-def prompt_submit(event: HookEvent, config: Config, now: datetime, paths: DataPaths,
-                  recall: RecallFn) -> HookReply:
+def prompt_submit(
+    event: HookEvent, config: Config, now: datetime, paths: DataPaths, recall: RecallFn
+) -> HookReply:
     adapter = _adapter(event)
     restored = _restore_hidden_confirmation(event, paths)
     if restored is not None:
@@ -138,8 +158,7 @@ def _start_judge(event: HookEvent, config: Config, now: datetime, paths: DataPat
     from memself.side.start import maybe_start_judge
 
     try:
-        maybe_start_judge(paths, config, event.host, event.session_key, event.turn_id,
-                          event.prompt, now)
+        maybe_start_judge(paths, config, event.host, event.session_key, event.turn_id, event.prompt, now)
     except (MemselfError, OSError) as exc:
         log(paths, "judge-start-failed", error=str(exc))
 
@@ -164,8 +183,13 @@ def _recall_block(recall: RecallFn, text: str, now: datetime, paths: DataPaths) 
         return ""
     if not result:
         return ""
-    hits = {group: [texts.RecallHit(h["text"], float(h["score"]), float(h["confidence"]))
-                    for h in result.get(group, [])] for group in ("rule", "project")}
+    hits = {
+        group: [
+            texts.RecallHit(h["text"], float(h["score"]), float(h["confidence"]))
+            for h in result.get(group, [])
+        ]
+        for group in ("rule", "project")
+    }
     return texts.recall_block(hits["rule"], hits["project"])
 
 
@@ -180,9 +204,15 @@ def stop(event: HookEvent, config: Config, now: datetime, paths: DataPaths) -> H
     try:
         # The wait for judge jobs ends in time for the rest of Stop to answer before the hook
         # process's deadline, whatever sideWaitMs says.
-        result = take_followup(paths, config, event.host, event.session_key,
-                               adapter.ASK_TOOL, now,
-                               max_wait_s=hookdeadline.remaining(hookdeadline.STOP_RESERVE_S))
+        result = take_followup(
+            paths,
+            config,
+            event.host,
+            event.session_key,
+            adapter.ASK_TOOL,
+            now,
+            max_wait_s=hookdeadline.remaining(hookdeadline.STOP_RESERVE_S),
+        )
     except (MemselfError, OSError) as exc:
         log(paths, "followup-failed", error=str(exc))
         return HookReply()

@@ -49,8 +49,13 @@ STOP_RESERVE_S = 2.0
 # Once the deadline has passed, the expiry log line gets this long before the process just exits.
 _GRACE_S = 0.25
 # Host event names (lower case) -> kind, for a look at the raw payload before it is parsed.
-_KINDS = {b"sessionstart": "session_start", b"userpromptsubmit": "prompt_submit",
-          b"beforesubmitprompt": "prompt_submit", b"stop": "stop", b"subagentstop": "stop"}
+_KINDS = {
+    b"sessionstart": "session_start",
+    b"userpromptsubmit": "prompt_submit",
+    b"beforesubmitprompt": "prompt_submit",
+    b"stop": "stop",
+    b"subagentstop": "stop",
+}
 
 _NONE, _WRITING, _WRITTEN = 0, 1, 2
 
@@ -96,7 +101,7 @@ def _process_start() -> float | None:
         with open("/proc/self/stat", "rb") as fh:
             stat = fh.read()
         # Field 22; the command name (field 2) may hold spaces and ")", so count from the last ")".
-        ticks = int(stat[stat.rindex(b")") + 2:].split()[19])
+        ticks = int(stat[stat.rindex(b")") + 2 :].split()[19])
         return ticks / os.sysconf("SC_CLK_TCK")
     except (OSError, ValueError, IndexError, AttributeError):
         return None
@@ -141,7 +146,7 @@ def payload_kind(raw: bytes) -> str | None:
     at = raw.find(b'"hook_event_name"')
     if at < 0:
         return None
-    rest = raw[at + len(b'"hook_event_name"'):at + 120].lstrip(b" \t\r\n")
+    rest = raw[at + len(b'"hook_event_name"') : at + 120].lstrip(b" \t\r\n")
     if not rest.startswith(b":"):
         return None
     rest = rest[1:].lstrip(b" \t\r\n")

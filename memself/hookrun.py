@@ -84,8 +84,9 @@ def main(
             return 0
         run.adapter = adapter
         if prefetched is None:
-            prefetched = read_bounded(stdin if stdin is not None else _stdin_buffer(),
-                                      MAX_STDIN_BYTES, STDIN_TIMEOUT_S)
+            prefetched = read_bounded(
+                stdin if stdin is not None else _stdin_buffer(), MAX_STDIN_BYTES, STDIN_TIMEOUT_S
+            )
         raw, run.truncated, timed_out = prefetched
         payload, decode_note = decode_payload(raw, run.truncated)
         run.note = "stdin-timeout" if timed_out else decode_note
@@ -106,8 +107,7 @@ def main(
             hookdeadline.on_expire(lambda: _log_expired(paths, run, out, started))
         elif watchdog_on:
             budget = max(adapter.TIMEOUTS.get(event.kind, 10) * WATCHDOG_SHARE - spent_s, 0.1)
-            watchdog = _start_watchdog(budget, out, adapter.render(event, HookReply()), paths,
-                                       run)
+            watchdog = _start_watchdog(budget, out, adapter.render(event, HookReply()), paths, run)
         reply = (handler or _engine_first(run, engine_error))(event, now or _now(env), paths)
         run.note = run.note or handler_note
         out.write(adapter.render(event, reply))
@@ -215,8 +215,7 @@ def _engine_first(run: _Run, engine_error: str | None = None) -> Handler:
             from memself.engine.client import EngineClient, EngineRequestError
             from memself.engine.protocol import ERR_TIMEOUT
 
-            payload = {"event": {**event._asdict(), "kind": event.kind.value},
-                       "now": now.isoformat()}
+            payload = {"event": {**event._asdict(), "kind": event.kind.value}, "now": now.isoformat()}
             wait = hookdeadline.budget(ENGINE_HOOK_TIMEOUT_S, hookdeadline.LOCAL_RESERVE_S)
             try:
                 if engine_error is not None:
@@ -336,10 +335,19 @@ def run_forwarded(payload: Mapping[str, Any], paths: DataPaths, core: Handler) -
         return {"local": True}
     started_wall = float(payload.get("started", time.time()))
     out = io.BytesIO()
-    main(["--agent", host], handler=core, stdout=out, env=env,
-         home=Path(str(payload.get("home") or Path.home())),
-         now=_forwarded_now(env, payload), paths=paths, prefetched=(raw, False, False),
-         spent_s=max(0.0, time.time() - started_wall), handler_note="engine", watchdog_on=False)
+    main(
+        ["--agent", host],
+        handler=core,
+        stdout=out,
+        env=env,
+        home=Path(str(payload.get("home") or Path.home())),
+        now=_forwarded_now(env, payload),
+        paths=paths,
+        prefetched=(raw, False, False),
+        spent_s=max(0.0, time.time() - started_wall),
+        handler_note="engine",
+        watchdog_on=False,
+    )
     return {"stdout": binascii.b2a_base64(out.getvalue(), newline=False).decode("ascii")}
 
 
@@ -359,5 +367,4 @@ def _forwarded_now(env: Mapping[str, str], payload: Mapping[str, Any]) -> dateti
     return datetime.now(zone)
 
 
-__all__ = ["MAX_STDIN_BYTES", "Handler", "decode_payload", "main", "read_bounded",
-           "run_forwarded"]
+__all__ = ["MAX_STDIN_BYTES", "Handler", "decode_payload", "main", "read_bounded", "run_forwarded"]

@@ -63,8 +63,9 @@ def file_stamp(path: Path) -> Stamp | None:
     return info.st_ino, info.st_mtime_ns, info.st_size
 
 
-def commit(paths: DataPaths, writes: list[tuple[Path, bytes]],
-           precheck: Callable[[], None] = lambda: None) -> None:
+def commit(
+    paths: DataPaths, writes: list[tuple[Path, bytes]], precheck: Callable[[], None] = lambda: None
+) -> None:
     """Replace every ``path`` with its bytes as one step (see the module doc).
 
     ``precheck`` runs after staging, just before the commit point; if it raises, nothing is
@@ -80,9 +81,13 @@ def commit(paths: DataPaths, writes: list[tuple[Path, bytes]],
             fsync_dir(staged[0][1].parent)
             return
         bases = [file_stamp(target) for _, target in staged]
-        record = {"version": 1, "moves": [
-            {"staged": str(src), "target": str(target), "base": list(base) if base else None}
-            for (src, target), base in zip(staged, bases, strict=True)]}
+        record = {
+            "version": 1,
+            "moves": [
+                {"staged": str(src), "target": str(target), "base": list(base) if base else None}
+                for (src, target), base in zip(staged, bases, strict=True)
+            ],
+        }
         write_atomic(intent_path(paths), json.dumps(record, ensure_ascii=False) + "\n")
     except BaseException:
         for src, _ in staged:
@@ -138,8 +143,11 @@ def replay(paths: DataPaths) -> bool:
     allowed = known_targets(paths)
     todo = []
     for src, target, base in moves:
-        valid = (target in allowed and src.parent == target.parent
-                 and src.name.startswith(f".{target.name}{TMP_MARK}"))
+        valid = (
+            target in allowed
+            and src.parent == target.parent
+            and src.name.startswith(f".{target.name}{TMP_MARK}")
+        )
         if not valid:
             log(paths, "intent-move-refused", staged=str(src), target=str(target))
             continue

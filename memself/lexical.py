@@ -58,7 +58,8 @@ DEFAULT_TAU = 20.0
 _EN_STOP = frozenset(
     "a an the to of in on for and or is are be was were do does did i you we it this that my your "
     "our me us how what why when where which who can could should would will with without from by "
-    "as at not no yes if then so but just please about into out up".split())
+    "as at not no yes if then so but just please about into out up".split()
+)
 _ASCII = re.compile(r"[A-Za-z][A-Za-z0-9_$]*(?:[.\-/][A-Za-z0-9_$]+)*")
 _CJK = re.compile(r"[\u4e00-\u9fff]+")
 # jieba segments only U+4E00..U+9FD5 as Chinese and emits every other character of a run on its
@@ -84,8 +85,8 @@ class LexicalDataError(MemselfError):
 @dataclass(frozen=True)
 class _Lexicon:
     cut: Callable[[str], list[str]]  # search-mode segmentation of one run of Chinese characters
-    idf: Callable[[str], float]      # IDF of a token, UNKNOWN_IDF when the table lacks it
-    idf_origin: str                  # "cache" (read the prepared table) or "source" (parsed idf.txt)
+    idf: Callable[[str], float]  # IDF of a token, UNKNOWN_IDF when the table lacks it
+    idf_origin: str  # "cache" (read the prepared table) or "source" (parsed idf.txt)
 
 
 _lock = threading.Lock()
@@ -171,8 +172,12 @@ class IdfTable:
 
     def to_bytes(self, key: bytes) -> bytes:
         body = self._values.tobytes() + self._offsets.tobytes() + self._slots.tobytes() + self._blob
-        return _HEADER.pack(_MAGIC, key, hashlib.sha256(body).digest(), self._n, len(self._slots),
-                            self._max_probe) + body
+        return (
+            _HEADER.pack(
+                _MAGIC, key, hashlib.sha256(body).digest(), self._n, len(self._slots), self._max_probe
+            )
+            + body
+        )
 
     @classmethod
     def from_bytes(cls, data: bytes, key: bytes) -> IdfTable | None:
@@ -180,17 +185,16 @@ class IdfTable:
         if len(data) < _HEADER.size:
             return None
         magic, got_key, digest, n, n_slots, max_probe = _HEADER.unpack_from(data)
-        body = memoryview(data)[_HEADER.size:]
+        body = memoryview(data)[_HEADER.size :]
         if magic != _MAGIC or got_key != key or hashlib.sha256(body).digest() != digest:
             return None
         fixed = 8 * n + 4 * (n + 1) + 4 * n_slots
-        if (n_slots < n + 1 or n_slots & (n_slots - 1) or not 0 < max_probe <= n_slots
-                or len(body) < fixed):
+        if n_slots < n + 1 or n_slots & (n_slots - 1) or not 0 < max_probe <= n_slots or len(body) < fixed:
             return None
         values, offsets, slots = array("d"), array("I"), array("I")
-        values.frombytes(body[:8 * n])
-        offsets.frombytes(body[8 * n:8 * n + 4 * (n + 1)])
-        slots.frombytes(body[8 * n + 4 * (n + 1):fixed])
+        values.frombytes(body[: 8 * n])
+        offsets.frombytes(body[8 * n : 8 * n + 4 * (n + 1)])
+        slots.frombytes(body[8 * n + 4 * (n + 1) : fixed])
         blob = bytes(body[fixed:])
         if offsets[0] != 0 or offsets[n] != len(blob):
             return None
@@ -204,7 +208,7 @@ class IdfTable:
             entry = slots[h]
             if entry >= n:  # empty (or out of range in a damaged file): not in the table
                 return default
-            if blob[offsets[entry]:offsets[entry + 1]] == key:
+            if blob[offsets[entry] : offsets[entry + 1]] == key:
                 return self._values[entry]
             h = (h + 1) & mask
         return default
@@ -300,8 +304,9 @@ def tokens(text: str) -> dict[str, float]:
     return tokens_with(text, lexicon.cut, lexicon.idf)
 
 
-def tokens_with(text: str, cut: Callable[[str], list[str]],
-                idf_of: Callable[[str], float]) -> dict[str, float]:
+def tokens_with(
+    text: str, cut: Callable[[str], list[str]], idf_of: Callable[[str], float]
+) -> dict[str, float]:
     """``tokens`` with a given segmenter (of one run of U+4E00..U+9FFF) and IDF lookup."""
     out: dict[str, float] = {}
 
@@ -326,8 +331,7 @@ def tokens_with(text: str, cut: Callable[[str], list[str]],
     return out
 
 
-def overlap_score(query: dict[str, float], memory: dict[str, float],
-                  tau: float = DEFAULT_TAU) -> float:
+def overlap_score(query: dict[str, float], memory: dict[str, float], tau: float = DEFAULT_TAU) -> float:
     """``1 - exp(-sum of min weights of shared tokens / tau)``, in [0, 1)."""
     if len(memory) < len(query):
         shared = sum(min(w, query[t]) for t, w in memory.items() if t in query)
@@ -347,8 +351,7 @@ class LexicalIndex:
     def __init__(self, token_cache: dict[str, dict[str, float]] | None = None) -> None:
         # Shared with the next index when the caller passes the same dict; pruned on each
         # rebuild to the texts indexed, so it never outgrows the pool.
-        self._token_cache: dict[str, dict[str, float]] = (
-            token_cache if token_cache is not None else {})
+        self._token_cache: dict[str, dict[str, float]] = token_cache if token_cache is not None else {}
         self._postings: dict[str, tuple[Any, Any]] = {}  # token -> (rows int64, weights float32)
         self._texts: tuple[str, ...] = ()
 
@@ -375,8 +378,9 @@ class LexicalIndex:
                 weights.append(weight)
         self._token_cache.clear()
         self._token_cache.update(cache)
-        self._postings = {t: (np.asarray(r, dtype=np.int64), np.asarray(w, dtype=np.float32))
-                          for t, (r, w) in lists.items()}
+        self._postings = {
+            t: (np.asarray(r, dtype=np.int64), np.asarray(w, dtype=np.float32)) for t, (r, w) in lists.items()
+        }
         self._texts = new
 
     def scores(self, query: str, tau: float = DEFAULT_TAU) -> np.ndarray:

@@ -95,10 +95,17 @@ def lock_problem(lock_dir: Path) -> str:
     except OSError as exc:
         return f"记忆写锁 {lock_dir} 无法读取（{exc.strerror or exc}），写入被挡住了"
     if not stat.S_ISDIR(info.st_mode):
-        kind = "符号链接" if stat.S_ISLNK(info.st_mode) else "普通文件" if stat.S_ISREG(
-            info.st_mode) else "特殊文件"
-        return (f"记忆写锁 {lock_dir} 不是目录（是{kind}），所有写入都被它挡住了。它不是 memself 或原插件"
-                f"创建的锁；确认它没有用处后删掉即可：rm {lock_dir}")
+        kind = (
+            "符号链接"
+            if stat.S_ISLNK(info.st_mode)
+            else "普通文件"
+            if stat.S_ISREG(info.st_mode)
+            else "特殊文件"
+        )
+        return (
+            f"记忆写锁 {lock_dir} 不是目录（是{kind}），所有写入都被它挡住了。它不是 memself 或原插件"
+            f"创建的锁；确认它没有用处后删掉即可：rm {lock_dir}"
+        )
     try:
         names = os.listdir(lock_dir)
     except OSError as exc:
@@ -106,8 +113,10 @@ def lock_problem(lock_dir: Path) -> str:
     foreign = sorted(n for n in names if not n.startswith(OWNER_PREFIX))
     if foreign and not any(n.startswith(OWNER_PREFIX) for n in names):
         shown = "、".join(foreign[:3]) + ("等" if len(foreign) > 3 else "")
-        return (f"记忆写锁目录 {lock_dir} 里有不属于锁的文件（{shown}），所有写入都被它挡住了。确认没有"
-                f" memself 或原插件正在写入后删掉这个目录即可：rm -r {lock_dir}")
+        return (
+            f"记忆写锁目录 {lock_dir} 里有不属于锁的文件（{shown}），所有写入都被它挡住了。确认没有"
+            f" memself 或原插件正在写入后删掉这个目录即可：rm -r {lock_dir}"
+        )
     return ""
 
 
@@ -168,8 +177,9 @@ class _KernelLock:
             fd = os.open(path, os.O_RDWR | os.O_CREAT | flags, 0o600)
         except OSError as exc:
             if exc.errno in (errno.EISDIR, errno.ELOOP, errno.ENXIO):
-                raise LockBroken(f"记忆写锁文件 {path} 不是普通文件，写入被挡住了；删掉它即可："
-                                 f"rm -r {path}") from exc
+                raise LockBroken(
+                    f"记忆写锁文件 {path} 不是普通文件，写入被挡住了；删掉它即可：rm -r {path}"
+                ) from exc
             # A read-only data folder: the write fails later with the usual message, or, when
             # the lock file exists, read-only is enough for flock.
             fd = os.open(path, os.O_RDONLY | flags)
@@ -204,8 +214,10 @@ def _timeout_message(fd: int) -> str:
     except OSError:
         holder = ""
     if holder.isdigit() and pid_alive(int(holder)):
-        return (f"等待记忆写锁超时：memself 进程 {holder} 正在写入记忆。如果它被挂起了（例如 Ctrl-Z），"
-                "让它继续或结束它后再试")
+        return (
+            f"等待记忆写锁超时：memself 进程 {holder} 正在写入记忆。如果它被挂起了（例如 Ctrl-Z），"
+            "让它继续或结束它后再试"
+        )
     return "等待记忆写锁超时"
 
 
@@ -253,8 +265,7 @@ def _directory_lock(paths: DataPaths, deadline: float) -> Iterator[LockHandle]:
             if owner is not None:
                 _try_reclaim(paths, owner)
             if time.monotonic() >= deadline:
-                raise LockTimeout("等待记忆写锁超时：另一个程序（多半是原插件）正持有 "
-                                  f"{paths.lock_dir}")
+                raise LockTimeout(f"等待记忆写锁超时：另一个程序（多半是原插件）正持有 {paths.lock_dir}")
             time.sleep(POLL_S)
         yield LockHandle(paths, owner_name)
     finally:

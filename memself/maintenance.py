@@ -45,9 +45,7 @@ def ran_today(paths: DataPaths, now: datetime) -> bool:
     return isinstance(state, dict) and state.get("lastRunDate") == local_day(now)
 
 
-def run_daily_maintenance(
-    paths: DataPaths, decay_days: int, now: datetime
-) -> MaintenanceResult | None:
+def run_daily_maintenance(paths: DataPaths, decay_days: int, now: datetime) -> MaintenanceResult | None:
     """Run today's maintenance once; None when it already ran today."""
     if ran_today(paths, now):
         return None
@@ -57,16 +55,23 @@ def run_daily_maintenance(
             return None
         store.prepare_write(deep=True)
         result = _maintain(store, lock, decay_days, now)
-        write_atomic(paths.decay_state, json.dumps(
-            {"lastRunDate": local_day(now), "lastRunAt": iso(now)}, ensure_ascii=False) + "\n")
-    log(paths, "每日衰减完成", decayed=result.decayed, deprecated=result.newly_deprecated,
-        clamped=result.clamped, trash_purged=result.trash_purged)
+        write_atomic(
+            paths.decay_state,
+            json.dumps({"lastRunDate": local_day(now), "lastRunAt": iso(now)}, ensure_ascii=False) + "\n",
+        )
+    log(
+        paths,
+        "每日衰减完成",
+        decayed=result.decayed,
+        deprecated=result.newly_deprecated,
+        clamped=result.clamped,
+        trash_purged=result.trash_purged,
+    )
     _cleanup_side_jobs(paths, now)
     return result
 
 
-def _maintain(store: MemoryStore, lock: LockHandle, decay_days: int,
-              now: datetime) -> MaintenanceResult:
+def _maintain(store: MemoryStore, lock: LockHandle, decay_days: int, now: datetime) -> MaintenanceResult:
     paths = store.paths
     decayed = deprecated = clamped = 0
     changed_groups = []
@@ -74,8 +79,9 @@ def _maintain(store: MemoryStore, lock: LockHandle, decay_days: int,
     for group, group_file in session.groups.items():
         if group_file.bad_lines:
             first = group_file.bad_lines[0]
-            raise CorruptFile(f"{group}.jsonl 第 {first.line_no} 行无法读取（{first.reason}），"
-                              "每日维护未改动任何文件")
+            raise CorruptFile(
+                f"{group}.jsonl 第 {first.line_no} 行无法读取（{first.reason}），每日维护未改动任何文件"
+            )
     for group, group_file in session.groups.items():
         dirty = False
         for memory in group_file.memories:

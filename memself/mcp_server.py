@@ -43,59 +43,88 @@ TOOLS: list[dict[str, Any]] = [
     {
         "name": "memory_list",
         "description": "列出 memory-self-evolution 插件两组记忆"
-                       "（rule 规则与偏好、project 项目事实）各有多少条。"
-                       "open=true 时刷新 memories.html 并用系统默认浏览器打开，供用户查看全部记忆。",
-        "inputSchema": {"type": "object", "properties": {
-            "open": {"type": "boolean", "description": "为 true 时刷新并打开 memories.html"}}},
+        "（rule 规则与偏好、project 项目事实）各有多少条。"
+        "open=true 时刷新 memories.html 并用系统默认浏览器打开，供用户查看全部记忆。",
+        "inputSchema": {
+            "type": "object",
+            "properties": {"open": {"type": "boolean", "description": "为 true 时刷新并打开 memories.html"}},
+        },
     },
     {
         "name": "memory_read",
         "description": "按置信度从高到低读取某一组记忆的前 50 条（已废弃的也列出并标注），每条带 id。"
-                       "整理记忆（删除、合并、改写）前先用它找到 id。只读，不加分。",
-        "inputSchema": {"type": "object", "required": ["group"], "properties": {
-            "group": {"type": "string", "enum": list(GROUPS),
-                      "description": "rule（规则与偏好）或 project（项目事实）"}}},
+        "整理记忆（删除、合并、改写）前先用它找到 id。只读，不加分。",
+        "inputSchema": {
+            "type": "object",
+            "required": ["group"],
+            "properties": {
+                "group": {
+                    "type": "string",
+                    "enum": list(GROUPS),
+                    "description": "rule（规则与偏好）或 project（项目事实）",
+                }
+            },
+        },
     },
     {
         "name": "memory_update",
         "description": "只在用户明确要求整理记忆、并已用提问工具确认后使用："
-                       "删除、合并或改写本插件已有的记忆。"
-                       "delete：id（一条）或 ids（多条），移入回收站；"
-                       "merge：保留 id，正文改为 text，id2 移入回收站，"
-                       "置信度取两条中较高的；replace：把 id 的正文改为 text，置信度不变。"
-                       "text 为 6 到 400 个字，"
-                       "由用户给出或经用户确认。不能新增记忆。",
-        "inputSchema": {"type": "object", "required": ["action"], "properties": {
-            "action": {"type": "string", "enum": list(UPDATE_ACTIONS)},
-            "id": {"type": "string", "description": "要删除、保留或改写的记忆 id"},
-            "ids": {"type": "array", "items": {"type": "string"},
-                    "description": "delete 多条时的 id 列表"},
-            "id2": {"type": "string", "description": "merge 时被并掉、移入回收站的记忆 id"},
-            "text": {"type": "string", "description": "merge 或 replace 后的完整正文"}}},
+        "删除、合并或改写本插件已有的记忆。"
+        "delete：id（一条）或 ids（多条），移入回收站；"
+        "merge：保留 id，正文改为 text，id2 移入回收站，"
+        "置信度取两条中较高的；replace：把 id 的正文改为 text，置信度不变。"
+        "text 为 6 到 400 个字，"
+        "由用户给出或经用户确认。不能新增记忆。",
+        "inputSchema": {
+            "type": "object",
+            "required": ["action"],
+            "properties": {
+                "action": {"type": "string", "enum": list(UPDATE_ACTIONS)},
+                "id": {"type": "string", "description": "要删除、保留或改写的记忆 id"},
+                "ids": {
+                    "type": "array",
+                    "items": {"type": "string"},
+                    "description": "delete 多条时的 id 列表",
+                },
+                "id2": {"type": "string", "description": "merge 时被并掉、移入回收站的记忆 id"},
+                "text": {"type": "string", "description": "merge 或 replace 后的完整正文"},
+            },
+        },
     },
     {
         "name": "memory_resolve",
         "description": "只在收到含 MEMORY_CONFIRM_V1 的插件指令、"
-                       "并且用户在「记忆确认·插件」弹窗里明确点选后调用，"
-                       "每条提案调用一次。sessionID 取指令里该条的 sessionID，decision 取所选选项对应的值。"
-                       "正文和目标记忆由插件从提案中读取，不能由调用方提供。用户跳过或关闭弹窗时不要调用。",
-        "inputSchema": {"type": "object", "required": ["sessionID", "decision"], "properties": {
-            "sessionID": {"type": "string", "description": "指令中该条提案的 sessionID（s_ 开头）"},
-            "decision": {"type": "string", "enum": list(DECISIONS)}}},
+        "并且用户在「记忆确认·插件」弹窗里明确点选后调用，"
+        "每条提案调用一次。sessionID 取指令里该条的 sessionID，decision 取所选选项对应的值。"
+        "正文和目标记忆由插件从提案中读取，不能由调用方提供。用户跳过或关闭弹窗时不要调用。",
+        "inputSchema": {
+            "type": "object",
+            "required": ["sessionID", "decision"],
+            "properties": {
+                "sessionID": {"type": "string", "description": "指令中该条提案的 sessionID（s_ 开头）"},
+                "decision": {"type": "string", "enum": list(DECISIONS)},
+            },
+        },
     },
     {
         "name": "memory_config",
         "description": "查看或修改 memory-self-evolution 的配置。不带参数时列出全部配置；"
-                       "同时给出 key 与 value 时修改这一项。接口密钥不经此工具查看或修改；"
-                       f"{'、'.join(USER_ONLY_KEYS)} 只能由用户在终端用 memself config 修改。",
-        "inputSchema": {"type": "object", "properties": {
-            "key": {"type": "string", "description": "配置项名，例如 confirm、recallTopK"},
-            "value": {"type": ["string", "number", "boolean"], "description": "新的值"}}},
+        "同时给出 key 与 value 时修改这一项。接口密钥不经此工具查看或修改；"
+        f"{'、'.join(USER_ONLY_KEYS)} 只能由用户在终端用 memself config 修改。",
+        "inputSchema": {
+            "type": "object",
+            "properties": {
+                "key": {"type": "string", "description": "配置项名，例如 confirm、recallTopK"},
+                "value": {"type": ["string", "number", "boolean"], "description": "新的值"},
+            },
+        },
     },
 ]
 TOOL_NAMES = tuple(t["name"] for t in TOOLS)
 _KEY_STATES = {
-    "missing": "未设置", "unbound": "已设置", "ok": "已设置",
+    "missing": "未设置",
+    "unbound": "已设置",
+    "ok": "已设置",
     "invalid": "文件无法读取或内容无效（请用户运行 memself key set）",
     "mismatch": "已设置，但不是为当前 sideApiBase 录入的，记忆沉淀已暂停（请用户运行 memself key set）",
 }
@@ -105,9 +134,13 @@ _SECRET_KEYS = {"apikey", "api_key", "sessionsecret", "session-secret", "secret"
 class MemoryTools:
     """The five tools as plain methods. ``agent`` scopes ``memory_resolve`` to one host."""
 
-    def __init__(self, paths: DataPaths, agent: str,
-                 now_fn: Callable[[], datetime] = lambda: datetime.now(timezone.utc),
-                 opener: Callable[[str], object] = webbrowser.open) -> None:
+    def __init__(
+        self,
+        paths: DataPaths,
+        agent: str,
+        now_fn: Callable[[], datetime] = lambda: datetime.now(timezone.utc),
+        opener: Callable[[str], object] = webbrowser.open,
+    ) -> None:
         self.paths = paths
         self.agent = agent
         self.now_fn = now_fn
@@ -131,8 +164,10 @@ class MemoryTools:
         if not any(groups.values()):
             lines.append("记忆库为空")
         else:
-            hints = {"rule": "规则与偏好，会话开始全量注入，每轮也按相关性召回",
-                     "project": "项目事实，每轮按相关性召回"}
+            hints = {
+                "rule": "规则与偏好，会话开始全量注入，每轮也按相关性召回",
+                "project": "项目事实，每轮按相关性召回",
+            }
             for group, memories in groups.items():
                 dead = sum(1 for m in memories if not m.active)
                 extra = f"（其中已废弃 {dead} 条）" if dead else ""
@@ -140,8 +175,10 @@ class MemoryTools:
         bad = store.quarantined()
         if bad:
             where = "、".join(f"{name} 第 {line.line_no} 行" for name, line in bad[:5])
-            lines.append(f"注意：{where}{'等' if len(bad) > 5 else ''}无法读取，已隔离（原样保留，其余记忆"
-                         "照常使用）；请用户运行 memself list 查看原因并修好这些行")
+            lines.append(
+                f"注意：{where}{'等' if len(bad) > 5 else ''}无法读取，已隔离（原样保留，其余记忆"
+                "照常使用）；请用户运行 memself list 查看原因并修好这些行"
+            )
         if args.get("open") in (True, "true"):  # some clients send booleans as strings
             store.refresh_snapshot(self.now_fn())
             self.opener(self.paths.html.resolve().as_uri())
@@ -186,8 +223,10 @@ class MemoryTools:
                 raise InvalidInput("merge 需要 id、id2 和 text")
             change = store.merge_pair(keep, drop, text, now)
             m = change.memory
-            lines = [f"已合并：保留 {m.id}，正文改为「{inert(m.text)}」，"
-                     f"置信度 {fmt_confidence(m.confidence)}；{drop} 已移入回收站。{_group_tail(m.category)}"]
+            lines = [
+                f"已合并：保留 {m.id}，正文改为「{inert(m.text)}」，"
+                f"置信度 {fmt_confidence(m.confidence)}；{drop} 已移入回收站。{_group_tail(m.category)}"
+            ]
             return "\n".join(lines + self._invalidated({keep, drop}, now))
         if action == "replace":
             mem_id, text = _str_arg(args, "id"), _str_arg(args, "text")
@@ -195,8 +234,10 @@ class MemoryTools:
                 raise InvalidInput("replace 需要 id 和 text")
             change = store.replace(mem_id, text, now)
             m = change.memory
-            lines = [f"已改写 {m.id}：「{inert(change.previous_text)}」改为「{inert(m.text)}」，置信度不变"
-                     f"（{fmt_confidence(m.confidence)}）。{_group_tail(m.category)}"]
+            lines = [
+                f"已改写 {m.id}：「{inert(change.previous_text)}」改为「{inert(m.text)}」，置信度不变"
+                f"（{fmt_confidence(m.confidence)}）。{_group_tail(m.category)}"
+            ]
             return "\n".join(lines + self._invalidated({mem_id}, now))
         raise InvalidInput("参数 action 必须是 delete、merge 或 replace")
 
@@ -209,8 +250,9 @@ class MemoryTools:
         session_id, decision = args.get("sessionID"), args.get("decision")
         if not isinstance(session_id, str) or not isinstance(decision, str):
             raise InvalidInput(MSG_INVALID)
-        return resolve(self.paths, self.store, self.agent, session_id.strip(), decision.strip(),
-                       self.now_fn())
+        return resolve(
+            self.paths, self.store, self.agent, session_id.strip(), decision.strip(), self.now_fn()
+        )
 
     # -- memory_config ----------------------------------------------------------------------
     def memory_config(self, args: dict[str, Any]) -> str:
@@ -223,14 +265,16 @@ class MemoryTools:
         if key.strip().lower().replace("_", "") in _SECRET_KEYS:
             raise InvalidInput("接口密钥不能通过 memory_config 查看或修改，请在终端运行 memself setup")
         if key == "sideJudge":
-            raise InvalidInput("sideJudge 是旧版阻塞模式的开关，不能在这里修改；"
-                               "请在终端运行 memself setup sidepath")
+            raise InvalidInput(
+                "sideJudge 是旧版阻塞模式的开关，不能在这里修改；请在终端运行 memself setup sidepath"
+            )
         protected = user_only_key(key)
         if protected is not None:
             log(self.paths, "mcp-config-refused", key=protected, agent=self.agent)
             raise InvalidInput(
                 f"{protected} 决定数据发往哪里或写入前是否询问用户，只能由用户本人在终端修改，"
-                f"不能通过 memory_config 修改。请让用户自己在终端运行：{user_only_command(protected, value)}")
+                f"不能通过 memory_config 修改。请让用户自己在终端运行：{user_only_command(protected, value)}"
+            )
         if value is None:
             raise InvalidInput("修改配置需要同时提供 key 与 value")
         raw = ("true" if value else "false") if isinstance(value, bool) else str(value)
@@ -287,15 +331,19 @@ def _id_list(args: dict[str, Any]) -> list[str]:
 # The MCP wiring (SDK imported here only: the hook never imports this module)
 # ---------------------------------------------------------------------------------------------
 
+
 def build_server(tools: MemoryTools) -> Any:
     import anyio
     import mcp_types as types
     from mcp.server import Server
 
     async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=[
-            types.Tool(name=t["name"], description=t["description"], input_schema=t["inputSchema"])
-            for t in TOOLS])
+        return types.ListToolsResult(
+            tools=[
+                types.Tool(name=t["name"], description=t["description"], input_schema=t["inputSchema"])
+                for t in TOOLS
+            ]
+        )
 
     async def call_tool(ctx: Any, params: Any) -> types.CallToolResult:
         name = params.name
@@ -309,13 +357,11 @@ def build_server(tools: MemoryTools) -> Any:
             return _result(types, f"执行失败：{type(exc).__name__}: {exc}", True)
         return _result(types, text, False)
 
-    return Server(SERVER_NAME, version=__version__, on_list_tools=list_tools,
-                  on_call_tool=call_tool)
+    return Server(SERVER_NAME, version=__version__, on_list_tools=list_tools, on_call_tool=call_tool)
 
 
 def _result(types: Any, text: str, is_error: bool) -> Any:
-    return types.CallToolResult(content=[types.TextContent(type="text", text=text)],
-                                is_error=is_error)
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=is_error)
 
 
 def serve(agent: str, paths: DataPaths | None = None) -> None:

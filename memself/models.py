@@ -56,13 +56,13 @@ class ModelSettings:
 # multilingual-e5-small's scoring knobs (read by memself.recall.ScoringSettings), chosen with
 # `memself verify` on dev-cases.json.
 E5_CALIBRATION: dict[str, float] = {
-    "symmetric": 1.0,        # "query: " on memories too (e5's advice for text-to-text similarity)
-    "general_space": 1.0,    # space built from the shipped general prompts
-    "space_dims": 8.0,       # principal directions of those prompts removed after the mean
-    "lexical_rule": 0.5,     # weight of the lexical overlap for rules
+    "symmetric": 1.0,  # "query: " on memories too (e5's advice for text-to-text similarity)
+    "general_space": 1.0,  # space built from the shipped general prompts
+    "space_dims": 8.0,  # principal directions of those prompts removed after the mean
+    "lexical_rule": 0.5,  # weight of the lexical overlap for rules
     "lexical_project": 0.0,  # none for project facts: it brings general questions about a tool
-    "lexical_tau": 10.0,     # saturation: one shared rare word (IDF ~12) gives 0.7 of the most
-    "sentence_views": 1.0,   # a multi-sentence prompt is also scored sentence by sentence
+    "lexical_tau": 10.0,  # saturation: one shared rare word (IDF ~12) gives 0.7 of the most
+    "sentence_views": 1.0,  # a multi-sentence prompt is also scored sentence by sentence
 }
 
 # Keys are what a user may write in `memself config model ...` (hub ids or an alias).
@@ -131,7 +131,8 @@ def resolve_model(name: str) -> ModelSettings:
         return ModelSettings(model_id=key, kind="hub", source=key)
     raise InvalidInput(
         f"无法识别的模型「{key}」：请用 Hugging Face 模型 id（如 {DEFAULT_MODEL}）、"
-        f"本地模型文件夹的路径，或离线模型 {OFFLINE_MODEL}")
+        f"本地模型文件夹的路径，或离线模型 {OFFLINE_MODEL}"
+    )
 
 
 def looks_like_path(name: str) -> bool:

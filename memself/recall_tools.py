@@ -49,8 +49,13 @@ def preview_recall(text: str, paths: DataPaths, config: Config) -> RecallResult:
         return local_recall(text, paths, config)
 
 
-def local_recall(text: str, paths: DataPaths, config: Config,
-                 cache_dir: Path | None = None, recaller: Recaller | None = None) -> RecallResult:
+def local_recall(
+    text: str,
+    paths: DataPaths,
+    config: Config,
+    cache_dir: Path | None = None,
+    recaller: Recaller | None = None,
+) -> RecallResult:
     """Recall for ``text`` in this process (model loaded here), over the user's store, unrewarded.
 
     The vector index is synced first (new or changed memories are encoded), as the engine does.
@@ -70,8 +75,14 @@ def local_recall(text: str, paths: DataPaths, config: Config,
     row_of = {mem_id: i for i, mem_id in enumerate(index.ids)}
     pool = [m for m in memories if m.id in row_of]
     params = gate_params(config, resolve_model(config.model))
-    return recaller.recall(text, pool, index.matrix, params, rows=[row_of[m.id] for m in pool],
-                           matrix_key=getattr(index, "generation", None))
+    return recaller.recall(
+        text,
+        pool,
+        index.matrix,
+        params,
+        rows=[row_of[m.id] for m in pool],
+        matrix_key=getattr(index, "generation", None),
+    )
 
 
 def render_recall_text(result: RecallResult) -> str:
@@ -103,8 +114,10 @@ def _group_lines(g: GroupRecall) -> list[str]:
     out = [head + line]
     for hit in g.hits:
         lex = f"，字面 +{hit.lexical:.3f}" if hit.lexical > 0 else ""
-        out.append(f"  - {one_line(hit.text)}（相关度 {hit.score:.3f}{lex}，置信度 "
-                   f"{fmt_confidence(hit.confidence)}，id {hit.id}）")
+        out.append(
+            f"  - {one_line(hit.text)}（相关度 {hit.score:.3f}{lex}，置信度 "
+            f"{fmt_confidence(hit.confidence)}，id {hit.id}）"
+        )
     return out
 
 
@@ -113,9 +126,14 @@ def render_recall_json(result: RecallResult) -> dict[str, Any]:
     return result.to_json()
 
 
-def verify_command(cases: Path | None, paths: DataPaths, config: Config, now: datetime,
-                   cache_dir: Path | None = None,
-                   recaller: Recaller | None = None) -> VerifyResult:
+def verify_command(
+    cases: Path | None,
+    paths: DataPaths,
+    config: Config,
+    now: datetime,
+    cache_dir: Path | None = None,
+    recaller: Recaller | None = None,
+) -> VerifyResult:
     """``memself verify [--cases FILE]``: FILE, or the original's ``verify-cases.json`` in the data
     directory. The original format runs against the user's active memories (read only)."""
     from memself.models import resolve_model

@@ -22,8 +22,19 @@ from memself.timeutil import iso, local_day
 GROUPS = ("rule", "project")
 DEPRECATION_LINE = 0.4
 MIN_TEXT, MAX_TEXT = 6, 400
-_KNOWN = ("id", "text", "confidence", "category", "evidence", "firstSeen", "lastSeen",
-          "deprecated", "createdAt", "gainDay", "gainToday")
+_KNOWN = (
+    "id",
+    "text",
+    "confidence",
+    "category",
+    "evidence",
+    "firstSeen",
+    "lastSeen",
+    "deprecated",
+    "createdAt",
+    "gainDay",
+    "gainToday",
+)
 _DROPPED = ("observations",)
 _BASE36 = string.digits + string.ascii_lowercase
 
@@ -65,7 +76,8 @@ def record_problem(raw: object) -> str:
     if not isinstance(text, str) or not text.strip() or not isinstance(raw.get("id"), str):
         return "缺少 id 或 text"
     return number_problem("置信度", raw.get("confidence")) or number_problem(
-        "gainToday", raw.get("gainToday"))
+        "gainToday", raw.get("gainToday")
+    )
 
 
 def _base36(number: int) -> str:
@@ -162,11 +174,20 @@ class Memory:
     @classmethod
     def create(cls, text: str, group: str, now: datetime, evidence: str = "") -> Memory:
         stamp = iso(now)
-        return cls(id=new_id(now), text=check_text(text), confidence=0.5,
-                   category=check_group(group), evidence=evidence, firstSeen=stamp,
-                   lastSeen=stamp, deprecated=False, createdAt=stamp,
-                   # The creation day counts as a day whose gain is already full.
-                   gainDay=local_day(now), gainToday=0.1)
+        return cls(
+            id=new_id(now),
+            text=check_text(text),
+            confidence=0.5,
+            category=check_group(group),
+            evidence=evidence,
+            firstSeen=stamp,
+            lastSeen=stamp,
+            deprecated=False,
+            createdAt=stamp,
+            # The creation day counts as a day whose gain is already full.
+            gainDay=local_day(now),
+            gainToday=0.1,
+        )
 
     @classmethod
     def from_json(cls, raw: object, file_group: str) -> Memory | None:
@@ -185,10 +206,15 @@ class Memory:
         gain = raw.get("gainToday")
         extra = {k: v for k, v in raw.items() if k not in _KNOWN and k not in _DROPPED}
         return cls(
-            id=mem_id, text=text, confidence=confidence, category=category,
+            id=mem_id,
+            text=text,
+            confidence=confidence,
+            category=category,
             evidence=raw.get("evidence") if isinstance(raw.get("evidence"), str) else "",
-            firstSeen=_str(raw.get("firstSeen")), lastSeen=_str(raw.get("lastSeen")),
-            deprecated=raw.get("deprecated") is True, createdAt=_str(raw.get("createdAt")),
+            firstSeen=_str(raw.get("firstSeen")),
+            lastSeen=_str(raw.get("lastSeen")),
+            deprecated=raw.get("deprecated") is True,
+            createdAt=_str(raw.get("createdAt")),
             gainDay=_str(raw.get("gainDay")),
             gainToday=_number(gain, 0.0),
             extra=extra,
@@ -196,9 +222,15 @@ class Memory:
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
-            "id": self.id, "text": self.text, "confidence": round_conf(self.confidence),
-            "category": self.category, "evidence": self.evidence, "firstSeen": self.firstSeen,
-            "lastSeen": self.lastSeen, "deprecated": self.deprecated, "createdAt": self.createdAt,
+            "id": self.id,
+            "text": self.text,
+            "confidence": round_conf(self.confidence),
+            "category": self.category,
+            "evidence": self.evidence,
+            "firstSeen": self.firstSeen,
+            "lastSeen": self.lastSeen,
+            "deprecated": self.deprecated,
+            "createdAt": self.createdAt,
         }
         if self.gainDay:
             out["gainDay"] = self.gainDay

@@ -83,8 +83,7 @@ def render_html(groups: Mapping[str, Sequence[Memory]], now: datetime) -> str:
     """The whole page for ``groups``, stamped as generated at ``now`` (aware)."""
     order = [g for g in GROUP_LABELS] + [g for g in groups if g not in GROUP_LABELS]
     sorted_groups = {g: _sorted(groups.get(g, ())) for g in order}
-    summary = '<span class="sep">|</span>'.join(
-        _summary_item(g, mems) for g, mems in sorted_groups.items())
+    summary = '<span class="sep">|</span>'.join(_summary_item(g, mems) for g, mems in sorted_groups.items())
     sections = "\n".join(_section(g, mems) for g, mems in sorted_groups.items())
     stamp = _e(_fmt_time(now))
     return f"""<!DOCTYPE html>
@@ -116,8 +115,7 @@ def render_html(groups: Mapping[str, Sequence[Memory]], now: datetime) -> str:
 """
 
 
-def write_snapshot(paths: DataPaths, groups: Mapping[str, Sequence[Memory]],
-                   now: datetime) -> Path:
+def write_snapshot(paths: DataPaths, groups: Mapping[str, Sequence[Memory]], now: datetime) -> Path:
     """Atomically (re)write ``memories.html``; the original's ``memories.md`` goes away with it."""
     paths.ensure()
     target = paths.html
@@ -194,9 +192,11 @@ def _section(group: str, memories: Sequence[Memory]) -> str:
         body = '<ol class="cards">\n' + "\n".join(_card(m) for m in memories) + "\n</ol>"
     else:
         body = '<p class="empty">（暂无）</p>'
-    return (f'<section class="group" id="group-{_e(group)}">\n'
-            f'<h2>{_e(_label(group))}<span class="count">{len(memories)} 条</span></h2>\n'
-            f"{hint_html}{body}\n</section>")
+    return (
+        f'<section class="group" id="group-{_e(group)}">\n'
+        f'<h2>{_e(_label(group))}<span class="count">{len(memories)} 条</span></h2>\n'
+        f"{hint_html}{body}\n</section>"
+    )
 
 
 def _card(mem: Memory) -> str:
@@ -213,9 +213,11 @@ def _card(mem: Memory) -> str:
         ("创建", _e(_fmt_time(getattr(mem, "createdAt", "")))),
     ]
     facts_html = "".join(f"<div><dt>{k}</dt><dd>{v}</dd></div>" for k, v in facts)
-    return (f'<li class="card{" deprecated" if dead else ""}" data-id="{_e(mem_id)}">\n'
-            f'<div class="head"><span class="k">置信度</span>'
-            f'<span class="conf">{_fmt_conf(conf)}</span>'
-            f'<span class="bar"><i style="width:{width:.0f}%"></i></span>{badge}</div>\n'
-            f'<p class="text">{_e(getattr(mem, "text", ""))}</p>{evidence_html}\n'
-            f'<dl class="facts">{facts_html}</dl>\n</li>')
+    return (
+        f'<li class="card{" deprecated" if dead else ""}" data-id="{_e(mem_id)}">\n'
+        f'<div class="head"><span class="k">置信度</span>'
+        f'<span class="conf">{_fmt_conf(conf)}</span>'
+        f'<span class="bar"><i style="width:{width:.0f}%"></i></span>{badge}</div>\n'
+        f'<p class="text">{_e(getattr(mem, "text", ""))}</p>{evidence_html}\n'
+        f'<dl class="facts">{facts_html}</dl>\n</li>'
+    )

@@ -108,8 +108,11 @@ def parse_records(data: bytes) -> tuple[list[dict[str, object]], list[BadLine]]:
         if not raw.strip():
             continue
         if len(raw) > MAX_LINE_BYTES:
-            bad.append(BadLine(number, raw, f"这一行过长（{len(raw)} 字节，上限 {MAX_LINE_BYTES // 1024} "
-                                            "KiB），未解析"))
+            bad.append(
+                BadLine(
+                    number, raw, f"这一行过长（{len(raw)} 字节，上限 {MAX_LINE_BYTES // 1024} KiB），未解析"
+                )
+            )
             continue
         try:
             text = raw.decode("utf-8")
@@ -218,8 +221,7 @@ class WriteSession:
             return
         log(self.store.paths, "write-refused-stale", changed=",".join(changed), lock_held=held)
         if not held:
-            what = ("写入期间记忆写锁被其他程序收回了（多半是原插件在本进程暂停超过 15 秒后按它的规则"
-                    "收回的）")
+            what = "写入期间记忆写锁被其他程序收回了（多半是原插件在本进程暂停超过 15 秒后按它的规则收回的）"
         else:
             what = f"写入期间 {'、'.join(changed)} 被其他程序改动了（例如手动编辑或原插件）"
         raise LockLost(f"{what}。为了不覆盖别人的改动，这次没有写入任何文件，请重试。")
@@ -275,8 +277,7 @@ class MemoryStore:
     def read_group(self, group: str) -> list[Memory]:
         loaded = self.load_group(group)
         for bad in loaded.bad_lines:
-            log(self.paths, "skip-bad-line", file=f"{group}.jsonl", line=bad.line_no,
-                reason=bad.reason)
+            log(self.paths, "skip-bad-line", file=f"{group}.jsonl", line=bad.line_no, reason=bad.reason)
         return sort_memories(loaded.memories)
 
     def active(self, group: str) -> list[Memory]:
@@ -337,8 +338,9 @@ class MemoryStore:
                 stamps.append((path, gf.stamp))
         if session.trash_file is not None:
             trash = session.trash_file
-            writes.append((self.paths.trash,
-                           render_lines((e.to_json() for e in trash.entries), trash.bad_lines)))
+            writes.append(
+                (self.paths.trash, render_lines((e.to_json() for e in trash.entries), trash.bad_lines))
+            )
             stamps.append((self.paths.trash, trash.stamp))
         if writes:
             journal.commit(self.paths, writes, precheck=lambda: session.check_still_ours(stamps))
@@ -454,8 +456,9 @@ class MemoryStore:
             session.touch(memory)
         return memory
 
-    def reward_recall(self, ids: Iterable[str], now: datetime,
-                      wait_s: float = REWARD_WAIT_S) -> dict[str, float]:
+    def reward_recall(
+        self, ids: Iterable[str], now: datetime, wait_s: float = REWARD_WAIT_S
+    ) -> dict[str, float]:
         """+0.05 per recalled id, once per memory per day. Takes no lock when nothing is due.
 
         Gives up after ``wait_s`` on a busy lock (the caller still has its recall) and logs it.
@@ -486,7 +489,9 @@ class MemoryStore:
             if memory.id in wanted and memory.active:
                 created = parse_iso(memory.createdAt)
                 created_today = created is not None and local_day(created) == day
-                if not (memory.gainDay == day and memory.gainToday >= confidence.RECALL_STEP) \
-                        and not created_today:
+                if (
+                    not (memory.gainDay == day and memory.gainToday >= confidence.RECALL_STEP)
+                    and not created_today
+                ):
                     return True
         return False

@@ -69,9 +69,32 @@ _SLASH_COMMAND = re.compile(r"/([A-Za-z0-9][A-Za-z0-9_:-]*)(?:\s|$)")
 # Root folders people name in prose ("/tmp 满了"); no client ships commands with these names.
 _ROOT_DIRS = frozenset(
     {
-        "tmp", "etc", "usr", "var", "home", "opt", "bin", "sbin", "dev", "proc", "sys", "root",
-        "mnt", "srv", "lib", "lib64", "boot", "data", "media", "run", "private", "Users",
-        "Applications", "Volumes", "Library", "System",
+        "tmp",
+        "etc",
+        "usr",
+        "var",
+        "home",
+        "opt",
+        "bin",
+        "sbin",
+        "dev",
+        "proc",
+        "sys",
+        "root",
+        "mnt",
+        "srv",
+        "lib",
+        "lib64",
+        "boot",
+        "data",
+        "media",
+        "run",
+        "private",
+        "Users",
+        "Applications",
+        "Volumes",
+        "Library",
+        "System",
     }
 )
 
@@ -81,11 +104,59 @@ _LEADING_TAG = re.compile(r"<([a-z][a-z0-9]*(?:[-_:][a-z0-9]+)*)(?:\s[^<>]*)?/?>
 # A user asking about markup ("<div> 怎么居中") is still the user; clients do not inject these.
 _HTML_TAGS = frozenset(
     {
-        "a", "b", "i", "p", "br", "hr", "div", "span", "img", "ul", "ol", "li", "table", "tr",
-        "td", "th", "form", "input", "button", "select", "option", "textarea", "label", "h1",
-        "h2", "h3", "h4", "h5", "h6", "code", "pre", "em", "strong", "html", "head", "body",
-        "script", "style", "link", "meta", "svg", "canvas", "video", "audio", "iframe", "nav",
-        "header", "footer", "section", "article", "main", "template", "slot",
+        "a",
+        "b",
+        "i",
+        "p",
+        "br",
+        "hr",
+        "div",
+        "span",
+        "img",
+        "ul",
+        "ol",
+        "li",
+        "table",
+        "tr",
+        "td",
+        "th",
+        "form",
+        "input",
+        "button",
+        "select",
+        "option",
+        "textarea",
+        "label",
+        "h1",
+        "h2",
+        "h3",
+        "h4",
+        "h5",
+        "h6",
+        "code",
+        "pre",
+        "em",
+        "strong",
+        "html",
+        "head",
+        "body",
+        "script",
+        "style",
+        "link",
+        "meta",
+        "svg",
+        "canvas",
+        "video",
+        "audio",
+        "iframe",
+        "nav",
+        "header",
+        "footer",
+        "section",
+        "article",
+        "main",
+        "template",
+        "slot",
     }
 )
 # Client context blocks that can also appear later in the text; they are never the user's words.
@@ -278,8 +349,10 @@ def _drop_fenced(lines: list[str]) -> list[str]:
             continue
         before, marker = line[: m.start()], m.group(1)
         if before.strip():
-            closes = any((c := _FENCE_CLOSE.match(later)) and c.group(1).startswith(marker)
-                         for later in lines[idx + 1 :])
+            closes = any(
+                (c := _FENCE_CLOSE.match(later)) and c.group(1).startswith(marker)
+                for later in lines[idx + 1 :]
+            )
             if not closes:
                 out.append(line)
                 continue
@@ -294,7 +367,7 @@ def _drop_logs(lines: list[str]) -> list[str]:
     weak = [bool(_LOG_WEAK.match(line.strip())) and bool(line.strip()) for line in lines]
     for i in range(1, n):
         # The source line a Python traceback shows under each `File "...", line N`.
-        if is_log[i - 1] and lines[i - 1].strip().startswith("File \"") and lines[i].strip():
+        if is_log[i - 1] and lines[i - 1].strip().startswith('File "') and lines[i].strip():
             is_log[i] = True
     # Weak lines join an adjacent trace; forward then backward covers headers and footers.
     for i in range(1, n):
@@ -311,14 +384,13 @@ _MIN_CODE_RUN = 3
 
 def _drop_code_runs(lines: list[str]) -> list[str]:
     """Remove runs of >= 3 code-looking lines (blank lines and one comment line may bridge)."""
-    kinds = ["blank" if not line.strip() else "code" if _is_code_line(line) else "text"
-             for line in lines]
+    kinds = ["blank" if not line.strip() else "code" if _is_code_line(line) else "text" for line in lines]
     # One unrecognised line between two code lines is part of the code (a "# 注释" line, a
     # docstring); prose between snippets is rarely a single line squeezed without a blank.
     for i in range(1, len(lines) - 1):
         if kinds[i] == "text" and kinds[i - 1] == "code" and kinds[i + 1] == "code":
             stripped = lines[i].strip()
-            if stripped.startswith(("#", "--", "*", "\"\"\"", "'''")) or not _CJK.search(stripped):
+            if stripped.startswith(("#", "--", "*", '"""', "'''")) or not _CJK.search(stripped):
                 kinds[i] = "code"
     out: list[str] = []
     i = 0
@@ -387,6 +459,7 @@ def classify_input(text: str) -> FilterResult:
 # link is: after "=" / "：" / "是" / "改成" anything that is not a placeholder or a known word goes;
 # after "is" / "用" / a bare space it must look machine-made (a digit, a symbol, mixed case).
 
+
 class _Lazy:
     """A regular expression compiled on its first use.
 
@@ -441,8 +514,7 @@ _JWT = _Lazy(r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}")
 _B = r"(?<![A-Za-z0-9_-])"
 _E = r"(?![A-Za-z0-9_-])"
 _PROVIDER_KEYS = _Lazy(
-    _B
-    + r"(?:"
+    _B + r"(?:"
     r"sk-ant-[A-Za-z0-9_-]{20,}"
     # OpenAI, DeepSeek, Moonshot and friends; a digit keeps "sk-button-primary-..." out.
     r"|sk-(?=[A-Za-z0-9_-]*\d)[A-Za-z0-9_-]{20,}"
@@ -459,8 +531,7 @@ _PROVIDER_KEYS = _Lazy(
     r"|[sr]k_(?:live|test)_[A-Za-z0-9]{16,}"
     r"|npm_[A-Za-z0-9]{36}"
     r"|pypi-[A-Za-z0-9_-]{50,}"
-    r")"
-    + _E
+    r")" + _E
 )
 _BEARER = _Lazy(r"\b(Bearer|Basic|Token)(\s+)([A-Za-z0-9._~+/-]{8,}=*)", re.IGNORECASE)
 
@@ -493,11 +564,57 @@ _KEY = "(?P<key>" + _ZH_KEY + "|" + _SPACED_KEY + "|" + _IDENT_KEY + ")"
 # Key names whose last part names a property of the secret, not the secret: PASSWORD_MIN_LENGTH,
 # token_url, secret_file, api_key_header.
 _PROPERTY_SUFFIX = frozenset(
-    {"len", "length", "min", "max", "ttl", "expire", "expires", "expiry", "expiration", "timeout",
-     "file", "path", "dir", "url", "uri", "endpoint", "name", "count", "size", "age", "days",
-     "rounds", "cost", "algorithm", "algo", "type", "mode", "policy", "header", "field", "column",
-     "env", "var", "prefix", "suffix", "format", "pattern", "regex", "hint", "label", "limit",
-     "retries", "strength", "hash", "salt", "id", "ids", "enabled", "required"}
+    {
+        "len",
+        "length",
+        "min",
+        "max",
+        "ttl",
+        "expire",
+        "expires",
+        "expiry",
+        "expiration",
+        "timeout",
+        "file",
+        "path",
+        "dir",
+        "url",
+        "uri",
+        "endpoint",
+        "name",
+        "count",
+        "size",
+        "age",
+        "days",
+        "rounds",
+        "cost",
+        "algorithm",
+        "algo",
+        "type",
+        "mode",
+        "policy",
+        "header",
+        "field",
+        "column",
+        "env",
+        "var",
+        "prefix",
+        "suffix",
+        "format",
+        "pattern",
+        "regex",
+        "hint",
+        "label",
+        "limit",
+        "retries",
+        "strength",
+        "hash",
+        "salt",
+        "id",
+        "ids",
+        "enabled",
+        "required",
+    }
 )
 # Keys that name a password: after them a lowercase word closing the clause is the value
 # ("my wifi password is swordfish.").
@@ -539,8 +656,9 @@ _EN_LINK = (
 _BARE_LINK = r"(?P<bare>[ \t]+|(?<=[^\x00-\x7f])(?=[\x21-\x7e]))"
 # "密码（授权码）：x", "password (staging): x": a short aside between the key and the link.
 _ASIDE = r"(?:\s*[（(][^（）()\n]{1,12}[）)])?"
-_KEY_AND_LINK = _Lazy(_KEY + _ASIDE + "(?:" + _ZH_LINK + "|" + _SEP_LINK + "|" + _EN_LINK + "|"
-                           + _BARE_LINK + ")")
+_KEY_AND_LINK = _Lazy(
+    _KEY + _ASIDE + "(?:" + _ZH_LINK + "|" + _SEP_LINK + "|" + _EN_LINK + "|" + _BARE_LINK + ")"
+)
 # "reset the intern accounts' password to X", "change the root password to X".
 _EN_SET_TO = _Lazy(
     r"(?i:\b(?:set|change|changed|reset|update|updated|rotate|rotated)\s+(?:[\w.'-]+\s+){0,3}?"
@@ -617,9 +735,34 @@ _MAX_CJK_VALUE = 20
 _MAX_QUOTED = 100
 
 _PLACEHOLDER_VALUES = frozenset(
-    {"true", "false", "null", "none", "nil", "undefined", "string", "str", "int", "number", "bool",
-     "required", "optional", "xxx", "xxxx", "xxxxxx", "***", "******", "...", "changeme",
-     "changeit", "example", "placeholder", "dummy", "todo", "tbd"}
+    {
+        "true",
+        "false",
+        "null",
+        "none",
+        "nil",
+        "undefined",
+        "string",
+        "str",
+        "int",
+        "number",
+        "bool",
+        "required",
+        "optional",
+        "xxx",
+        "xxxx",
+        "xxxxxx",
+        "***",
+        "******",
+        "...",
+        "changeme",
+        "changeit",
+        "example",
+        "placeholder",
+        "dummy",
+        "todo",
+        "tbd",
+    }
 )
 _PLACEHOLDER_SHAPE = _Lazy(r"(?i)(?:your|my|the)[_-]\w*|x{3,}|\*{3,}|\.{3,}|<[^<>]*>|\?{3,}")
 # Words that follow a credential word in prose about it: how it is stored, whether it is right,
@@ -627,25 +770,169 @@ _PLACEHOLDER_SHAPE = _Lazy(r"(?i)(?:your|my|the)[_-]\w*|x{3,}|\*{3,}|\.{3,}|<[^<
 _STOP_WORDS = frozenset(
     {
         # algorithms and encodings
-        "md5", "sha", "sha1", "sha-1", "sha2", "sha256", "sha-256", "sha512", "sha-512", "bcrypt",
-        "scrypt", "argon2", "argon2i", "argon2id", "pbkdf2", "hmac", "aes", "aes256", "aes-256",
-        "rsa", "des", "3des", "sm3", "sm4", "base64", "hex", "utf8", "utf-8", "ascii", "jwt", "uuid",
-        "guid", "bearer", "basic", "digest", "opaque", "plaintext", "plain", "cleartext", "hash",
-        "hashed", "hashing", "salt", "salted", "encrypted", "encoded", "random", "generated",
+        "md5",
+        "sha",
+        "sha1",
+        "sha-1",
+        "sha2",
+        "sha256",
+        "sha-256",
+        "sha512",
+        "sha-512",
+        "bcrypt",
+        "scrypt",
+        "argon2",
+        "argon2i",
+        "argon2id",
+        "pbkdf2",
+        "hmac",
+        "aes",
+        "aes256",
+        "aes-256",
+        "rsa",
+        "des",
+        "3des",
+        "sm3",
+        "sm4",
+        "base64",
+        "hex",
+        "utf8",
+        "utf-8",
+        "ascii",
+        "jwt",
+        "uuid",
+        "guid",
+        "bearer",
+        "basic",
+        "digest",
+        "opaque",
+        "plaintext",
+        "plain",
+        "cleartext",
+        "hash",
+        "hashed",
+        "hashing",
+        "salt",
+        "salted",
+        "encrypted",
+        "encoded",
+        "random",
+        "generated",
         # state and quality
-        "correct", "incorrect", "wrong", "invalid", "valid", "expired", "missing", "empty", "blank",
-        "same", "different", "weak", "strong", "short", "long", "secure", "insecure", "ok", "okay",
-        "fine", "good", "bad", "stale", "revoked", "disabled", "enabled", "set", "unset", "changed",
-        "reset", "updated", "stored", "saved", "rotated", "leaked", "exposed", "visible", "hidden",
-        "masked", "default", "unknown", "needed", "mandatory", "case",
+        "correct",
+        "incorrect",
+        "wrong",
+        "invalid",
+        "valid",
+        "expired",
+        "missing",
+        "empty",
+        "blank",
+        "same",
+        "different",
+        "weak",
+        "strong",
+        "short",
+        "long",
+        "secure",
+        "insecure",
+        "ok",
+        "okay",
+        "fine",
+        "good",
+        "bad",
+        "stale",
+        "revoked",
+        "disabled",
+        "enabled",
+        "set",
+        "unset",
+        "changed",
+        "reset",
+        "updated",
+        "stored",
+        "saved",
+        "rotated",
+        "leaked",
+        "exposed",
+        "visible",
+        "hidden",
+        "masked",
+        "default",
+        "unknown",
+        "needed",
+        "mandatory",
+        "case",
         # function words
-        "the", "a", "an", "my", "your", "our", "their", "his", "her", "its", "this", "that", "these",
-        "those", "it", "not", "no", "also", "only", "still", "now", "then", "what", "which",
-        "where", "how", "why", "when", "who", "there", "here", "too", "very", "always", "never",
-        "from", "with", "without", "and", "or", "but", "for", "in", "on", "at", "to", "of", "by",
+        "the",
+        "a",
+        "an",
+        "my",
+        "your",
+        "our",
+        "their",
+        "his",
+        "her",
+        "its",
+        "this",
+        "that",
+        "these",
+        "those",
+        "it",
+        "not",
+        "no",
+        "also",
+        "only",
+        "still",
+        "now",
+        "then",
+        "what",
+        "which",
+        "where",
+        "how",
+        "why",
+        "when",
+        "who",
+        "there",
+        "here",
+        "too",
+        "very",
+        "always",
+        "never",
+        "from",
+        "with",
+        "without",
+        "and",
+        "or",
+        "but",
+        "for",
+        "in",
+        "on",
+        "at",
+        "to",
+        "of",
+        "by",
         # types and places
-        "text", "integer", "boolean", "varchar", "char", "bytes", "object", "array", "list", "dict",
-        "map", "env", "vault", "config", "file", "files", "secret", "secrets", "keychain", "kms",
+        "text",
+        "integer",
+        "boolean",
+        "varchar",
+        "char",
+        "bytes",
+        "object",
+        "array",
+        "list",
+        "dict",
+        "map",
+        "env",
+        "vault",
+        "config",
+        "file",
+        "files",
+        "secret",
+        "secrets",
+        "keychain",
+        "kms",
     }
 )
 # Chinese words that describe a password instead of being one ("密码是 六位数字", "口令为 空").
@@ -704,12 +991,17 @@ def _is_cjk(c: str) -> bool:
 
 def _is_placeholder(value: str) -> bool:
     low = value.lower()
-    return (low in _PLACEHOLDER_VALUES or bool(_PLACEHOLDER_SHAPE.fullmatch(value))
-            or value.startswith(("$", "<", "{", "%", "[", "/", "~")) or REDACTED in value)
+    return (
+        low in _PLACEHOLDER_VALUES
+        or bool(_PLACEHOLDER_SHAPE.fullmatch(value))
+        or value.startswith(("$", "<", "{", "%", "[", "/", "~"))
+        or REDACTED in value
+    )
 
 
-def _is_secret_value(text: str, start: int, end: int, kind: str, strength: str,
-                     password_key: bool, delimited: bool) -> bool:
+def _is_secret_value(
+    text: str, start: int, end: int, kind: str, strength: str, password_key: bool, delimited: bool
+) -> bool:
     """Whether ``text[start:end]`` after a key and a link of ``strength`` is a secret.
 
     ``strength`` is "strong" (=, ：, 是, 改成), "weak" (is, 用, a verb before the key) or "bare"
@@ -725,8 +1017,13 @@ def _is_secret_value(text: str, start: int, end: int, kind: str, strength: str,
         # 北京天安门"); "密码是明文存的吗" runs on without a break.
         return password_key and delimited and not _ZH_PROSE.search(value)
     bare = value.rstrip(".,;:!?)")
-    if (bare.lower() in _STOP_WORDS or _ACRONYM.fullmatch(bare) or _VERSION.fullmatch(bare)
-            or _QUANTITY.fullmatch(bare) or value.startswith("-")):
+    if (
+        bare.lower() in _STOP_WORDS
+        or _ACRONYM.fullmatch(bare)
+        or _VERSION.fullmatch(bare)
+        or _QUANTITY.fullmatch(bare)
+        or value.startswith("-")
+    ):
         return False
     if _NUMERIC.fullmatch(value) and _UNIT_AFTER.match(text, end):
         return False
@@ -735,9 +1032,15 @@ def _is_secret_value(text: str, start: int, end: int, kind: str, strength: str,
     if _machine_made(value):
         return strength == "weak" or len(value) >= 4
     # "my wifi password is swordfish." — one lowercase word closing the clause.
-    return (strength == "weak" and password_key and bare.isalpha() and bare.islower()
-            and len(bare) >= 4 and not _PROSE_SUFFIX.search(bare)
-            and bool(_CLAUSE_END.match(text, start + len(bare))))
+    return (
+        strength == "weak"
+        and password_key
+        and bare.isalpha()
+        and bare.islower()
+        and len(bare) >= 4
+        and not _PROSE_SUFFIX.search(bare)
+        and bool(_CLAUSE_END.match(text, start + len(bare)))
+    )
 
 
 def _key_is_property(key: str) -> bool:
@@ -789,8 +1092,7 @@ def _set_to_value(text: str, m: re.Match[str]) -> tuple[int, int] | None:
         return None
     start, end, kind = span
     password_key = bool(_PASSWORD_FAMILY.search(m.group("key")))
-    return (start, end) if _is_secret_value(text, start, end, kind, "weak", password_key,
-                                            True) else None
+    return (start, end) if _is_secret_value(text, start, end, kind, "weak", password_key, True) else None
 
 
 _DIGIT_OR_SYMBOL = _Lazy(r"[0-9!@#$%^&*+=?~]")
@@ -816,8 +1118,9 @@ def _typed_value(text: str, m: re.Match[str]) -> tuple[int, int] | None:
         return None
     start, end, _ = span
     # Only a lone machine-made word ending the clause: "输 python3 manage.py" is a command line.
-    if not _machine_made(text[start:end]) or (end < len(text) and text[end] == " "
-                                              and end + 1 < len(text) and text[end + 1].isascii()):
+    if not _machine_made(text[start:end]) or (
+        end < len(text) and text[end] == " " and end + 1 < len(text) and text[end + 1].isascii()
+    ):
         return None
     return (start, end) if _is_secret_value(text, start, end, "ascii", "weak", False, True) else None
 
@@ -847,12 +1150,12 @@ def _login_pair_value(text: str, m: re.Match[str]) -> tuple[int, int] | None:
     if not _DIGIT_OR_SYMBOL.search(value) and not value.islower():
         return None
     strength = "strong" if spaced else "weak"
-    return (start, end) if _is_secret_value(text, start, end, "ascii", strength, spaced,
-                                            True) else None
+    return (start, end) if _is_secret_value(text, start, end, "ascii", strength, spaced, True) else None
 
 
-def _sub_values(pattern: _Lazy, text: str,
-                value_of: Callable[[str, re.Match[str]], tuple[int, int] | None]) -> str:
+def _sub_values(
+    pattern: _Lazy, text: str, value_of: Callable[[str, re.Match[str]], tuple[int, int] | None]
+) -> str:
     """Replace, for each match of ``pattern``, the value ``value_of`` finds after it."""
     out: list[str] = []
     pos = 0
@@ -882,11 +1185,15 @@ _COMMAND_SECRETS = tuple(
     for p in (
         # mysql -uroot -pS3cret, mysqldump -p'x': the password is glued to -p.
         r"\b(?:mysql|mysqldump|mysqladmin|mysqlimport|mysqlcheck|mysqlsh|mariadb(?:-dump|-admin)?)\b"
-        + _CMD_REST + r"-p(?=\S)" + _FLAG_VALUE,
+        + _CMD_REST
+        + r"-p(?=\S)"
+        + _FLAG_VALUE,
         r"\bsshpass\s+(?:-[A-Za-z]\S*\s+)*?-p\s*" + _FLAG_VALUE,
         r"\bredis-cli\b" + _CMD_REST + r"(?:-a|--pass)\s+" + _FLAG_VALUE,
         r"\b(?:docker|podman|nerdctl|buildah|skopeo|helm|oras|crane)\s+(?:[\w-]+\s+)?login\b"
-        + _CMD_REST + r"(?:-p|--password)(?:\s+|=)" + _FLAG_VALUE,
+        + _CMD_REST
+        + r"(?:-p|--password)(?:\s+|=)"
+        + _FLAG_VALUE,
         # echo 'pw' | sudo -S ..., the password piped into a command that reads it from stdin.
         r"\becho\s+(?:-\w+\s+)?" + _FLAG_VALUE + r"\s*\|\s*sudo\s+(?:-\w+\s+)*?-\w*S",
         # htpasswd -b[c] file user password
@@ -900,7 +1207,8 @@ _COMMAND_SECRETS = tuple(
 )
 # curl -u user:pass, http -a user:pass: only the part after the colon.
 _HTTP_USER = _Lazy(
-    r"\b(?:curl|wget|http|https)\b" + _CMD_REST
+    r"\b(?:curl|wget|http|https)\b"
+    + _CMD_REST
     + r"(?:-u|--user|-a|--auth|--proxy-user|-U)(?:\s+|=)?['\"]?[^\s:'\"]*:(?P<bare>[^\s'\"]+)"
 )
 _PORTS = _Lazy(r"\d{1,5}(?::\d{1,5})*(?:/(?:tcp|udp))?")
@@ -927,9 +1235,7 @@ _NATIONAL_ID = _Lazy(
     r"\s?\d{3}[\dXx](?![0-9A-Za-z]|\.\d)"
 )
 # Mainland mobile: 1[3-9] and 9 digits, optionally +86/0086, grouped 3-4-4 by one separator.
-_MOBILE = _Lazy(
-    r"(?<![0-9A-Za-z.+])(?:(?:\+|00)86[\s-]?)?1[3-9]\d([\s-]?)\d{4}\1\d{4}(?![0-9A-Za-z]|\.\d)"
-)
+_MOBILE = _Lazy(r"(?<![0-9A-Za-z.+])(?:(?:\+|00)86[\s-]?)?1[3-9]\d([\s-]?)\d{4}\1\d{4}(?![0-9A-Za-z]|\.\d)")
 # Card numbers: 16-19 digits from the major networks' ranges, optionally grouped by 4.
 _CARD = _Lazy(
     r"(?<![0-9A-Za-z.])(?:2[2-7]\d{2}|[3-6]\d{3})(?:[ -]?\d{4}){2,3}(?:[ -]?\d{1,3})?(?![0-9A-Za-z]|\.\d)"
@@ -1009,8 +1315,9 @@ def _char_class(c: str) -> int:
 
 def _looks_random(token: str) -> bool:
     body = token.rstrip("=")
-    if not (any(c.isdigit() for c in body) and any(c.isupper() for c in body)
-            and any(c.islower() for c in body)):
+    if not (
+        any(c.isdigit() for c in body) and any(c.isupper() for c in body) and any(c.islower() for c in body)
+    ):
         return False
     switches = sum(1 for a, b in pairwise(body) if _char_class(a) != _char_class(b))
     return switches >= _MIN_CLASS_SWITCH_RATIO * (len(body) - 1)
@@ -1040,9 +1347,7 @@ def _bearer(m: re.Match[str]) -> str:
 
 
 # "?access_token=abc&page=2": inside a query string the value ends at "&" or "#".
-_KV_QUERY = _Lazy(
-    r"([?&][A-Za-z0-9_.-]*" + _SECRET_WORD + r"[A-Za-z0-9_.-]*=)([^&#\s\"']{3,})"
-)
+_KV_QUERY = _Lazy(r"([?&][A-Za-z0-9_.-]*" + _SECRET_WORD + r"[A-Za-z0-9_.-]*=)([^&#\s\"']{3,})")
 
 
 def _query_value(m: re.Match[str]) -> str:

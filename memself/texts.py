@@ -44,15 +44,15 @@ DEPOSITION_OFF = (
     "记忆沉淀未启用：memory-self-evolution 插件的旁路判别接口没有配齐（config.json 的 sideApiBase、"
     "sideApiModel 和 side-secret.json 的 apiKey），已有记忆照常注入和召回，但不会记下新内容。"
     "用户陈述偏好、规范或要求记住时，请如实告诉用户这句话不会被记下。"
-    "启用方法：在终端运行 memself setup 填写判别接口；急用时可以运行 memself rule add \"<规则>\" "
-    "或 memself project add \"<项目事实>\" 直接写入。"
+    '启用方法：在终端运行 memself setup 填写判别接口；急用时可以运行 memself rule add "<规则>" '
+    '或 memself project add "<项目事实>" 直接写入。'
 )
 DEPOSITION_OFF_LEGACY = (
     "记忆沉淀未启用：memory-self-evolution 插件的配置还停在旧版本的阻塞模式（sideJudge=false），"
     "阻塞模式已经移除，已有记忆照常注入和召回，但不会记下新内容。"
     "用户陈述偏好、规范或要求记住时，请如实告诉用户这句话不会被记下。"
     "启用方法：在终端运行 memself setup sidepath 改走旁路判别，然后重启客户端；"
-    "急用时可以运行 memself rule add \"<规则>\" 直接写入。"
+    '急用时可以运行 memself rule add "<规则>" 直接写入。'
 )
 
 # The endpoint and the key file are named, never their contents: a hand-edited address is not
@@ -82,10 +82,13 @@ SECRET_REPAIRED = (
     "已把它另存为 session-secret.invalid-* 并重新生成，记忆沉淀照常进行；之前等待确认的记忆提案随之失效。"
     "请用一句话把这件事告诉用户，详情可以运行 memself doctor 查看。"
 )
-_DEPOSITION_NOTICES = {"off": DEPOSITION_OFF, "legacy": DEPOSITION_OFF_LEGACY,
-                       "paused-endpoint": DEPOSITION_PAUSED_ENDPOINT,
-                       "key-invalid": DEPOSITION_KEY_INVALID,
-                       "secret-broken": DEPOSITION_SECRET_BROKEN}
+_DEPOSITION_NOTICES = {
+    "off": DEPOSITION_OFF,
+    "legacy": DEPOSITION_OFF_LEGACY,
+    "paused-endpoint": DEPOSITION_PAUSED_ENDPOINT,
+    "key-invalid": DEPOSITION_KEY_INVALID,
+    "secret-broken": DEPOSITION_SECRET_BROKEN,
+}
 
 RECALL_HEADER = "# 与本轮输入相关的长期记忆（自动召回）"
 RECALL_FOOTER = "以上为系统按相关性自动召回：规则需要遵守，项目事实供本轮参考。"
@@ -111,7 +114,9 @@ _TAG = re.compile(r"<(?=\s*(?:[/!?|]|[^\W\d_]))([^<>]*)(>?)")
 # A speaker label: "Human:", "SYSTEM：", "用户：" ... (and the popup's own "sessionID：").
 _ROLE = re.compile(
     r"((?<![A-Za-z0-9_])(?:human|assistant|system|user|developer|ai|bot|tool|sessionid)\s*"
-    r"|(?:用户|系统|助手|人类|助理|开发者)\s*)[:：]", re.IGNORECASE)
+    r"|(?:用户|系统|助手|人类|助理|开发者)\s*)[:：]",
+    re.IGNORECASE,
+)
 _FENCE = re.compile(r"`{3,}|~{3,}")
 _FULL_WIDTH = str.maketrans({"`": "｀", "~": "～", "<": "＜", ">": "＞", "#": "＃"})
 
@@ -130,7 +135,7 @@ def inert(text: str, limit: int | None = MAX_TEXT) -> str:
     """
     line = one_line(text)
     if limit is not None and len(line) > limit:
-        line = line[:limit - 1] + "…"
+        line = line[: limit - 1] + "…"
     line = _MARKER.sub(MARKER_STANDIN, line)
     line = _NOTICE.sub(NOTICE_STANDIN, line)
     line = _FENCE.sub(lambda m: m.group().translate(_FULL_WIDTH), line)
@@ -157,8 +162,9 @@ def reminder(plugin_scoped: bool, deposition: str) -> str:
     return f"{text}\n\n{SECRET_REPAIRED}" if deposition == "repaired" else text
 
 
-def session_start(rules: Sequence[Memory], plugin_scoped: bool, deposition: str,
-                  char_limit: int | None = None) -> str:
+def session_start(
+    rules: Sequence[Memory], plugin_scoped: bool, deposition: str, char_limit: int | None = None
+) -> str:
     """Rules by stored confidence, at most 50, within the host's injection limit if it has one."""
     shown = list(rules[:SESSION_RULE_LIMIT])
     over_cap = len(rules) - len(shown)
@@ -166,14 +172,14 @@ def session_start(rules: Sequence[Memory], plugin_scoped: bool, deposition: str,
     title = f"## 规则与偏好（共 {len(rules)} 条，必须遵守）\n\n"
     if not shown:
         return head + title + "（暂无）"
-    lines = [f"{i}. {inert(m.text)}（置信度 {fmt_confidence(m.confidence)}）"
-             for i, m in enumerate(shown, 1)]
+    lines = [f"{i}. {inert(m.text)}（置信度 {fmt_confidence(m.confidence)}）" for i, m in enumerate(shown, 1)]
     body = _fit(head + title, lines, over_cap, len(rules), char_limit)
     return body
 
 
 def _fit(prefix: str, lines: list[str], over_cap: int, total: int, char_limit: int | None) -> str:
     """List lines while they fit; say how many were left out and why."""
+
     def tail(listed: int) -> str:
         left = total - listed
         if left <= 0:
@@ -186,7 +192,7 @@ def _fit(prefix: str, lines: list[str], over_cap: int, total: int, char_limit: i
         text = prefix + "\n".join(lines[:count]) + tail(count)
         if char_limit is None or len(text) <= char_limit:
             return text
-    return prefix.rstrip()[:char_limit or None]
+    return prefix.rstrip()[: char_limit or None]
 
 
 def recall_block(rules: Sequence[RecallHit], projects: Sequence[RecallHit]) -> str:
@@ -197,7 +203,9 @@ def recall_block(rules: Sequence[RecallHit], projects: Sequence[RecallHit]) -> s
     for title, hits in (("规则", rules), ("项目事实", projects)):
         if hits:
             lines += ["", f"## {title}"]
-            lines += [f"- {inert(h.text)}（置信度 {fmt_confidence(h.confidence)}，相关度 {h.score:.2f}）"
-                      for h in hits]
+            lines += [
+                f"- {inert(h.text)}（置信度 {fmt_confidence(h.confidence)}，相关度 {h.score:.2f}）"
+                for h in hits
+            ]
     lines += ["", RECALL_FOOTER]
     return "\n".join(lines)

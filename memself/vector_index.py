@@ -90,11 +90,11 @@ class SyncResult:
 class VectorIndex:
     """The loaded index of one data directory. Not thread-safe; the engine owns one."""
 
-    def __init__(self, directory: Path, legacy_file: Path | None = None,
-                 paths: DataPaths | None = None) -> None:
+    def __init__(
+        self, directory: Path, legacy_file: Path | None = None, paths: DataPaths | None = None
+    ) -> None:
         self.directory = directory
-        self.legacy_file = legacy_file if legacy_file is not None else (
-            directory.parent / "embeddings.jsonl")
+        self.legacy_file = legacy_file if legacy_file is not None else (directory.parent / "embeddings.jsonl")
         # The index lives in <data dir>/index: its log lines belong to that data dir's log, never
         # to the default one (a benchmark or test on a temp index must not touch the user's).
         self._paths = paths or DataPaths(directory.parent)
@@ -109,8 +109,7 @@ class VectorIndex:
         return index
 
     @classmethod
-    def load(cls, directory: Path, legacy_file: Path | None = None,
-             mmap: bool = True) -> VectorIndex:
+    def load(cls, directory: Path, legacy_file: Path | None = None, mmap: bool = True) -> VectorIndex:
         index = cls(directory, legacy_file)
         index.reload(mmap=mmap)
         return index
@@ -200,8 +199,9 @@ class VectorIndex:
 
     # ------------------------------------------------------------------ writing
 
-    def sync(self, memories: Iterable[HasText], encoder: Encoder,
-             progress: Callable[[int], None] | None = None) -> SyncResult:
+    def sync(
+        self, memories: Iterable[HasText], encoder: Encoder, progress: Callable[[int], None] | None = None
+    ) -> SyncResult:
         """Make the index hold exactly ``memories`` (pass every memory of both groups).
 
         Only new or changed texts are encoded; ids not passed are dropped; a different model or
@@ -228,11 +228,17 @@ class VectorIndex:
         stale = base.stale(wanted) if usable else list(wanted)
         todo = [(mid, wanted[mid][0], wanted[mid][1]) for mid in stale if mid not in legacy]
         fresh = self._encode(todo, encoder, result, progress)
-        return self._commit(wanted, [fresh, legacy], [base] if usable else [], encoder, result,
-                            backup_stamp=None)
+        return self._commit(
+            wanted, [fresh, legacy], [base] if usable else [], encoder, result, backup_stamp=None
+        )
 
-    def rebuild(self, memories: Iterable[HasText], encoder: Encoder, now: datetime,
-                progress: Callable[[int], None] | None = None) -> SyncResult:
+    def rebuild(
+        self,
+        memories: Iterable[HasText],
+        encoder: Encoder,
+        now: datetime,
+        progress: Callable[[int], None] | None = None,
+    ) -> SyncResult:
         """Re-encode every memory; the previous files are kept in ``backup-<time>/``.
 
         ``progress(n)`` is told after each batch how many more memories were handled.
@@ -241,17 +247,20 @@ class VectorIndex:
         result = SyncResult(rebuilt_reason="requested")
         todo = [(mid, text, h) for mid, (text, h) in wanted.items()]
         fresh = self._encode(todo, encoder, result, progress)
-        return self._commit(wanted, [fresh], [], encoder, result,
-                            backup_stamp=now.strftime("%Y%m%dT%H%M%S"))
+        return self._commit(wanted, [fresh], [], encoder, result, backup_stamp=now.strftime("%Y%m%dT%H%M%S"))
 
     # ------------------------------------------------------------------ internals
 
     def _current_state(self) -> _State:
         return self._state
 
-    def _encode(self, todo: list[tuple[str, str, bytes]], encoder: Encoder,
-                result: SyncResult,
-                progress: Callable[[int], None] | None = None) -> dict[str, tuple[np.ndarray, bytes]]:
+    def _encode(
+        self,
+        todo: list[tuple[str, str, bytes]],
+        encoder: Encoder,
+        result: SyncResult,
+        progress: Callable[[int], None] | None = None,
+    ) -> dict[str, tuple[np.ndarray, bytes]]:
         """Encode in batches; a failing batch is retried text by text so one bad text fails alone.
 
         Texts of similar length go together (sorted by length): a batch is padded to its longest.
@@ -262,16 +271,14 @@ class VectorIndex:
         for start in range(0, len(todo), _BATCH):
             if progress is not None and start:
                 progress(_BATCH)  # the previous batch, told here: its body has several exits
-            batch = todo[start:start + _BATCH]
+            batch = todo[start : start + _BATCH]
             if streak >= _GIVE_UP_AFTER:
                 result.failed.extend(mid for mid, _, _ in batch)
                 continue
             try:
-                vecs = _checked(encoder.encode_passages([t for _, t, _ in batch]), len(batch),
-                                encoder.dim)
+                vecs = _checked(encoder.encode_passages([t for _, t, _ in batch]), len(batch), encoder.dim)
             except Exception as exc:  # any encoder failure must not cost a memory
-                log(self._paths, "index.encode_batch_failed", count=len(batch),
-                    error=type(exc).__name__)
+                log(self._paths, "index.encode_batch_failed", count=len(batch), error=type(exc).__name__)
                 vecs = None
             if vecs is not None:
                 for (mid, _, h), v in zip(batch, vecs, strict=True):
@@ -297,8 +304,9 @@ class VectorIndex:
         result.encoded = len(fresh)
         return fresh
 
-    def _legacy_rows(self, wanted: dict[str, tuple[str, bytes]], encoder: Encoder,
-                     result: SyncResult) -> dict[str, tuple[np.ndarray, bytes]]:
+    def _legacy_rows(
+        self, wanted: dict[str, tuple[str, bytes]], encoder: Encoder, result: SyncResult
+    ) -> dict[str, tuple[np.ndarray, bytes]]:
         """The original's vectors for memories still present, once, and only for bge-base-zh."""
         if encoder.model_id != LEGACY_MODEL or (self.directory / LEGACY_MARKER).exists():
             return {}
@@ -311,9 +319,15 @@ class VectorIndex:
             log(self._paths, "index.legacy_import", vectors=len(rows), used=len(out))
         return out
 
-    def _commit(self, wanted: dict[str, tuple[str, bytes]],
-                loose: list[dict[str, tuple[np.ndarray, bytes]]], states: list[_State],
-                encoder: Encoder, result: SyncResult, backup_stamp: str | None) -> SyncResult:
+    def _commit(
+        self,
+        wanted: dict[str, tuple[str, bytes]],
+        loose: list[dict[str, tuple[np.ndarray, bytes]]],
+        states: list[_State],
+        encoder: Encoder,
+        result: SyncResult,
+        backup_stamp: str | None,
+    ) -> SyncResult:
         """Under the lock: merge what we have with what is on disk now, write if it changed."""
         import numpy as np
 
@@ -321,10 +335,10 @@ class VectorIndex:
         with _locked(self.directory):
             disk = _read_state(self.directory, mmap=True)
             sources = ([disk] if backup_stamp is None and disk.usable_for(encoder) else []) + [
-                s for s in states if s.generation != disk.generation or not disk.usable_for(encoder)]
+                s for s in states if s.generation != disk.generation or not disk.usable_for(encoder)
+            ]
             # Keep the on-disk row order and append new ids: a re-sorted store is not a change.
-            order = [m for m in disk.id_list() if m in wanted] if sources and sources[0] is disk \
-                else []
+            order = [m for m in disk.id_list() if m in wanted] if sources and sources[0] is disk else []
             seen = set(order)
             order += [m for m in wanted if m not in seen]
             final_ids: list[str] = []
@@ -345,8 +359,13 @@ class VectorIndex:
                         final_ids.append(mid)
                         break
             result.removed = len(set(disk.id_list()) - set(final_ids)) if disk.model_id else 0
-            unchanged = (backup_stamp is None and sources and sources[0] is disk
-                         and not loose_rows and final_ids == disk.id_list())
+            unchanged = (
+                backup_stamp is None
+                and sources
+                and sources[0] is disk
+                and not loose_rows
+                and final_ids == disk.id_list()
+            )
             if unchanged:
                 self._set(disk)
                 return result
@@ -364,15 +383,23 @@ class VectorIndex:
                     vectors[dst] = np.asarray(sources[k].vectors)[src]
             for f, mid in enumerate(final_ids):
                 hashes[f] = wanted[mid][1]
-            state = _write_generation(self.directory, encoder, final_ids, vectors, hashes,
-                                      backup_stamp, result)
+            state = _write_generation(
+                self.directory, encoder, final_ids, vectors, hashes, backup_stamp, result
+            )
             if result.imported:
                 write_atomic(self.directory / LEGACY_MARKER, "imported\n")
             result.written = True
             self._set(state)
-            log(self._paths, "index.written", count=len(final_ids), encoded=result.encoded,
-                removed=result.removed, imported=result.imported, failed=len(result.failed),
-                reason=result.rebuilt_reason or "sync")
+            log(
+                self._paths,
+                "index.written",
+                count=len(final_ids),
+                encoded=result.encoded,
+                removed=result.removed,
+                imported=result.imported,
+                failed=len(result.failed),
+                reason=result.rebuilt_reason or "sync",
+            )
         return result
 
 
@@ -426,8 +453,15 @@ class _State:
 def _empty_state(problem: str = "") -> _State:
     import numpy as np
 
-    return _State(None, 0, "", np.zeros((0, 0), dtype=np.float32), np.zeros(0, dtype="U1"),
-                  np.zeros(0, dtype="S32"), problem)
+    return _State(
+        None,
+        0,
+        "",
+        np.zeros((0, 0), dtype=np.float32),
+        np.zeros(0, dtype="U1"),
+        np.zeros(0, dtype="S32"),
+        problem,
+    )
 
 
 def _read_header(directory: Path) -> object:
@@ -447,22 +481,24 @@ def _read_state(directory: Path, mmap: bool) -> _State:
         return _empty_state()
     try:
         if not isinstance(header, dict) or "_error" in header:
-            raise ValueError(header.get("_error", "header") if isinstance(header, dict)
-                             else "header")
+            raise ValueError(header.get("_error", "header") if isinstance(header, dict) else "header")
         if header.get("format") != FORMAT or header.get("version") != VERSION:
             raise ValueError("format/version")
         model, dim, count = header["model"], int(header["dim"]), int(header["count"])
         names = [str(header[k]) for k in ("vectors", "ids", "hashes")]
         if any("/" in n or "\\" in n or n.startswith(".") for n in names):
             raise ValueError("file name")
-        vectors = np.load(directory / names[0], mmap_mode="r" if mmap else None,
-                          allow_pickle=False)
+        vectors = np.load(directory / names[0], mmap_mode="r" if mmap else None, allow_pickle=False)
         ids = np.load(directory / names[1], allow_pickle=False)
         hashes = np.load(directory / names[2], allow_pickle=False)
         if vectors.dtype != np.float32 or vectors.shape != (count, dim):
             raise ValueError(f"vectors {vectors.dtype} {vectors.shape} != ({count}, {dim})")
-        if ids.shape != (count,) or hashes.shape != (count,) or ids.dtype.kind != "U" \
-                or hashes.dtype != np.dtype("S32"):
+        if (
+            ids.shape != (count,)
+            or hashes.shape != (count,)
+            or ids.dtype.kind != "U"
+            or hashes.dtype != np.dtype("S32")
+        ):
             raise ValueError("ids/hashes shape")
         if not isinstance(model, str) or not model or dim <= 0:
             raise ValueError("model/dim")
@@ -475,24 +511,36 @@ def _read_state(directory: Path, mmap: bool) -> _State:
     return state
 
 
-def _write_generation(directory: Path, encoder: Encoder, final_ids: list[str],
-                      vectors: np.ndarray, hashes: np.ndarray, backup_stamp: str | None,
-                      result: SyncResult) -> _State:
+def _write_generation(
+    directory: Path,
+    encoder: Encoder,
+    final_ids: list[str],
+    vectors: np.ndarray,
+    hashes: np.ndarray,
+    backup_stamp: str | None,
+    result: SyncResult,
+) -> _State:
     """Write the arrays, back up the old generation if asked, then switch the header."""
     import numpy as np
 
     gen = secrets.token_hex(6)
     ids = np.array(final_ids, dtype=f"U{max([len(m) for m in final_ids] + [1])}")
-    names = {"vectors": f"vectors-{gen}.npy", "ids": f"ids-{gen}.npy",
-             "hashes": f"hashes-{gen}.npy"}
+    names = {"vectors": f"vectors-{gen}.npy", "ids": f"ids-{gen}.npy", "hashes": f"hashes-{gen}.npy"}
     for key, array in (("vectors", vectors), ("ids", ids), ("hashes", hashes)):
         _save_npy(directory / names[key], array)
     # The old files are still live until the header switches, so the backup links them rather
     # than moving them: a reader never finds the index missing.
     if backup_stamp is not None:
         result.backup = _backup(directory, backup_stamp, exclude=gen)
-    header = {"format": FORMAT, "version": VERSION, "model": encoder.model_id,
-              "dim": encoder.dim, "count": len(final_ids), "generation": gen, **names}
+    header = {
+        "format": FORMAT,
+        "version": VERSION,
+        "model": encoder.model_id,
+        "dim": encoder.dim,
+        "count": len(final_ids),
+        "generation": gen,
+        **names,
+    }
     write_atomic(directory / HEADER, json.dumps(header, ensure_ascii=False, indent=2) + "\n")
     _remove_other_generations(directory, gen)
     return _State(encoder.model_id, encoder.dim, gen, vectors, ids, hashes)
@@ -524,14 +572,20 @@ def _remove_other_generations(directory: Path, keep: str) -> None:
 
 
 def _is_array_file(path: Path) -> bool:
-    return path.is_file() and path.suffix == ".npy" and \
-        path.name.split("-", 1)[0] in {"vectors", "ids", "hashes"}
+    return (
+        path.is_file()
+        and path.suffix == ".npy"
+        and path.name.split("-", 1)[0] in {"vectors", "ids", "hashes"}
+    )
 
 
 def _backup(directory: Path, stamp: str, exclude: str) -> Path | None:
     """Hard-link (or copy) the current header and arrays into ``backup-<stamp>/``; keep a few."""
-    files = [p for p in directory.iterdir()
-             if p.name == HEADER or (_is_array_file(p) and not p.stem.endswith(f"-{exclude}"))]
+    files = [
+        p
+        for p in directory.iterdir()
+        if p.name == HEADER or (_is_array_file(p) and not p.stem.endswith(f"-{exclude}"))
+    ]
     if not files:
         return None
     target = directory / f"backup-{stamp}"
@@ -545,8 +599,10 @@ def _backup(directory: Path, stamp: str, exclude: str) -> Path | None:
             os.link(path, target / path.name)
         except OSError:
             shutil.copy2(path, target / path.name)
-    backups = sorted((p for p in directory.iterdir() if p.is_dir() and p.name.startswith("backup-")),
-                     key=lambda p: p.stat().st_mtime_ns)
+    backups = sorted(
+        (p for p in directory.iterdir() if p.is_dir() and p.name.startswith("backup-")),
+        key=lambda p: p.stat().st_mtime_ns,
+    )
     for old in backups[:-KEEP_BACKUPS]:
         shutil.rmtree(old, ignore_errors=True)
     return target
@@ -562,8 +618,9 @@ def _locked(directory: Path) -> Any:
         with lock:
             yield
     except Timeout as exc:
-        raise LockTimeout(f"向量索引正被另一个进程写入（等待 {LOCK_TIMEOUT_S:.0f} 秒仍未释放）："
-                          f"{directory}") from exc
+        raise LockTimeout(
+            f"向量索引正被另一个进程写入（等待 {LOCK_TIMEOUT_S:.0f} 秒仍未释放）：{directory}"
+        ) from exc
 
 
 # ---------------------------------------------------------------------- helpers

@@ -130,8 +130,12 @@ def _strs(value: object, what: str) -> tuple[str, ...]:
 def _parse_dev(data: dict[str, Any], source: str) -> CaseSet:
     memories: list[CaseMemory] = []
     for i, raw in enumerate(data.get("memories") or []):
-        if not isinstance(raw, dict) or raw.get("group") not in GROUPS \
-                or not isinstance(raw.get("text"), str) or not isinstance(raw.get("key"), str):
+        if (
+            not isinstance(raw, dict)
+            or raw.get("group") not in GROUPS
+            or not isinstance(raw.get("text"), str)
+            or not isinstance(raw.get("key"), str)
+        ):
             raise InvalidInput(f"用例文件格式错误：memories[{i}] 需要 key、group（rule/project）和 text")
         memories.append(CaseMemory(raw["key"], raw["group"], raw["text"]))
     keys = {m.key for m in memories}
@@ -155,33 +159,38 @@ def _parse_dev(data: dict[str, Any], source: str) -> CaseSet:
     single = []
     for i, raw in enumerate(data.get("single_memory") or []):
         mem = raw.get("memory") if isinstance(raw, dict) else None
-        if not isinstance(mem, dict) or mem.get("group") not in GROUPS \
-                or not isinstance(mem.get("text"), str):
+        if (
+            not isinstance(mem, dict)
+            or mem.get("group") not in GROUPS
+            or not isinstance(mem.get("text"), str)
+        ):
             raise InvalidInput(f"用例文件格式错误：single_memory[{i}].memory 需要 group 和 text")
-        single.append(SingleCase(
-            CaseMemory(f"single-{i + 1}", mem["group"], mem["text"]),
-            _strs(raw.get("relevant") or [], f"single_memory[{i}].relevant"),
-            _strs(raw.get("irrelevant") or [], f"single_memory[{i}].irrelevant")
-            if raw.get("irrelevant") else ()))
-    return CaseSet("dev", source, tuple(memories), tuple(relevant), tuple(irrelevant),
-                   tuple(single))
+        single.append(
+            SingleCase(
+                CaseMemory(f"single-{i + 1}", mem["group"], mem["text"]),
+                _strs(raw.get("relevant") or [], f"single_memory[{i}].relevant"),
+                _strs(raw.get("irrelevant") or [], f"single_memory[{i}].irrelevant")
+                if raw.get("irrelevant")
+                else (),
+            )
+        )
+    return CaseSet("dev", source, tuple(memories), tuple(relevant), tuple(irrelevant), tuple(single))
 
 
 def _parse_original(data: dict[str, Any], source: str) -> CaseSet:
     relevant = []
     for i, pair in enumerate(data.get("relevant") or []):
-        if not (isinstance(pair, list) and len(pair) == 2
-                and all(isinstance(p, str) and p for p in pair)):
-            raise InvalidInput(f"用例文件格式错误：relevant[{i}] 应为 [\"输入\", \"期望记忆片段\"]")
+        if not (isinstance(pair, list) and len(pair) == 2 and all(isinstance(p, str) and p for p in pair)):
+            raise InvalidInput(f'用例文件格式错误：relevant[{i}] 应为 ["输入", "期望记忆片段"]')
         relevant.append(RelevantCase(pair[0], (pair[1],)))
     raw_irr = data.get("irrelevant")
     prompts = _strs(raw_irr, "irrelevant") if raw_irr is not None else BUILTIN_IRRELEVANT
     min_hit = data.get("minHit")
-    if min_hit is not None and (not isinstance(min_hit, int) or isinstance(min_hit, bool)
-                                or min_hit < 0):
+    if min_hit is not None and (not isinstance(min_hit, int) or isinstance(min_hit, bool) or min_hit < 0):
         raise InvalidInput("用例文件格式错误：minHit 必须是非负整数")
-    return CaseSet("original", source, (), tuple(relevant),
-                   tuple(IrrelevantCase(p) for p in prompts), (), min_hit)
+    return CaseSet(
+        "original", source, (), tuple(relevant), tuple(IrrelevantCase(p) for p in prompts), (), min_hit
+    )
 
 
 # ------------------------------------------------------------------------------------ results
@@ -191,8 +200,8 @@ def _parse_original(data: dict[str, Any], source: str) -> CaseSet:
 class Miss:
     prompt: str
     expected: tuple[str, ...]
-    got: tuple[str, ...]       # what the group returned (texts)
-    best_expected: float       # ungated score of the best expected memory
+    got: tuple[str, ...]  # what the group returned (texts)
+    best_expected: float  # ungated score of the best expected memory
     top1: float | None
 
 
@@ -281,8 +290,9 @@ class _Scored:
     by_group: dict[str, list[tuple[Memory, float]]]  # best first
 
 
-def _score_pool(recaller: Recaller, prompts: Sequence[str], pool: Sequence[Memory],
-                matrix: np.ndarray) -> list[_Scored]:
+def _score_pool(
+    recaller: Recaller, prompts: Sequence[str], pool: Sequence[Memory], matrix: np.ndarray
+) -> list[_Scored]:
     out = []
     prepared = RecallPool(pool)  # one lexical index for all prompts
     for prompt in prompts:
@@ -298,7 +308,7 @@ def _score_pool(recaller: Recaller, prompts: Sequence[str], pool: Sequence[Memor
 
 def _kept(scored: _Scored, group: str, floor: float, params: GateParams) -> list[Memory]:
     # Only the top k (and top2, for the margin) of a ranked group can matter to the gate.
-    head = scored.by_group[group][:max(params.top_k, 2)]
+    head = scored.by_group[group][: max(params.top_k, 2)]
     return [m for m, _ in gate_explained(head, floor, params.margin, params.top_k).kept]
 
 
@@ -309,8 +319,14 @@ def _floor_grid(values: Sequence[float]) -> list[float]:
     return sorted(grid)
 
 
-def run_cases(cases: CaseSet, recaller: Recaller, params: GateParams, now: datetime,
-              pool: Sequence[Memory] = (), model: str = "") -> VerifyResult:
+def run_cases(
+    cases: CaseSet,
+    recaller: Recaller,
+    params: GateParams,
+    now: datetime,
+    pool: Sequence[Memory] = (),
+    model: str = "",
+) -> VerifyResult:
     """Score every case once, gate at the configured floors, sweep the floors, check targets.
 
     ``pool`` is used only for the original format (the user's active memories, read only).
@@ -329,24 +345,28 @@ def run_cases(cases: CaseSet, recaller: Recaller, params: GateParams, now: datet
         """Ids of this case's expected memories in ``group``."""
         if cases.fmt == "dev":
             return {by_key[k].id for k in case.expect if by_key[k].category == group}
-        return {m.id for m in memories if m.category == group
-                and any(frag in m.text for frag in case.expect)}
+        return {m.id for m in memories if m.category == group and any(frag in m.text for frag in case.expect)}
 
     single: list[tuple[str, list[_Scored], list[_Scored]]] = []
     for sc in cases.single:
         mem = Memory.create(sc.memory.text, sc.memory.group, now)
         vec = encode_memories(recaller.encoder, [mem.text])
-        single.append((mem.category, _score_pool(recaller, sc.relevant, [mem], vec),
-                       _score_pool(recaller, sc.irrelevant, [mem], vec)))
+        single.append(
+            (
+                mem.category,
+                _score_pool(recaller, sc.relevant, [mem], vec),
+                _score_pool(recaller, sc.irrelevant, [mem], vec),
+            )
+        )
 
-    groups = {g: _group_report(g, params.floors[g], cases, rel, irr, single, expected, params)
-              for g in GROUPS}
+    groups = {
+        g: _group_report(g, params.floors[g], cases, rel, irr, single, expected, params) for g in GROUPS
+    }
     sweep, best = {}, {}
     for g in GROUPS:
         head = max(params.top_k, 1)
         scores = [s for sc in rel + irr for _, s in sc.by_group[g][:head]]
-        scores += [s for grp, r, i in single if grp == g
-                   for sc in r + i for _, s in sc.by_group[g][:head]]
+        scores += [s for grp, r, i in single if grp == g for sc in r + i for _, s in sc.by_group[g][:head]]
         points = []
         for floor in _floor_grid(scores):
             rep = _group_report(g, floor, cases, rel, irr, single, expected, params, detail=False)
@@ -363,9 +383,17 @@ def run_cases(cases: CaseSet, recaller: Recaller, params: GateParams, now: datet
     return result
 
 
-def _group_report(group: str, floor: float, cases: CaseSet, rel: list[_Scored],
-                  irr: list[_Scored], single: list[tuple[str, list[_Scored], list[_Scored]]],
-                  expected: Any, params: GateParams, detail: bool = True) -> GroupReport:
+def _group_report(
+    group: str,
+    floor: float,
+    cases: CaseSet,
+    rel: list[_Scored],
+    irr: list[_Scored],
+    single: list[tuple[str, list[_Scored], list[_Scored]]],
+    expected: Any,
+    params: GateParams,
+    detail: bool = True,
+) -> GroupReport:
     rep = GroupReport(group, floor)
     for case, scored in zip(cases.relevant, rel, strict=True):
         want = expected(case, group)
@@ -378,9 +406,15 @@ def _group_report(group: str, floor: float, cases: CaseSet, rel: list[_Scored],
         elif detail:
             ranked = scored.by_group[group]
             best = max((s for m, s in ranked if m.id in want), default=float("nan"))
-            rep.misses.append(Miss(case.prompt, tuple(m.text for m, _ in ranked if m.id in want),
-                                   tuple(m.text for m in kept), best,
-                                   ranked[0][1] if ranked else None))
+            rep.misses.append(
+                Miss(
+                    case.prompt,
+                    tuple(m.text for m, _ in ranked if m.id in want),
+                    tuple(m.text for m in kept),
+                    best,
+                    ranked[0][1] if ranked else None,
+                )
+            )
     for case, scored in zip(cases.irrelevant, irr, strict=True):
         rep.irrelevant += 1
         kept = _kept(scored, group, floor, params)
@@ -399,8 +433,7 @@ def _group_report(group: str, floor: float, cases: CaseSet, rel: list[_Scored],
     return rep
 
 
-def _best_line(points: list[SweepPoint], cases: int, irrelevant: int,
-               limit: float) -> SweepPoint | None:
+def _best_line(points: list[SweepPoint], cases: int, irrelevant: int, limit: float) -> SweepPoint | None:
     """Most hits with leaks within the limit; then fewest leaks; then the middle of that run of
     floors (the robust choice: equally far from both edges of the plateau)."""
     allowed = [p for p in points if not irrelevant or p.leaks <= limit * irrelevant + 1e-9]
@@ -428,8 +461,10 @@ def single_goal_lines(result: VerifyResult) -> tuple[SweepPoint, SweepPoint] | N
         for project in result.sweep["project"]:
             if rule.single_hits + project.single_hits < need:
                 continue
-            worse = max(rule.leaks / (LEAK_LIMIT["rule"] * irrelevant["rule"]),
-                        project.leaks / (LEAK_LIMIT["project"] * irrelevant["project"]))
+            worse = max(
+                rule.leaks / (LEAK_LIMIT["rule"] * irrelevant["rule"]),
+                project.leaks / (LEAK_LIMIT["project"] * irrelevant["project"]),
+            )
             key = (worse, -(rule.hits + project.hits))
             if best is None or key < best[0]:
                 best = (key, rule, project)
@@ -440,18 +475,29 @@ def _targets(result: VerifyResult) -> list[Target]:
     out = []
     for g in ("project", "rule"):
         rep = result.groups[g]
-        out.append(Target(f"{g}-hits", rep.hit_rate, HIT_GOAL[g], False,
-                          rep.cases > 0 and rep.hit_rate >= HIT_GOAL[g]))
-        out.append(Target(f"{g}-leaks", rep.leak_rate, LEAK_LIMIT[g], True,
-                          rep.leak_rate <= LEAK_LIMIT[g] + 1e-9))
+        out.append(
+            Target(
+                f"{g}-hits", rep.hit_rate, HIT_GOAL[g], False, rep.cases > 0 and rep.hit_rate >= HIT_GOAL[g]
+            )
+        )
+        out.append(
+            Target(f"{g}-leaks", rep.leak_rate, LEAK_LIMIT[g], True, rep.leak_rate <= LEAK_LIMIT[g] + 1e-9)
+        )
     rate = result.single_hits / result.single_cases if result.single_cases else 0.0
-    out.append(Target("single-hits", rate, SINGLE_GOAL, False,
-                      result.single_cases > 0 and rate >= SINGLE_GOAL))
+    out.append(
+        Target("single-hits", rate, SINGLE_GOAL, False, result.single_cases > 0 and rate >= SINGLE_GOAL)
+    )
     return out
 
 
-def _original_summary(result: VerifyResult, cases: CaseSet, rel: list[_Scored],
-                      irr: list[_Scored], memories: Sequence[Memory], params: GateParams) -> None:
+def _original_summary(
+    result: VerifyResult,
+    cases: CaseSet,
+    rel: list[_Scored],
+    irr: list[_Scored],
+    memories: Sequence[Memory],
+    params: GateParams,
+) -> None:
     """The original's pass rule: a relevant input passes when a hit's text contains its fragment;
     an irrelevant input with any project hit is harmful."""
     result.min_hit = cases.min_hit
@@ -465,8 +511,14 @@ def _original_summary(result: VerifyResult, cases: CaseSet, rel: list[_Scored],
     result.harmful = sum(bool(_kept(s, "project", params.floors["project"], params)) for s in irr)
 
 
-def run_verify(cases_path: Path, recaller: Recaller, params: GateParams, now: datetime,
-               pool: Sequence[Memory] = (), model: str = "") -> VerifyResult:
+def run_verify(
+    cases_path: Path,
+    recaller: Recaller,
+    params: GateParams,
+    now: datetime,
+    pool: Sequence[Memory] = (),
+    model: str = "",
+) -> VerifyResult:
     """Load ``cases_path`` and run it (the CLI's entry point)."""
     return run_cases(load_cases(cases_path), recaller, params, now, pool, model)
 
@@ -481,33 +533,43 @@ def _pct(n: int, d: int) -> str:
 def render_text(result: VerifyResult, max_items: int = 8) -> str:
     """The human report, in Chinese."""
     p = result.params
-    lines = [f"召回验证：{result.source}（模型 {result.model or '未知'}）",
-             f"当前阈值：规则 {p.floors['rule']:g}，项目事实 {p.floors['project']:g}，"
-             f"margin {p.margin:g}，每组最多 {p.top_k} 条", ""]
+    lines = [
+        f"召回验证：{result.source}（模型 {result.model or '未知'}）",
+        f"当前阈值：规则 {p.floors['rule']:g}，项目事实 {p.floors['project']:g}，"
+        f"margin {p.margin:g}，每组最多 {p.top_k} 条",
+        "",
+    ]
     if result.fmt == "original":
         need = result.relevant_total if result.min_hit is None else result.min_hit
-        lines.append(f"相关输入命中 {result.relevant_hits}/{result.relevant_total}（要求 ≥ {need}）；"
-                     f"无关输入带出项目事实 {result.harmful} 条（要求 0）")
+        lines.append(
+            f"相关输入命中 {result.relevant_hits}/{result.relevant_total}（要求 ≥ {need}）；"
+            f"无关输入带出项目事实 {result.harmful} 条（要求 0）"
+        )
         if result.unmatched:
             lines.append("以下期望片段不在任何记忆里：" + "、".join(result.unmatched[:max_items]))
     for g in ("project", "rule"):
         rep = result.groups[g]
         name = GROUP_NAMES[g]
-        lines.append(f"【{name}】相关命中 {_pct(rep.hits, rep.cases)}，"
-                     f"无关输入泄漏 {_pct(rep.leaks, rep.irrelevant)}"
-                     + (f"，单条记忆命中 {_pct(rep.single_hits, rep.single_cases)}"
-                        if rep.single_cases else ""))
+        lines.append(
+            f"【{name}】相关命中 {_pct(rep.hits, rep.cases)}，"
+            f"无关输入泄漏 {_pct(rep.leaks, rep.irrelevant)}"
+            + (f"，单条记忆命中 {_pct(rep.single_hits, rep.single_cases)}" if rep.single_cases else "")
+        )
         for miss in rep.misses[:max_items]:
-            lines.append(f"  未命中：{miss.prompt}（期望记忆最高分 {miss.best_expected:.3f}，"
-                         f"本组第一 {miss.top1 if miss.top1 is None else round(miss.top1, 3)}）")
+            lines.append(
+                f"  未命中：{miss.prompt}（期望记忆最高分 {miss.best_expected:.3f}，"
+                f"本组第一 {miss.top1 if miss.top1 is None else round(miss.top1, 3)}）"
+            )
         for leak in rep.leaked[:max_items]:
             tag = "（近邻干扰）" if leak.near else ""
             lines.append(f"  泄漏{tag}：{leak.prompt} → {leak.texts[0][:40]}")
         best = result.best[g]
         if best is not None:
-            lines.append(f"  阈值扫描：泄漏不超过 {LEAK_LIMIT[g]:.0%} 时最好的线是 {best.floor:.3f}，"
-                         f"命中 {_pct(best.hits, rep.cases)}，泄漏 {_pct(best.leaks, rep.irrelevant)}"
-                         + (f"，单条 {best.single_hits}/{rep.single_cases}" if rep.single_cases else ""))
+            lines.append(
+                f"  阈值扫描：泄漏不超过 {LEAK_LIMIT[g]:.0%} 时最好的线是 {best.floor:.3f}，"
+                f"命中 {_pct(best.hits, rep.cases)}，泄漏 {_pct(best.leaks, rep.irrelevant)}"
+                + (f"，单条 {best.single_hits}/{rep.single_cases}" if rep.single_cases else "")
+            )
         else:
             lines.append(f"  阈值扫描：没有哪条线能把泄漏压到 {LEAK_LIMIT[g]:.0%} 以内")
         lines.append("")
@@ -523,20 +585,25 @@ def render_text(result: VerifyResult, max_items: int = 8) -> str:
                     f"  要让单条记忆达到 {SINGLE_GOAL:.0%}，泄漏最少的组合是规则线 {rule.floor:.3f}"
                     f"（无关输入泄漏 {_pct(rule.leaks, result.groups['rule'].irrelevant)}）、"
                     f"项目事实线 {project.floor:.3f}"
-                    f"（无关输入泄漏 {_pct(project.leaks, result.groups['project'].irrelevant)}）")
+                    f"（无关输入泄漏 {_pct(project.leaks, result.groups['project'].irrelevant)}）"
+                )
     if result.targets:
         lines.append("目标：")
         for t in result.targets:
             sign = "≤" if t.at_most else "≥"
-            lines.append(f"  {'✓' if t.met else '✗'} {_TARGET_NAMES[t.name]} {t.value:.0%}"
-                         f"（目标 {sign} {t.goal:.0%}）")
+            lines.append(
+                f"  {'✓' if t.met else '✗'} {_TARGET_NAMES[t.name]} {t.value:.0%}（目标 {sign} {t.goal:.0%}）"
+            )
     lines.append("结论：" + ("通过" if result.passed else "未通过"))
     return "\n".join(lines)
 
 
 _TARGET_NAMES = {
-    "project-hits": "项目事实命中率", "project-leaks": "项目事实泄漏率",
-    "rule-hits": "规则命中率", "rule-leaks": "规则泄漏率", "single-hits": "单条记忆命中率",
+    "project-hits": "项目事实命中率",
+    "project-leaks": "项目事实泄漏率",
+    "rule-hits": "规则命中率",
+    "rule-leaks": "规则泄漏率",
+    "single-hits": "单条记忆命中率",
 }
 
 
@@ -544,40 +611,71 @@ def _goal_lines_json(result: VerifyResult) -> dict[str, Any] | None:
     needed = single_goal_lines(result)
     if needed is None:
         return None
-    return {g: {"floor": p.floor, "hits": p.hits, "leaks": p.leaks, "singleHits": p.single_hits}
-            for g, p in zip(("rule", "project"), needed, strict=True)}
+    return {
+        g: {"floor": p.floor, "hits": p.hits, "leaks": p.leaks, "singleHits": p.single_hits}
+        for g, p in zip(("rule", "project"), needed, strict=True)
+    }
 
 
 def render_json(result: VerifyResult) -> dict[str, Any]:
     """The ``--json`` form: counts, the sweep's best lines, targets and the verdict."""
+
     def group(rep: GroupReport) -> dict[str, Any]:
         best = result.best[rep.group]
         return {
-            "floor": rep.floor, "cases": rep.cases, "hits": rep.hits,
-            "irrelevant": rep.irrelevant, "leaks": rep.leaks,
-            "singleCases": rep.single_cases, "singleHits": rep.single_hits,
+            "floor": rep.floor,
+            "cases": rep.cases,
+            "hits": rep.hits,
+            "irrelevant": rep.irrelevant,
+            "leaks": rep.leaks,
+            "singleCases": rep.single_cases,
+            "singleHits": rep.single_hits,
             "singleLeaks": rep.single_leaks,
-            "misses": [{"prompt": m.prompt, "bestExpected": round(m.best_expected, 4),
-                        "top1": None if m.top1 is None else round(m.top1, 4)} for m in rep.misses],
-            "leaked": [{"prompt": lk.prompt, "texts": list(lk.texts), "near": lk.near}
-                       for lk in rep.leaked],
-            "best": None if best is None else {"floor": best.floor, "hits": best.hits,
-                                               "leaks": best.leaks, "singleHits": best.single_hits},
+            "misses": [
+                {
+                    "prompt": m.prompt,
+                    "bestExpected": round(m.best_expected, 4),
+                    "top1": None if m.top1 is None else round(m.top1, 4),
+                }
+                for m in rep.misses
+            ],
+            "leaked": [{"prompt": lk.prompt, "texts": list(lk.texts), "near": lk.near} for lk in rep.leaked],
+            "best": None
+            if best is None
+            else {
+                "floor": best.floor,
+                "hits": best.hits,
+                "leaks": best.leaks,
+                "singleHits": best.single_hits,
+            },
             "sweep": [[p.floor, p.hits, p.leaks, p.single_hits] for p in result.sweep[rep.group]],
         }
 
     out: dict[str, Any] = {
-        "format": result.fmt, "source": result.source, "model": result.model,
-        "topK": result.params.top_k, "margin": result.params.margin,
-        "rule": group(result.groups["rule"]), "project": group(result.groups["project"]),
-        "single": {"cases": result.single_cases, "hits": result.single_hits,
-                   "goalLines": _goal_lines_json(result)},
-        "targets": [{"name": t.name, "value": round(t.value, 4), "goal": t.goal,
-                     "atMost": t.at_most, "met": t.met} for t in result.targets],
+        "format": result.fmt,
+        "source": result.source,
+        "model": result.model,
+        "topK": result.params.top_k,
+        "margin": result.params.margin,
+        "rule": group(result.groups["rule"]),
+        "project": group(result.groups["project"]),
+        "single": {
+            "cases": result.single_cases,
+            "hits": result.single_hits,
+            "goalLines": _goal_lines_json(result),
+        },
+        "targets": [
+            {"name": t.name, "value": round(t.value, 4), "goal": t.goal, "atMost": t.at_most, "met": t.met}
+            for t in result.targets
+        ],
         "passed": result.passed,
     }
     if result.fmt == "original":
-        out["original"] = {"relevant": result.relevant_total, "hits": result.relevant_hits,
-                           "minHit": result.min_hit, "harmful": result.harmful,
-                           "unmatched": result.unmatched}
+        out["original"] = {
+            "relevant": result.relevant_total,
+            "hits": result.relevant_hits,
+            "minHit": result.min_hit,
+            "harmful": result.harmful,
+            "unmatched": result.unmatched,
+        }
     return out

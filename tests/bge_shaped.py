@@ -23,10 +23,12 @@ VOCAB_SIZE = 21128
 TINY = {"layers": 2, "hidden": 32, "heads": 2, "ffn": 64, "init": 0.5}
 BASE = {"layers": 12, "hidden": 768, "heads": 12, "ffn": 3072, "init": 0.02}
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-_WORDS = ("the and for you that with this are not use code test file run commit build deploy "
-          "config error return function class import value data user model memory rule project "
-          "python go java rust git npm api http json yaml docker server client cache index query "
-          "ing ed er ly tion ment able s es").split()
+_WORDS = (
+    "the and for you that with this are not use code test file run commit build deploy "
+    "config error return function class import value data user model memory rule project "
+    "python go java rust git npm api http json yaml docker server client cache index query "
+    "ing ed er ly tion ment able s es"
+).split()
 
 
 def wordpiece_vocab(size: int = VOCAB_SIZE) -> list[str]:
@@ -62,32 +64,51 @@ def build(out: Path, shape: dict[str, float] = TINY, pooling: str = "cls", seed:
     raw.mkdir(exist_ok=True)
     vocab = wordpiece_vocab()
     (raw / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
-    tok = Tokenizer(models.WordPiece({p: i for i, p in enumerate(vocab)}, unk_token="[UNK]",
-                                     max_input_chars_per_word=100))
-    tok.normalizer = normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=True,
-                                                strip_accents=None, lowercase=True)
+    tok = Tokenizer(
+        models.WordPiece({p: i for i, p in enumerate(vocab)}, unk_token="[UNK]", max_input_chars_per_word=100)
+    )
+    tok.normalizer = normalizers.BertNormalizer(
+        clean_text=True, handle_chinese_chars=True, strip_accents=None, lowercase=True
+    )
     tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     cls, sep = vocab.index("[CLS]"), vocab.index("[SEP]")
     tok.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
-        special_tokens=[("[CLS]", cls), ("[SEP]", sep)])
+        single="[CLS] $A [SEP]",
+        pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+        special_tokens=[("[CLS]", cls), ("[SEP]", sep)],
+    )
     tok.decoder = decoders.WordPiece(prefix="##")
-    fast = BertTokenizerFast(tokenizer_object=tok, vocab_file=str(raw / "vocab.txt"),
-                             do_lower_case=True, tokenize_chinese_chars=True,
-                             unk_token="[UNK]", sep_token="[SEP]", pad_token="[PAD]",
-                             cls_token="[CLS]", mask_token="[MASK]", model_max_length=512)
+    fast = BertTokenizerFast(
+        tokenizer_object=tok,
+        vocab_file=str(raw / "vocab.txt"),
+        do_lower_case=True,
+        tokenize_chinese_chars=True,
+        unk_token="[UNK]",
+        sep_token="[SEP]",
+        pad_token="[PAD]",
+        cls_token="[CLS]",
+        mask_token="[MASK]",
+        model_max_length=512,
+    )
     fast.save_pretrained(str(raw))
     torch.manual_seed(seed)
-    config = BertConfig(vocab_size=len(vocab), hidden_size=int(shape["hidden"]),
-                        num_hidden_layers=int(shape["layers"]),
-                        num_attention_heads=int(shape["heads"]),
-                        intermediate_size=int(shape["ffn"]), max_position_embeddings=512,
-                        type_vocab_size=2, pad_token_id=0, initializer_range=shape["init"])
+    config = BertConfig(
+        vocab_size=len(vocab),
+        hidden_size=int(shape["hidden"]),
+        num_hidden_layers=int(shape["layers"]),
+        num_attention_heads=int(shape["heads"]),
+        intermediate_size=int(shape["ffn"]),
+        max_position_embeddings=512,
+        type_vocab_size=2,
+        pad_token_id=0,
+        initializer_range=shape["init"],
+    )
     BertModel(config, add_pooling_layer=False).save_pretrained(str(raw))
     transformer = Transformer(str(raw), max_seq_length=512, model_kwargs={"add_pooling_layer": False})
     dim = int(shape["hidden"])
-    st = SentenceTransformer(modules=[transformer, Pooling(dim, pooling_mode=pooling), Normalize()],
-                             device="cpu")
+    st = SentenceTransformer(
+        modules=[transformer, Pooling(dim, pooling_mode=pooling), Normalize()], device="cpu"
+    )
     folder = out / "st"
     st.save(str(folder))
     return folder

@@ -13,8 +13,15 @@ pytest_plugins = ["tests.model_fixtures"]
 
 REAL_HOME = Path(os.path.expanduser("~")).resolve()
 REPO_ROOT = Path(__file__).resolve().parent.parent
-_HOST_DIRS = (".memory-self-evolution", ".claude", ".claude.json", ".cursor", ".codebuddy",
-              ".workbuddy", ".codebuddy.json")
+_HOST_DIRS = (
+    ".memory-self-evolution",
+    ".claude",
+    ".claude.json",
+    ".cursor",
+    ".codebuddy",
+    ".workbuddy",
+    ".codebuddy.json",
+)
 _violations: list[str] = []
 _guard_active = False
 
@@ -42,7 +49,8 @@ def _audit(event: str, args: tuple) -> None:
         mode = args[1] if len(args) > 1 else "r"
         flags = args[2] if len(args) > 2 else 0
         writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
-            isinstance(flags, int) and flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT))
+            isinstance(flags, int) and flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT)
+        )
         if _is_under_real_home(path):
             _violations.append(f"{'write' if writing else 'read'} {path}")
     elif event in {"os.mkdir", "os.rename", "os.remove", "os.rmdir", "os.chmod"} and args:
@@ -71,8 +79,14 @@ def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[P
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("MEMSELF_HOME", str(home / ".memory-self-evolution"))
     monkeypatch.setenv("USERPROFILE", str(home))
-    for var in ("CURSOR_VERSION", "CLAUDECODE", "CLAUDE_CODE_SESSION_ID", "CODEBUDDY_PROJECT_DIR",
-                "MEMORY_CLAUDE_BIN", "HF_ENDPOINT"):
+    for var in (
+        "CURSOR_VERSION",
+        "CLAUDECODE",
+        "CLAUDE_CODE_SESSION_ID",
+        "CODEBUDDY_PROJECT_DIR",
+        "MEMORY_CLAUDE_BIN",
+        "HF_ENDPOINT",
+    ):
         monkeypatch.delenv(var, raising=False)
     before = _real_home_stamp()
     _violations.clear()

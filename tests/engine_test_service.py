@@ -38,8 +38,11 @@ class EngineTestService:
         if op == "echo":
             return {"echo": payload, "pid": os.getpid(), "reloads": self.reloads}
         if op == "recall":
-            return {"rules": [{"id": "r1", "text": "回答用中文", "score": 0.9}],
-                    "text_len": len(payload.get("text", "")), "pid": os.getpid()}
+            return {
+                "rules": [{"id": "r1", "text": "回答用中文", "score": 0.9}],
+                "text_len": len(payload.get("text", "")),
+                "pid": os.getpid(),
+            }
         if op == "sleep":
             time.sleep(float(payload.get("s", 1)))
             return {"slept": payload.get("s", 1)}

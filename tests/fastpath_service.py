@@ -14,9 +14,11 @@ from memself.paths import DataPaths
 
 def scripted_core(event: HookEvent, now: datetime, paths: DataPaths) -> HookReply:
     """What the engine answers: everything the hook process forwarded, visible in the text."""
-    return HookReply(context=f"engine pid={os.getpid()} kind={event.kind.value} "
-                             f"prompt={event.prompt} cwd={event.cwd} now={now.isoformat()} "
-                             f"session={event.session_key}")
+    return HookReply(
+        context=f"engine pid={os.getpid()} kind={event.kind.value} "
+        f"prompt={event.prompt} cwd={event.cwd} now={now.isoformat()} "
+        f"session={event.session_key}"
+    )
 
 
 class FastPathService:

@@ -28,14 +28,31 @@ def write_records(store: MemoryStore, group: str, records: list[dict]) -> None:
     path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), "utf-8")
 
 
-def record(mem_id: str, text: str, conf: float, group: str = "rule", last: datetime = T0,
-           created: datetime | None = None, deprecated: bool = False, **extra: object) -> dict:
+def record(
+    mem_id: str,
+    text: str,
+    conf: float,
+    group: str = "rule",
+    last: datetime = T0,
+    created: datetime | None = None,
+    deprecated: bool = False,
+    **extra: object,
+) -> dict:
     from memself.timeutil import iso
 
     created = created or last - days(100)
-    return {"id": mem_id, "text": text, "confidence": conf, "category": group, "evidence": "",
-            "firstSeen": iso(created), "lastSeen": iso(last), "deprecated": deprecated,
-            "createdAt": iso(created), **extra}
+    return {
+        "id": mem_id,
+        "text": text,
+        "confidence": conf,
+        "category": group,
+        "evidence": "",
+        "firstSeen": iso(created),
+        "lastSeen": iso(last),
+        "deprecated": deprecated,
+        "createdAt": iso(created),
+        **extra,
+    }
 
 
 def by_id(store: MemoryStore, mem_id: str) -> Memory:

@@ -14,8 +14,7 @@ import runpy
 import sys
 import time
 
-ENTRY = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "hooks",
-                     "entry.py")
+ENTRY = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "hooks", "entry.py")
 
 
 def _replies_file(argv: list[str]) -> str:

@@ -16,8 +16,7 @@ RECALLED_RULE = "回答用中文"
 
 
 def recall(text: str, now: datetime) -> dict[str, Any]:
-    return {"rule": [{"id": "r1", "text": RECALLED_RULE, "score": 0.9, "confidence": 0.5}],
-            "project": []}
+    return {"rule": [{"id": "r1", "text": RECALLED_RULE, "score": 0.9, "confidence": 0.5}], "project": []}
 
 
 class HookCoreService(EngineTestService):

@@ -46,14 +46,26 @@ class HookProc:
         return value
 
 
-def run_entry(host: str, stdin: bytes, *, env: Mapping[str, str] | None = None,
-              extra_args: Sequence[str] = (), python_flags: Sequence[str] = (),
-              timeout: float = 30) -> HookProc:
+def run_entry(
+    host: str,
+    stdin: bytes,
+    *,
+    env: Mapping[str, str] | None = None,
+    extra_args: Sequence[str] = (),
+    python_flags: Sequence[str] = (),
+    timeout: float = 30,
+) -> HookProc:
     argv = hook_command(host)
     argv = [argv[0], *python_flags, *argv[1:], *extra_args]
     started = time.monotonic()
-    proc = subprocess.run(argv, input=stdin, capture_output=True, timeout=timeout,
-                          env=dict(env) if env is not None else None, cwd=tempfile.gettempdir())
+    proc = subprocess.run(
+        argv,
+        input=stdin,
+        capture_output=True,
+        timeout=timeout,
+        env=dict(env) if env is not None else None,
+        cwd=tempfile.gettempdir(),
+    )
     return HookProc(proc.returncode, proc.stdout, proc.stderr, time.monotonic() - started)
 
 

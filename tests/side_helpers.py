@@ -31,7 +31,7 @@ def overlap_nearest(store: MemoryStore):
     """Character-bigram overlap: deterministic and good enough where vectors are not under test."""
 
     def grams(text: str) -> set[str]:
-        return {text[i:i + 2] for i in range(len(text) - 1)}
+        return {text[i : i + 2] for i in range(len(text) - 1)}
 
     def nearest(text: str, k: int) -> Sequence[tuple[Memory, float]]:
         query = grams(text)
@@ -53,8 +53,14 @@ def overlap_nearest(store: MemoryStore):
 _RUNNING: dict[str, tuple[Path, int]] = {}
 
 
-def start_job(paths: DataPaths, prompt: str, agent: str = "claude", session: str = "sess-1",
-              turn: str = "turn-1", now: datetime = NOW) -> str:
+def start_job(
+    paths: DataPaths,
+    prompt: str,
+    agent: str = "claude",
+    session: str = "sess-1",
+    turn: str = "turn-1",
+    now: datetime = NOW,
+) -> str:
     """A running job whose judge counts as alive (its run lock stays held) until
     ``judge_exits``; the tests run the judge in-process or finish the job themselves."""
     spawned: list[str] = []
@@ -65,8 +71,7 @@ def start_job(paths: DataPaths, prompt: str, agent: str = "claude", session: str
         spawned.append(str(path))
         _RUNNING[path.stem] = (paths.root, os.dup(run_lock))  # a duplicate shares the lock
 
-    sid = maybe_start_judge(paths, load_config(paths), agent, session, turn, prompt, now,
-                            spawn=spawn)
+    sid = maybe_start_judge(paths, load_config(paths), agent, session, turn, prompt, now, spawn=spawn)
     assert sid is not None and spawned == [str(jobs.job_path(paths, sid))]
     return sid
 

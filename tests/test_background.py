@@ -50,8 +50,9 @@ def test_shipped_sentences_are_generic_and_packaged():
     assert default_sentences_path().resolve() == link.resolve()
 
 
-@pytest.mark.parametrize("content", ["not json", "{}", '["ok", 3]', json.dumps(["一句"] * 20),
-                                     json.dumps(["", "a"])])
+@pytest.mark.parametrize(
+    "content", ["not json", "{}", '["ok", 3]', json.dumps(["一句"] * 20), json.dumps(["", "a"])]
+)
 def test_bad_sentence_files_are_refused(tmp_path, content):
     path = tmp_path / "bg.json"
     path.write_text(content, encoding="utf-8")
@@ -112,11 +113,13 @@ def test_build_accepts_a_model_name(model_cache, e5_encoder):
 def test_centring_spreads_e5_scores(e5_encoder, tmp_path):
     """Raw e5 cosines of unrelated texts sit near 0.8; centred, they drop while a match stays."""
     bg = load_background(e5_encoder, cache_dir=tmp_path)
-    memories = e5_encoder.encode_passages([
-        "改完代码不要自动 git commit，由我来提交",
-        "订单服务的数据库是 PostgreSQL 14，连接串在 config/db.yaml",
-        "周报每周五下午五点前发给组长",
-    ])
+    memories = e5_encoder.encode_passages(
+        [
+            "改完代码不要自动 git commit，由我来提交",
+            "订单服务的数据库是 PostgreSQL 14，连接串在 config/db.yaml",
+            "周报每周五下午五点前发给组长",
+        ]
+    )
     query = e5_encoder.encode_queries(["这次修改完别帮我提交，我自己 commit"])[0]
     raw = memories @ query
     centred = bg.centre(memories) @ bg.centre(query)

@@ -36,8 +36,12 @@ def test_a_running_child_is_kept_until_it_exits(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setattr(children, "_PENDING", {})
     monkeypatch.setattr(children, "_enabled", True)
     read_end, write_end = os.pipe()
-    pid = os.posix_spawn(sys.executable, [sys.executable, "-c", "import sys; sys.stdin.read()"],
-                         dict(os.environ), file_actions=[(os.POSIX_SPAWN_DUP2, read_end, 0)])
+    pid = os.posix_spawn(
+        sys.executable,
+        [sys.executable, "-c", "import sys; sys.stdin.read()"],
+        dict(os.environ),
+        file_actions=[(os.POSIX_SPAWN_DUP2, read_end, 0)],
+    )
     os.close(read_end)
     children.track(pid)
     assert children.reap() == 1

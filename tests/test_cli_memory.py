@@ -9,8 +9,13 @@ import sys
 
 
 def memself(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "memself", *args], capture_output=True, text=True,
-                          timeout=60, env=os.environ.copy())
+    return subprocess.run(
+        [sys.executable, "-m", "memself", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=os.environ.copy(),
+    )
 
 
 def test_rule_add_read_delete_trash_restore_round_trip() -> None:
@@ -43,11 +48,13 @@ def test_list_counts_and_reports_corrupt_lines() -> None:
 
 
 def test_errors_exit_1_with_one_clear_line() -> None:
-    for args, message in [(("rule", "add", "短"), "6 到 400"),
-                          (("delete", "mem-nope"), "没有找到要删除的记忆"),
-                          (("restore", "mem-nope"), "回收站里没有"),
-                          (("config", "decayDays", "0"), "decayDays 需要正整数"),
-                          (("config", "nope", "1"), "未知配置项")]:
+    for args, message in [
+        (("rule", "add", "短"), "6 到 400"),
+        (("delete", "mem-nope"), "没有找到要删除的记忆"),
+        (("restore", "mem-nope"), "回收站里没有"),
+        (("config", "decayDays", "0"), "decayDays 需要正整数"),
+        (("config", "nope", "1"), "未知配置项"),
+    ]:
         result = memself(*args)
         assert result.returncode == 1, args
         assert result.stderr.strip().startswith("错误：") and message in result.stderr
@@ -73,8 +80,14 @@ def test_open_writes_snapshot_without_browser() -> None:
 def test_key_set_reads_stdin_binds_and_config_warns_on_a_new_base() -> None:
     home = os.environ["MEMSELF_HOME"]
     assert memself("config", "sideApiBase", "https://a.example/v1").returncode == 0
-    done = subprocess.run([sys.executable, "-m", "memself", "key", "set"], input="sk-cli-key\n",
-                          capture_output=True, text=True, timeout=60, env=os.environ.copy())
+    done = subprocess.run(
+        [sys.executable, "-m", "memself", "key", "set"],
+        input="sk-cli-key\n",
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=os.environ.copy(),
+    )
     assert done.returncode == 0 and "只会发往 https://a.example/v1" in done.stdout
     assert "sk-cli-key" not in done.stdout + done.stderr
     with open(os.path.join(home, "side-secret.json"), encoding="utf-8") as handle:
@@ -83,15 +96,31 @@ def test_key_set_reads_stdin_binds_and_config_warns_on_a_new_base() -> None:
     moved = memself("config", "sideApiBase", "https://b.example/v1")
     assert moved.returncode == 0 and "memself key set" in moved.stdout
     assert "与 sideApiBase 不同" in memself("key", "status").stdout
-    empty = subprocess.run([sys.executable, "-m", "memself", "key", "set"], input="",
-                           capture_output=True, text=True, timeout=60, env=os.environ.copy())
+    empty = subprocess.run(
+        [sys.executable, "-m", "memself", "key", "set"],
+        input="",
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=os.environ.copy(),
+    )
     assert empty.returncode == 1 and "没有读到 apiKey" in empty.stderr
-    bad = subprocess.run([sys.executable, "-m", "memself", "key", "set", "--base", "ftp://x"],
-                         input="sk\n", capture_output=True, text=True, timeout=60,
-                         env=os.environ.copy())
+    bad = subprocess.run(
+        [sys.executable, "-m", "memself", "key", "set", "--base", "ftp://x"],
+        input="sk\n",
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=os.environ.copy(),
+    )
     assert bad.returncode == 1 and "http://" in bad.stderr
-    moved_back = subprocess.run([sys.executable, "-m", "memself", "key", "set", "--base",
-                                 "https://b.example/v1"], input="sk-b\n", capture_output=True,
-                                text=True, timeout=60, env=os.environ.copy())
+    moved_back = subprocess.run(
+        [sys.executable, "-m", "memself", "key", "set", "--base", "https://b.example/v1"],
+        input="sk-b\n",
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=os.environ.copy(),
+    )
     assert moved_back.returncode == 0
     assert "绑定 https://b.example/v1" in memself("key", "status").stdout

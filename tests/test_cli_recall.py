@@ -12,8 +12,9 @@ from pathlib import Path
 
 def memself(*args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    return subprocess.run([sys.executable, "-m", "memself", *args], capture_output=True, text=True,
-                          timeout=300, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "memself", *args], capture_output=True, text=True, timeout=300, env=env
+    )
 
 
 def test_recall_json_and_rebuild_index_with_the_offline_model(model_cache: Path) -> None:
@@ -26,7 +27,8 @@ def test_recall_json_and_rebuild_index_with_the_offline_model(model_cache: Path)
     hits = json.loads(result.stdout)
     assert set(hits) == {"rule", "project"}
     assert [h["text"] for h in hits["project"]] == [
-        "支付页新流程的灰度开关是 pay_new_flow，在配置中心 payment 命名空间下"]
+        "支付页新流程的灰度开关是 pay_new_flow，在配置中心 payment 命名空间下"
+    ]
     assert set(hits["project"][0]) == {"id", "text", "score", "confidence"}
     assert hits["project"][0]["confidence"] == 0.5  # a preview rewards nothing
     rebuilt = memself("rebuild-index")

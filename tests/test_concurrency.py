@@ -43,8 +43,10 @@ def test_8_processes_x_50_writes_lose_no_update() -> None:
             elif k % 3 == 2:
                 seeds.append(record(f"w-{worker}-{k}", f"待召回的规则 {worker}-{k}", 0.5, last=T0 - days(1)))
     write_records(store, "rule", seeds)
-    procs = [subprocess.Popen([sys.executable, "-c", _WORKER, str(w), str(OPS), T0.isoformat()])
-             for w in range(PROCS)]
+    procs = [
+        subprocess.Popen([sys.executable, "-c", _WORKER, str(w), str(OPS), T0.isoformat()])
+        for w in range(PROCS)
+    ]
     assert [p.wait(timeout=300) for p in procs] == [0] * PROCS
     rules = {m.id: m for m in store.read_group("rule")}
     for worker in range(PROCS):
@@ -81,8 +83,9 @@ def test_sigkill_mid_write_leaves_a_whole_file() -> None:
     filler = [record(f"f{i}", "填充用的规则正文，" * 30, 0.5) for i in range(3000)]
     write_records(store, "rule", [record("big", "最初的正文内容", 0.5), *filler])
     for attempt in range(6):
-        proc = subprocess.Popen([sys.executable, "-c", _WRITER, T0.isoformat()], stdout=subprocess.PIPE,
-                                text=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-c", _WRITER, T0.isoformat()], stdout=subprocess.PIPE, text=True
+        )
         assert proc.stdout.readline().strip() == "go"
         time.sleep(0.3 + attempt * 0.17)
         os.kill(proc.pid, signal.SIGKILL)

@@ -26,10 +26,18 @@ def paths() -> DataPaths:
 
 def test_defaults(paths: DataPaths) -> None:
     config = load_config(paths)
-    assert (config.enabled, config.recallTopK, config.recallMinMargin, config.showRecall,
-            config.confirm, config.sideWaitMs, config.decayDays, config.sideApiBase,
-            config.sideApiModel, config.model) == (True, 3, -1.0, False, True, 12000, 30, "", "",
-                                                   "BAAI/bge-base-zh-v1.5")
+    assert (
+        config.enabled,
+        config.recallTopK,
+        config.recallMinMargin,
+        config.showRecall,
+        config.confirm,
+        config.sideWaitMs,
+        config.decayDays,
+        config.sideApiBase,
+        config.sideApiModel,
+        config.model,
+    ) == (True, 3, -1.0, False, True, 12000, 30, "", "", "BAAI/bge-base-zh-v1.5")
     assert config.recallMinScore is None  # comes from the model table unless the user sets it
 
 
@@ -61,8 +69,7 @@ def test_set_rejects_bad_decay_days_and_leaves_file(paths: DataPaths, raw: str) 
 def test_set_writes_only_that_key_and_keeps_others(paths: DataPaths) -> None:
     paths.config.write_text(json.dumps({"sideApiBase": "http://x", "custom": 1}))
     set_config_value(paths, "confirm", "off")
-    assert json.loads(paths.config.read_text()) == {"sideApiBase": "http://x", "custom": 1,
-                                                    "confirm": False}
+    assert json.loads(paths.config.read_text()) == {"sideApiBase": "http://x", "custom": 1, "confirm": False}
 
 
 def test_unknown_key_and_bool_parsing(paths: DataPaths) -> None:

@@ -17,8 +17,9 @@ pytestmark = pytest.mark.e2e
 def _version(cmd: str) -> tuple[int, ...]:
     path = shutil.which(cmd)
     assert path, f"{cmd} not found on PATH; the e2e group needs Node.js >= 20 and npm"
-    out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=60,
-                         stdin=subprocess.DEVNULL, check=True).stdout.strip()
+    out = subprocess.run(
+        [path, "--version"], capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL, check=True
+    ).stdout.strip()
     match = re.search(r"(\d+)\.(\d+)\.(\d+)", out)
     assert match, out
     return tuple(int(x) for x in match.groups())

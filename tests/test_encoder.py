@@ -30,10 +30,14 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 def test_table_has_default_and_offline_models():
     bge = MODELS[DEFAULT_MODEL]
     assert (bge.kind, bge.dim, bge.query_prefix, bge.passage_prefix, bge.pooling) == (
-        "hub", 768, "", "", "mean")
+        "hub",
+        768,
+        "",
+        "",
+        "mean",
+    )
     e5 = resolve_model(OFFLINE_MODEL)
-    assert (e5.kind, e5.dim, e5.query_prefix, e5.passage_prefix) == (
-        "offline", 384, "query: ", "passage: ")
+    assert (e5.kind, e5.dim, e5.query_prefix, e5.passage_prefix) == ("offline", 384, "query: ", "passage: ")
     for settings in MODELS.values():
         assert -1 <= settings.rule_floor <= 1 and -1 <= settings.project_floor <= 1
 
@@ -44,7 +48,8 @@ def test_resolve_hub_id_local_folder_and_rejects(tmp_path):
     folder = tmp_path / "my-model"
     folder.mkdir()
     (folder / "config_sentence_transformers.json").write_text(
-        json.dumps({"prompts": {"query": "q> ", "document": "d> "}}), encoding="utf-8")
+        json.dumps({"prompts": {"query": "q> ", "document": "d> "}}), encoding="utf-8"
+    )
     local = resolve_model(str(folder))
     assert (local.kind, local.query_prefix, local.passage_prefix) == ("local", "q> ", "d> ")
     assert local.model_id == f"local:{folder.resolve()}"
@@ -74,7 +79,8 @@ def test_e5_encoder_contract(e5_encoder):
 
 def test_e5_encoder_ranks_a_paraphrase_above_an_unrelated_memory(e5_encoder):
     memories = e5_encoder.encode_passages(
-        ["改完代码不要自动 git commit，由我来提交", "周报每周五下午发给组长"])
+        ["改完代码不要自动 git commit，由我来提交", "周报每周五下午发给组长"]
+    )
     query = e5_encoder.encode_queries(["修改完以后别帮我提交代码"])[0]
     scores = memories @ query
     assert scores[0] > scores[1] + 0.03
@@ -108,18 +114,20 @@ class _FakeHub(http.server.BaseHTTPRequestHandler):
         if path.startswith(api + "/tree/"):
             return self._send(200, b"[]", body, {"Content-Type": "application/json"})
         if path == api or path.startswith(api + "/revision/"):
-            info = {"id": self.repo_id, "sha": COMMIT,
-                    "siblings": [{"rfilename": name} for name in self.files]}
-            return self._send(200, json.dumps(info).encode(), body,
-                              {"Content-Type": "application/json"})
+            info = {
+                "id": self.repo_id,
+                "sha": COMMIT,
+                "siblings": [{"rfilename": name} for name in self.files],
+            }
+            return self._send(200, json.dumps(info).encode(), body, {"Content-Type": "application/json"})
         if path.startswith(resolve):
-            name = path[len(resolve):].split("/", 1)[-1]
+            name = path[len(resolve) :].split("/", 1)[-1]
             if name in self.files:
                 data = self.files[name].read_bytes()
-                return self._send(200, data, body, {
-                    "X-Repo-Commit": COMMIT, "ETag": f'"{hashlib.sha1(data).hexdigest()}"'})
-            return self._send(404, b"", body, {"X-Error-Code": "EntryNotFound",
-                                               "X-Repo-Commit": COMMIT})
+                return self._send(
+                    200, data, body, {"X-Repo-Commit": COMMIT, "ETag": f'"{hashlib.sha1(data).hexdigest()}"'}
+                )
+            return self._send(404, b"", body, {"X-Error-Code": "EntryNotFound", "X-Repo-Commit": COMMIT})
         return self._send(404, b"", body, {"X-Error-Code": "RepoNotFound"})
 
     def _send(self, status: int, data: bytes, body: bool, headers: dict[str, str]) -> None:
@@ -153,22 +161,34 @@ def fake_hub(bge_tiny_folder) -> Iterator[str]:
 
 
 def _run_load(model: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    code = ("import sys\nfrom memself.encoder import load_encoder\n"
-            "from memself.errors import MemselfError\n"
-            "try:\n    e = load_encoder(sys.argv[1])\n"
-            "except MemselfError as exc:\n    print('ERR', exc)\n    sys.exit(3)\n"
-            "v = e.encode_queries(['你好'])\n"
-            "heavy = [m for m in ('torch', 'sentence_transformers') if m in sys.modules]\n"
-            "print('OK', e.model_id, e.dim, 'heavy=' + ','.join(heavy).join('[]'))\n")
-    return subprocess.run([sys.executable, "-c", code, model], env=env, capture_output=True,
-                          text=True, timeout=300, cwd=REPO_ROOT)
+    code = (
+        "import sys\nfrom memself.encoder import load_encoder\n"
+        "from memself.errors import MemselfError\n"
+        "try:\n    e = load_encoder(sys.argv[1])\n"
+        "except MemselfError as exc:\n    print('ERR', exc)\n    sys.exit(3)\n"
+        "v = e.encode_queries(['你好'])\n"
+        "heavy = [m for m in ('torch', 'sentence_transformers') if m in sys.modules]\n"
+        "print('OK', e.model_id, e.dim, 'heavy=' + ','.join(heavy).join('[]'))\n"
+    )
+    return subprocess.run(
+        [sys.executable, "-c", code, model],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=REPO_ROOT,
+    )
 
 
 def _hub_env(tmp_path: Path, endpoint: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "TRANSFORMERS_"))}
-    env.update(HF_ENDPOINT=endpoint, HF_HOME=str(tmp_path / "hf"),
-               HF_HUB_CACHE=str(tmp_path / "hf" / "hub"), HF_HUB_ETAG_TIMEOUT="5",
-               HF_HUB_DOWNLOAD_TIMEOUT="5")
+    env.update(
+        HF_ENDPOINT=endpoint,
+        HF_HOME=str(tmp_path / "hf"),
+        HF_HUB_CACHE=str(tmp_path / "hf" / "hub"),
+        HF_HUB_ETAG_TIMEOUT="5",
+        HF_HUB_DOWNLOAD_TIMEOUT="5",
+    )
     return env
 
 
@@ -196,11 +216,15 @@ def test_hub_download_shows_progress_then_runs_prepared_offline(tmp_path, fake_h
     assert "向量模型 memself-test/bge-served 还没有准备好：正在准备" in proc.stderr
     assert "正在从 " + fake_hub + " 下载嵌入模型 memself-test/bge-served" in proc.stderr
     assert "Traceback" not in proc.stderr
-    bar_lines = [line for line in proc.stderr.replace("\r", "\n").splitlines()
-                 if "model.safetensors" in line and "100%" in line]
+    bar_lines = [
+        line
+        for line in proc.stderr.replace("\r", "\n").splitlines()
+        if "model.safetensors" in line and "100%" in line
+    ]
     assert bar_lines, proc.stderr[-2000:]
-    cached = list((tmp_path / "hf" / "hub").glob("models--memself-test--bge-served/snapshots/*/"
-                                                 "model.safetensors"))
+    cached = list(
+        (tmp_path / "hf" / "hub").glob("models--memself-test--bge-served/snapshots/*/model.safetensors")
+    )
     assert len(cached) == 1
     assert any("model.safetensors" in r for r in _FakeHub.requests)
     # Keyed by the hub commit the cache resolved.
@@ -217,8 +241,9 @@ def test_hub_download_shows_progress_then_runs_prepared_offline(tmp_path, fake_h
 
 
 def test_failure_message_is_one_memself_error():
-    message = download_failure_message("BAAI/bge-base-zh-v1.5", "https://huggingface.co",
-                                       OSError("Connection refused\n  at somewhere"))
+    message = download_failure_message(
+        "BAAI/bge-base-zh-v1.5", "https://huggingface.co", OSError("Connection refused\n  at somewhere")
+    )
     assert "\n" not in message and "连不上模型仓库" in message
     odd = download_failure_message("x/y", "https://e", ValueError("strange\n failure"))
     assert "strange failure" in odd

@@ -113,8 +113,9 @@ def paths(runtime_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[DataPa
 
 
 @contextlib.contextmanager
-def in_process(paths: DataPaths, service: EngineTestService | None = None,
-               wait_warm: bool = True, **options: object) -> Iterator[EngineServer]:
+def in_process(
+    paths: DataPaths, service: EngineTestService | None = None, wait_warm: bool = True, **options: object
+) -> Iterator[EngineServer]:
     """A server on a thread; by default the test starts once the warm-up has finished (on a busy
     machine it may still be loading when the first request arrives, and only the tests about
     loading want that)."""
@@ -176,8 +177,16 @@ def test_spawned_engine_serves_then_stops(paths: DataPaths, runtime_dir: Path) -
 
 
 def test_five_engines_started_at_once_leave_one(paths: DataPaths) -> None:
-    command = [sys.executable, "-m", "memself.engine", "serve", "--data-dir", str(paths.root),
-               "--idle-minutes", "1"]
+    command = [
+        sys.executable,
+        "-m",
+        "memself.engine",
+        "serve",
+        "--data-dir",
+        str(paths.root),
+        "--idle-minutes",
+        "1",
+    ]
     processes = [subprocess.Popen(command, stdin=subprocess.DEVNULL) for _ in range(5)]
     try:
         info = wait_for(lambda: engine_status(paths), 15)
@@ -281,13 +290,19 @@ def test_installed_code_change_restarts_engine(paths: DataPaths, tmp_path: Path)
     # A private copy of the package plays "the installed memself"; editing its __init__.py is
     # what an upgrade does. Clients run as separate processes importing that copy.
     site = tmp_path / "site"
-    shutil.copytree(REPO_ROOT / "memself", site / "memself",
-                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(REPO_ROOT / "memself", site / "memself", ignore=shutil.ignore_patterns("__pycache__"))
     env = dict(os.environ, PYTHONPATH=f"{site}{os.pathsep}{REPO_ROOT}")
 
     def run_client() -> dict:
-        done = subprocess.run([sys.executable, "-c", _CLIENT_SCRIPT], env=env, cwd=tmp_path,
-                              capture_output=True, text=True, timeout=60, check=True)
+        done = subprocess.run(
+            [sys.executable, "-c", _CLIENT_SCRIPT],
+            env=env,
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
         return json.loads(done.stdout)
 
     first = run_client()
@@ -324,7 +339,12 @@ def test_hook_process_spawns_engine_and_keeps_no_host_pipe(paths: DataPaths) -> 
     try:
         done = subprocess.run(
             [sys.executable, "-I", "-S", "-c", _HOOK_SCRIPT, str(REPO_ROOT)],
-            capture_output=True, text=True, timeout=20, pass_fds=(extra_w,), check=True)
+            capture_output=True,
+            text=True,
+            timeout=20,
+            pass_fds=(extra_w,),
+            check=True,
+        )
         os.close(extra_w)
         extra_w = -1
         cold, seconds = done.stdout.split()
@@ -431,8 +451,7 @@ def test_garbage_request_gets_bad_request(paths: DataPaths) -> None:
             raw.sendall(len(body).to_bytes(4, "big") + body)
             reply = read_message(raw, 1 << 16)
             raw.close()
-            assert reply == {"ok": False, "error": "bad-request",
-                             "message": "召回引擎收到了格式不对的请求"}
+            assert reply == {"ok": False, "error": "bad-request", "message": "召回引擎收到了格式不对的请求"}
         assert EngineClient(paths).ping()["ready"] is True
 
 
@@ -440,8 +459,7 @@ def test_slow_request_does_not_block_ping(paths: DataPaths) -> None:
     client = EngineClient(paths)
     with in_process(paths):
         slow_result: list[dict] = []
-        slow = threading.Thread(
-            target=lambda: slow_result.append(client.request("sleep", {"s": 1.5}, 10.0)))
+        slow = threading.Thread(target=lambda: slow_result.append(client.request("sleep", {"s": 1.5}, 10.0)))
         slow.start()
         time.sleep(0.2)
         started = time.monotonic()
@@ -482,8 +500,9 @@ def test_changed_data_files_reload_the_service(paths: DataPaths) -> None:
         assert client.status()["reloads"] == 2
 
 
-def test_failed_warm_up_reports_and_retries(paths: DataPaths, tmp_path: Path,
-                                            monkeypatch: pytest.MonkeyPatch) -> None:
+def test_failed_warm_up_reports_and_retries(
+    paths: DataPaths, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     marker = tmp_path / "broken"
     marker.write_text("x")
     monkeypatch.setenv(WARM_UP_FAIL_ENV, str(marker))
@@ -591,17 +610,36 @@ def test_client_is_light_on_the_hook_path() -> None:
         "import memself.engine.client\n"
         "print(' '.join(sorted(set(sys.modules) - before)))\n"
     )
-    done = subprocess.run([sys.executable, "-I", "-S", "-c", code, str(REPO_ROOT)],
-                          capture_output=True, text=True, timeout=30, check=True)
+    done = subprocess.run(
+        [sys.executable, "-I", "-S", "-c", code, str(REPO_ROOT)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    )
     loaded = set(done.stdout.split())
     assert "memself.engine.client" in loaded
-    heavy = {"subprocess", "socket", "selectors", "hashlib", "pathlib", "threading", "typing", "fcntl",
-             "numpy", "torch", "sentence_transformers", "httpx", "mcp", "click", "jieba"}
+    heavy = {
+        "subprocess",
+        "socket",
+        "selectors",
+        "hashlib",
+        "pathlib",
+        "threading",
+        "typing",
+        "fcntl",
+        "numpy",
+        "torch",
+        "sentence_transformers",
+        "httpx",
+        "mcp",
+        "click",
+        "jieba",
+    }
     assert loaded.isdisjoint(heavy), loaded & heavy
 
 
-def test_location_is_short_stable_and_per_data_dir(tmp_path: Path,
-                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+def test_location_is_short_stable_and_per_data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(RUNTIME_ENV, raising=False)
     data = tmp_path / "data"
     data.mkdir()
@@ -659,8 +697,13 @@ def test_hook_with_closed_stdin_still_hands_over_the_lock(paths: DataPaths) -> N
         "from memself.paths import DataPaths\n"
         "print(ensure_started(DataPaths.default()))\n"
     )
-    done = subprocess.run([sys.executable, "-I", "-S", "-c", script, str(REPO_ROOT)],
-                          capture_output=True, text=True, timeout=20, check=True)
+    done = subprocess.run(
+        [sys.executable, "-I", "-S", "-c", script, str(REPO_ROOT)],
+        capture_output=True,
+        text=True,
+        timeout=20,
+        check=True,
+    )
     assert done.stdout.strip() == "spawned"
     assert wait_for(lambda: ready_recall(paths), 15)
     from memself.engine import instance_lock

@@ -35,28 +35,35 @@ def engine_home(model_cache: Path) -> Iterator[DataPaths]:
 
 
 def _hook(payload: dict, host: str = "claude") -> dict | None:
-    result = subprocess.run([sys.executable, "-I", "-S", str(ENTRY), "--agent", host],
-                            input=json.dumps(payload).encode(), capture_output=True, timeout=60,
-                            env=os.environ.copy())
+    result = subprocess.run(
+        [sys.executable, "-I", "-S", str(ENTRY), "--agent", host],
+        input=json.dumps(payload).encode(),
+        capture_output=True,
+        timeout=60,
+        env=os.environ.copy(),
+    )
     assert result.returncode == 0
     return json.loads(result.stdout) if result.stdout.strip() else None
 
 
 def test_recall_finds_the_relevant_fact_and_not_for_unrelated(engine_home: DataPaths) -> None:
     store = MemoryStore(engine_home)
-    fact = store.create("支付页新流程的灰度开关是 pay_new_flow，在配置中心 payment 命名空间下", "project",
-                        NOW.replace(day=1))
+    fact = store.create(
+        "支付页新流程的灰度开关是 pay_new_flow，在配置中心 payment 命名空间下", "project", NOW.replace(day=1)
+    )
     store.create("回答和代码注释里都不要用 emoji", "rule", NOW.replace(day=1))
     question = {"text": "支付页新流程的灰度开关叫什么", "now": NOW.isoformat()}
     hits = call_engine(engine_home, "recall", question, timeout_s=120)
     assert [h["id"] for h in hits["project"]] == [fact.id]
     assert hits["project"][0]["confidence"] == 0.55  # rewarded once
     assert store.get(fact.id).confidence == 0.55
-    again = call_engine(engine_home, "recall", {"text": "支付页新流程的灰度开关叫什么",
-                                                "now": NOW.isoformat()}, timeout_s=60)
+    again = call_engine(
+        engine_home, "recall", {"text": "支付页新流程的灰度开关叫什么", "now": NOW.isoformat()}, timeout_s=60
+    )
     assert again["project"][0]["confidence"] == 0.55  # once per day
-    unrelated = call_engine(engine_home, "recall", {"text": "讲讲 TCP 的拥塞控制算法",
-                                                    "now": NOW.isoformat()}, timeout_s=60)
+    unrelated = call_engine(
+        engine_home, "recall", {"text": "讲讲 TCP 的拥塞控制算法", "now": NOW.isoformat()}, timeout_s=60
+    )
     assert unrelated["project"] == []
 
 
@@ -70,12 +77,21 @@ def test_new_memory_is_indexed_and_nearest_serves_dedup(engine_home: DataPaths) 
 
 def test_prompt_hook_through_the_warm_engine(engine_home: DataPaths) -> None:
     store = MemoryStore(engine_home)
-    store.create("司机端 App 的热修复用 Shorebird，补丁脚本是 driver-app 仓库的 scripts/patch.sh", "project",
-                 NOW.replace(day=1))
+    store.create(
+        "司机端 App 的热修复用 Shorebird，补丁脚本是 driver-app 仓库的 scripts/patch.sh",
+        "project",
+        NOW.replace(day=1),
+    )
     call_engine(engine_home, "ping", {}, timeout_s=5)
     call_engine(engine_home, "recall", {"text": "预热", "now": NOW.isoformat()}, timeout_s=120)
-    reply = _hook({"hook_event_name": "UserPromptSubmit", "session_id": "s1", "prompt_id": "p1",
-                   "prompt": "司机端的热修复补丁怎么发出去"})
+    reply = _hook(
+        {
+            "hook_event_name": "UserPromptSubmit",
+            "session_id": "s1",
+            "prompt_id": "p1",
+            "prompt": "司机端的热修复补丁怎么发出去",
+        }
+    )
     context = reply["hookSpecificOutput"]["additionalContext"]
     assert "## 项目事实" in context and "scripts/patch.sh" in context
     log = engine_home.log_file.read_text()
@@ -106,8 +122,15 @@ def test_first_prompt_with_no_engine_gets_its_recall(engine_home: DataPaths) -> 
     from memself.engine.client import engine_status
 
     assert engine_status(engine_home) is None
-    reply = _hook({"hook_event_name": "beforeSubmitPrompt", "conversation_id": "c1",
-                   "generation_id": "g1", "prompt": "我想对订单服务做个压测，去哪个环境"}, host="cursor")
+    reply = _hook(
+        {
+            "hook_event_name": "beforeSubmitPrompt",
+            "conversation_id": "c1",
+            "generation_id": "g1",
+            "prompt": "我想对订单服务做个压测，去哪个环境",
+        },
+        host="cursor",
+    )
     assert reply is not None and fact.text in reply["additional_context"]
     runs = [line for line in engine_home.log_file.read_text().splitlines() if " hook-run " in line]
     assert '"note": "engine"' in runs[-1]
@@ -117,19 +140,30 @@ def test_cli_recall_asks_the_running_engine(engine_home: DataPaths) -> None:
     """``memself recall`` with an engine running: answered by the engine (one more request in its
     count), same explanation as in process, and nothing rewarded."""
     store = MemoryStore(engine_home)
-    fact = store.create("日志平台是自建的 Loki，地址 logs.corp.internal，查线上日志用它", "project",
-                        NOW.replace(day=1))
+    fact = store.create(
+        "日志平台是自建的 Loki，地址 logs.corp.internal，查线上日志用它", "project", NOW.replace(day=1)
+    )
     call_engine(engine_home, "recall", {"text": "预热", "now": NOW.isoformat()}, timeout_s=120)
     before = call_engine(engine_home, "status", {}, timeout_s=10)["requests"]
-    result = subprocess.run([sys.executable, "-m", "memself", "recall", "线上日志去哪里查", "--json"],
-                            capture_output=True, text=True, timeout=60, env=os.environ.copy())
+    result = subprocess.run(
+        [sys.executable, "-m", "memself", "recall", "线上日志去哪里查", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=os.environ.copy(),
+    )
     assert result.returncode == 0, result.stderr
     hits = json.loads(result.stdout)
     assert [h["id"] for h in hits["project"]] == [fact.id]
     assert hits["project"][0]["confidence"] == 0.5  # a preview never rewards
     after = call_engine(engine_home, "status", {}, timeout_s=10)["requests"]
     assert after >= before + 1  # the CLI's preview went to the engine
-    text = subprocess.run([sys.executable, "-m", "memself", "recall", "线上日志去哪里查"],
-                          capture_output=True, text=True, timeout=60, env=os.environ.copy())
+    text = subprocess.run(
+        [sys.executable, "-m", "memself", "recall", "线上日志去哪里查"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=os.environ.copy(),
+    )
     assert "本轮的线" in text.stdout and "logs.corp.internal" in text.stdout
     assert store.get(fact.id).confidence == 0.5

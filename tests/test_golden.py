@@ -34,10 +34,10 @@ _CURSOR = load_payloads("cursor-documented.json")
 PAYLOADS: dict[str, dict[str, dict]] = {
     "claude": {k: _CLAUDE[k] for k in ("SessionStart", "UserPromptSubmit", "Stop", "Stop-2")},
     "cursor": {k: _CURSOR[k] for k in ("sessionStart", "beforeSubmitPrompt", "stop", "stop-2")},
-    "codebuddy": {k: _CODEBUDDY[k] for k in ("SessionStart", "UserPromptSubmit",
-                                             "UserPromptSubmit-2", "Stop", "Stop-2")},
-    "workbuddy": {k: _CODEBUDDY[k] for k in ("SessionStart", "UserPromptSubmit", "Stop",
-                                             "Stop-2")},
+    "codebuddy": {
+        k: _CODEBUDDY[k] for k in ("SessionStart", "UserPromptSubmit", "UserPromptSubmit-2", "Stop", "Stop-2")
+    },
+    "workbuddy": {k: _CODEBUDDY[k] for k in ("SessionStart", "UserPromptSubmit", "Stop", "Stop-2")},
 }
 assert set(PAYLOADS) == set(HOSTS), "every host needs golden payloads"
 
@@ -54,22 +54,33 @@ PROJECT = [
 def seed_memories(paths: DataPaths) -> None:
     """Fixed ids and times in the original's record format, so outputs are reproducible."""
     for group, items in (("rule", RULES), ("project", PROJECT)):
-        lines = [json.dumps({"id": mid, "text": text, "confidence": conf, "category": group,
-                             "evidence": "golden", "firstSeen": seen, "lastSeen": seen,
-                             "deprecated": False, "createdAt": seen}, ensure_ascii=False)
-                 for mid, text, conf, seen in items]
+        lines = [
+            json.dumps(
+                {
+                    "id": mid,
+                    "text": text,
+                    "confidence": conf,
+                    "category": group,
+                    "evidence": "golden",
+                    "firstSeen": seen,
+                    "lastSeen": seen,
+                    "deprecated": False,
+                    "createdAt": seen,
+                },
+                ensure_ascii=False,
+            )
+            for mid, text, conf, seen in items
+        ]
         paths.group_file(group).write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
 def _config(paths: DataPaths, **values: object) -> None:
-    paths.config.write_text(json.dumps(values, ensure_ascii=False, indent=2) + "\n",
-                            encoding="utf-8")
+    paths.config.write_text(json.dumps(values, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
 
 
 def _judge(paths: DataPaths, confirm: bool) -> None:
     # An address nothing listens on: a judge spawned by the prompt hook fails fast.
-    _config(paths, sideApiBase="http://127.0.0.1:9/v1", sideApiModel="judge-golden",
-            confirm=confirm)
+    _config(paths, sideApiBase="http://127.0.0.1:9/v1", sideApiModel="judge-golden", confirm=confirm)
     paths.side_secret.write_text(json.dumps({"apiKey": "sk-golden-not-real"}), encoding="utf-8")
     os.chmod(paths.side_secret, 0o600)
 
@@ -90,13 +101,15 @@ def golden_path(host: str, event: str, mode: str) -> Path:
     return GOLDEN / host / f"{event}__{mode}.json"
 
 
-@pytest.mark.parametrize(("host", "event", "mode"), CASES,
-                         ids=[f"{h}-{e}-{m}" for h, e, m in CASES])
+@pytest.mark.parametrize(("host", "event", "mode"), CASES, ids=[f"{h}-{e}-{m}" for h, e, m in CASES])
 def test_golden(host: str, event: str, mode: str, hook_data: DataPaths) -> None:
     seed_memories(hook_data)
     MODES[mode](hook_data)
-    proc = run_entry(host, json.dumps(PAYLOADS[host][event], ensure_ascii=False).encode(),
-                     env=dict(os.environ, MEMSELF_NOW=NOW))
+    proc = run_entry(
+        host,
+        json.dumps(PAYLOADS[host][event], ensure_ascii=False).encode(),
+        env=dict(os.environ, MEMSELF_NOW=NOW),
+    )
     assert proc.rc == 0
     proc.answer()  # nothing, or exactly one JSON object
     [run] = [r for r in hook_runs(hook_data) if r["host"] == host]

@@ -27,18 +27,28 @@ __all__ = ["hook_data"]  # the fixture, imported for pytest
 CLAUDE = load_payloads("claude-code-2.1.332.json")
 CODEBUDDY = load_payloads("codebuddy-code-2.117.0.json")
 CURSOR = load_payloads("cursor-documented.json")
-PROMPT_EVENT = {name: adapter.EVENT_NAMES[EventKind.PROMPT_SUBMIT]
-                for name, adapter in HOSTS.items()}
-WRONG_HOST = {"claude": CURSOR["beforeSubmitPrompt"], "cursor": CLAUDE["UserPromptSubmit"],
-              "codebuddy": CURSOR["stop"], "workbuddy": CURSOR["sessionStart"]}
+PROMPT_EVENT = {name: adapter.EVENT_NAMES[EventKind.PROMPT_SUBMIT] for name, adapter in HOSTS.items()}
+WRONG_HOST = {
+    "claude": CURSOR["beforeSubmitPrompt"],
+    "cursor": CLAUDE["UserPromptSubmit"],
+    "codebuddy": CURSOR["stop"],
+    "workbuddy": CURSOR["sessionStart"],
+}
 TEN_MB = 10 * 1024 * 1024
 
 
 def bad_inputs(host: str) -> dict[str, tuple[bytes, str | None]]:
     """name -> (stdin, expected note in the log line; None: a normal run, no note required)."""
     prompt = PROMPT_EVENT[host]
-    huge = json.dumps({"hook_event_name": prompt, "session_id": "s1", "conversation_id": "s1",
-                       "prompt": "长" * (TEN_MB // 3 + 1)}, ensure_ascii=False).encode()
+    huge = json.dumps(
+        {
+            "hook_event_name": prompt,
+            "session_id": "s1",
+            "conversation_id": "s1",
+            "prompt": "长" * (TEN_MB // 3 + 1),
+        },
+        ensure_ascii=False,
+    ).encode()
     assert len(huge) > TEN_MB
     return {
         "empty": (b"", "empty-stdin"),
@@ -49,14 +59,27 @@ def bad_inputs(host: str) -> dict[str, tuple[bytes, str | None]]:
         "ten-mb-prompt": (huge, "too-large"),
         "binary": (bytes(range(256)) * 64 + b"\xff\xfe\x00", "bad-json"),
         "deep-nesting": (b"[" * 200_000, "bad-json"),
-        "missing-session-id": (json.dumps({"hook_event_name": prompt,
-                                           "prompt": "以后回答都用中文"}).encode(), "no-session"),
-        "unknown-event": (json.dumps({"hook_event_name": "PreToolUse", "session_id": "s1",
-                                      "tool_name": "Bash"}).encode(), "unknown-event"),
+        "missing-session-id": (
+            json.dumps({"hook_event_name": prompt, "prompt": "以后回答都用中文"}).encode(),
+            "no-session",
+        ),
+        "unknown-event": (
+            json.dumps({"hook_event_name": "PreToolUse", "session_id": "s1", "tool_name": "Bash"}).encode(),
+            "unknown-event",
+        ),
         "wrong-host": (json.dumps(WRONG_HOST[host]).encode(), None),
-        "lone-surrogate-and-bom": (b"\xef\xbb\xbf" + json.dumps(
-            {"hook_event_name": prompt, "session_id": "s1", "conversation_id": "s1",
-             "prompt": "记住\ud800这个"}).encode(), None),
+        "lone-surrogate-and-bom": (
+            b"\xef\xbb\xbf"
+            + json.dumps(
+                {
+                    "hook_event_name": prompt,
+                    "session_id": "s1",
+                    "conversation_id": "s1",
+                    "prompt": "记住\ud800这个",
+                }
+            ).encode(),
+            None,
+        ),
     }
 
 
@@ -84,9 +107,12 @@ def test_bad_input_through_the_real_entry(host: str, case: str, hook_data: DataP
 def test_unknown_or_missing_agent_is_silent_and_logged(hook_data: DataPaths) -> None:
     entry = str(REPO_ROOT / "hooks" / "entry.py")
     for argv in (["--agent", "vscode"], [], ["--agent"], ["--agent=VSCODE"]):
-        done = subprocess.run([sys.executable, "-I", "-S", entry, *argv],
-                              input=json.dumps(CLAUDE["UserPromptSubmit"]).encode(),
-                              capture_output=True, timeout=30)
+        done = subprocess.run(
+            [sys.executable, "-I", "-S", entry, *argv],
+            input=json.dumps(CLAUDE["UserPromptSubmit"]).encode(),
+            capture_output=True,
+            timeout=30,
+        )
         assert (done.returncode, done.stdout) == (0, b"")
     notes = [r.get("note") for r in hook_runs(hook_data)]
     assert notes == ["unknown-agent"] * 4
@@ -97,8 +123,12 @@ def test_the_entry_survives_a_missing_package(tmp_path: Path) -> None:
     lone = tmp_path / "hooks" / "entry.py"
     lone.parent.mkdir()
     shutil.copy(REPO_ROOT / "hooks" / "entry.py", lone)
-    done = subprocess.run([sys.executable, "-I", "-S", str(lone), "--agent", "claude"],
-                          input=b"{}", capture_output=True, timeout=30)
+    done = subprocess.run(
+        [sys.executable, "-I", "-S", str(lone), "--agent", "claude"],
+        input=b"{}",
+        capture_output=True,
+        timeout=30,
+    )
     assert (done.returncode, done.stdout) == (0, b"")
     assert b"ModuleNotFoundError" in done.stderr
 
@@ -111,8 +141,15 @@ NOW = datetime(2026, 11, 30, 9, 0, tzinfo=timezone.utc)
 def run_inproc(host: str, payload: object, handler, **kwargs) -> tuple[bytes, int]:
     raw = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
     out = io.BytesIO()
-    rc = hookrun.main(["--agent", host], handler=handler, stdin=io.BytesIO(raw), stdout=out,
-                      env=kwargs.pop("env", {}), now=NOW, **kwargs)
+    rc = hookrun.main(
+        ["--agent", host],
+        handler=handler,
+        stdin=io.BytesIO(raw),
+        stdout=out,
+        env=kwargs.pop("env", {}),
+        now=NOW,
+        **kwargs,
+    )
     return out.getvalue(), rc
 
 
@@ -125,13 +162,17 @@ def test_hookrun_passes_the_parsed_event_and_renders(isolated_home: Path) -> Non
 
     out, rc = run_inproc("claude", CLAUDE["UserPromptSubmit"], handler)
     assert rc == 0
-    assert json.loads(out) == {"hookSpecificOutput": {"hookEventName": "UserPromptSubmit",
-                                                      "additionalContext": "规则：回答用中文"},
-                               "systemMessage": "召回"}
+    assert json.loads(out) == {
+        "hookSpecificOutput": {"hookEventName": "UserPromptSubmit", "additionalContext": "规则：回答用中文"},
+        "systemMessage": "召回",
+    }
     assert out.endswith(b"\n") and "规则".encode() in out  # UTF-8, not \u escapes
     event, now, paths = seen[0]
-    assert (event.prompt, event.turn_id, now) == ("please run the tool",
-                                                  CLAUDE["UserPromptSubmit"]["prompt_id"], NOW)
+    assert (event.prompt, event.turn_id, now) == (
+        "please run the tool",
+        CLAUDE["UserPromptSubmit"]["prompt_id"],
+        NOW,
+    )
     assert paths == DataPaths.default()
 
 
@@ -140,8 +181,11 @@ def test_hookrun_answers_nothing_when_the_core_raises(host: str, isolated_home: 
     def handler(event: HookEvent, now: datetime, paths: DataPaths) -> HookReply:
         raise RuntimeError("内部细节 sk-secret-should-not-be-logged")
 
-    out, rc = run_inproc(host, {"hook_event_name": PROMPT_EVENT[host], "session_id": "s",
-                                "conversation_id": "s", "prompt": "hello"}, handler)
+    out, rc = run_inproc(
+        host,
+        {"hook_event_name": PROMPT_EVENT[host], "session_id": "s", "conversation_id": "s", "prompt": "hello"},
+        handler,
+    )
     assert rc == 0
     assert out == (b"{}\n" if host == "cursor" else b"")
     [run] = hook_runs(DataPaths.default())
@@ -158,37 +202,49 @@ def test_hookrun_skips_the_core_for_unknown_events(isolated_home: Path) -> None:
 
 def test_hookrun_steps_aside_under_cursor(isolated_home: Path) -> None:
     (isolated_home / ".cursor").mkdir()
-    (isolated_home / ".cursor" / "hooks.json").write_text(json.dumps(
-        {"version": 1, "hooks": {"stop": [{"command": hook_command_line("cursor")}]}}))
+    (isolated_home / ".cursor" / "hooks.json").write_text(
+        json.dumps({"version": 1, "hooks": {"stop": [{"command": hook_command_line("cursor")}]}})
+    )
     calls = []
 
     def handler(*args: object) -> HookReply:
         calls.append(args)
         return HookReply(context="x")
 
-    out, _ = run_inproc("claude", CLAUDE["UserPromptSubmit"], handler,
-                        env={"CURSOR_VERSION": "3.20.17"}, home=isolated_home)
+    out, _ = run_inproc(
+        "claude", CLAUDE["UserPromptSubmit"], handler, env={"CURSOR_VERSION": "3.20.17"}, home=isolated_home
+    )
     assert (out, calls) == (b"", [])
-    out, _ = run_inproc("claude", CLAUDE["UserPromptSubmit"], handler, env={},
-                        home=isolated_home)
+    out, _ = run_inproc("claude", CLAUDE["UserPromptSubmit"], handler, env={}, home=isolated_home)
     assert out and len(calls) == 1
     # Cursor's own registration is never the one that steps aside.
-    out, _ = run_inproc("cursor", CURSOR["beforeSubmitPrompt"], handler,
-                        env={"CURSOR_VERSION": "3.20.17"}, home=isolated_home)
+    out, _ = run_inproc(
+        "cursor", CURSOR["beforeSubmitPrompt"], handler, env={"CURSOR_VERSION": "3.20.17"}, home=isolated_home
+    )
     assert json.loads(out) == {"additional_context": "x"}
 
 
 def test_fixed_now_for_reproducible_runs(isolated_home: Path) -> None:
     seen = []
     out = io.BytesIO()
-    hookrun.main(["--agent", "claude"], stdin=io.BytesIO(json.dumps(
-        CLAUDE["SessionStart"]).encode()), stdout=out,
+    hookrun.main(
+        ["--agent", "claude"],
+        stdin=io.BytesIO(json.dumps(CLAUDE["SessionStart"]).encode()),
+        stdout=out,
         env={"MEMSELF_NOW": "2026-01-02T03:04:05+08:00"},
-        handler=lambda e, now, p: seen.append(now) or HookReply())
-    assert seen == [datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc).replace(
-        tzinfo=seen[0].tzinfo)] and seen[0].utcoffset().total_seconds() == 8 * 3600
-    hookrun.main(["--agent", "claude"], stdin=io.BytesIO(b"{}"), stdout=io.BytesIO(),
-                 env={"MEMSELF_NOW": "not a time"}, handler=lambda e, now, p: HookReply())
+        handler=lambda e, now, p: seen.append(now) or HookReply(),
+    )
+    assert (
+        seen == [datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc).replace(tzinfo=seen[0].tzinfo)]
+        and seen[0].utcoffset().total_seconds() == 8 * 3600
+    )
+    hookrun.main(
+        ["--agent", "claude"],
+        stdin=io.BytesIO(b"{}"),
+        stdout=io.BytesIO(),
+        env={"MEMSELF_NOW": "not a time"},
+        handler=lambda e, now, p: HookReply(),
+    )
 
 
 def test_read_bounded_drains_what_it_drops() -> None:
@@ -211,20 +267,35 @@ def test_read_bounded_does_not_wait_forever_on_an_open_pipe() -> None:
         os.close(write_fd)
 
 
-@pytest.mark.parametrize(("flags", "note"), [((), "deadline"), (("--no-deadline",), "watchdog")],
-                         ids=["deadline", "watchdog-thread"])
-def test_stuck_core_answers_before_the_host_kills_the_hook(flags: tuple[str, ...], note: str,
-                                                           tmp_path: Path,
-                                                           hook_data: DataPaths) -> None:
+@pytest.mark.parametrize(
+    ("flags", "note"),
+    [((), "deadline"), (("--no-deadline",), "watchdog")],
+    ids=["deadline", "watchdog-thread"],
+)
+def test_stuck_core_answers_before_the_host_kills_the_hook(
+    flags: tuple[str, ...], note: str, tmp_path: Path, hook_data: DataPaths
+) -> None:
     """A stuck core: the hook still answers "nothing" at 80 % of the host's timeout, by its hard
     deadline, or by hookrun's watchdog thread where no deadline could be armed."""
     replies = tmp_path / "replies.json"
     replies.write_text(json.dumps({"prompt_submit": {"sleep": 30, "context": "late"}}))
     started = time.monotonic()
-    done = subprocess.run([sys.executable, "-I", "-S", str(REPO_ROOT / "tests" / "hook_harness.py"),
-                           "--agent", "cursor", "--replies", str(replies), *flags],
-                          input=json.dumps(CURSOR["beforeSubmitPrompt"]).encode(),
-                          capture_output=True, timeout=30)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-I",
+            "-S",
+            str(REPO_ROOT / "tests" / "hook_harness.py"),
+            "--agent",
+            "cursor",
+            "--replies",
+            str(replies),
+            *flags,
+        ],
+        input=json.dumps(CURSOR["beforeSubmitPrompt"]).encode(),
+        capture_output=True,
+        timeout=30,
+    )
     elapsed = time.monotonic() - started
     proc = HookProc(done.returncode, done.stdout, done.stderr, elapsed)
     assert proc.rc == 0 and proc.answer() == {}
@@ -232,17 +303,24 @@ def test_stuck_core_answers_before_the_host_kills_the_hook(flags: tuple[str, ...
     assert [r.get("note") for r in hook_runs(hook_data)] == [note]
 
 
-@pytest.mark.parametrize(("argv", "answer"), [
-    (["--agent", "cursor"], {}),
-    (["--agent", "vscode"], None),
-    ([], None),
-])
-def test_slow_cli_entry_is_the_same_function(argv: list[str], answer: dict | None,
-                                             hook_data: DataPaths) -> None:
+@pytest.mark.parametrize(
+    ("argv", "answer"),
+    [
+        (["--agent", "cursor"], {}),
+        (["--agent", "vscode"], None),
+        ([], None),
+    ],
+)
+def test_slow_cli_entry_is_the_same_function(
+    argv: list[str], answer: dict | None, hook_data: DataPaths
+) -> None:
     """``memself hook`` never exits non-zero either (click usage errors would exit 2)."""
-    done = subprocess.run([sys.executable, "-m", "memself", "hook", *argv],
-                          input=json.dumps(CURSOR["stop-2"]).encode(), capture_output=True,
-                          timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-m", "memself", "hook", *argv],
+        input=json.dumps(CURSOR["stop-2"]).encode(),
+        capture_output=True,
+        timeout=60,
+    )
     proc = HookProc(done.returncode, done.stdout, done.stderr, 0.0)
     assert proc.rc == 0 and proc.answer() == answer, done.stderr[-500:]
     [run] = hook_runs(hook_data)
@@ -259,24 +337,33 @@ def test_entry_finds_the_package_in_a_wheel_layout(tmp_path: Path, hook_data: Da
         shutil.copytree(REPO_ROOT / sub, site / "memself" / sub, ignore=ignore)
     marker = "# wheel-copy\n"
     cursor_mod = site / "memself" / "hosts" / "cursor.py"
-    cursor_mod.write_text(cursor_mod.read_text(encoding="utf-8").replace(
-        'ASK_TOOL = "AskQuestion"', 'ASK_TOOL = "AskQuestion"\nWHEEL_COPY = True') + marker,
-        encoding="utf-8")
+    cursor_mod.write_text(
+        cursor_mod.read_text(encoding="utf-8").replace(
+            'ASK_TOOL = "AskQuestion"', 'ASK_TOOL = "AskQuestion"\nWHEEL_COPY = True'
+        )
+        + marker,
+        encoding="utf-8",
+    )
     entry = site / "memself" / "hooks" / "entry.py"
     probe = tmp_path / "probe.py"
     probe.write_text(
         "import runpy, sys\n"
         f"runpy.run_path({str(entry)!r}, run_name='x')['_bootstrap']()\n"
         "import memself, memself.hosts.cursor as c\n"
-        "print(memself.__file__, c.__file__, getattr(c, 'WHEEL_COPY', False))\n")
-    done = subprocess.run([sys.executable, "-I", "-S", str(probe)], capture_output=True,
-                          timeout=30, text=True)
+        "print(memself.__file__, c.__file__, getattr(c, 'WHEEL_COPY', False))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-I", "-S", str(probe)], capture_output=True, timeout=30, text=True
+    )
     assert done.returncode == 0, done.stderr
     memself_file, cursor_file, wheel_copy = done.stdout.split()
     assert memself_file.startswith(str(site)) and cursor_file.startswith(str(site))
     assert wheel_copy == "True"
-    done = subprocess.run([sys.executable, "-I", "-S", str(entry), "--agent", "cursor"],
-                          input=json.dumps(CURSOR["stop-2"]).encode(), capture_output=True,
-                          timeout=30)
+    done = subprocess.run(
+        [sys.executable, "-I", "-S", str(entry), "--agent", "cursor"],
+        input=json.dumps(CURSOR["stop-2"]).encode(),
+        capture_output=True,
+        timeout=30,
+    )
     assert (done.returncode, done.stdout) == (0, b"{}\n"), done.stderr
     assert [r["kind"] for r in hook_runs(hook_data)] == ["stop"]

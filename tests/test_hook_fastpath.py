@@ -28,9 +28,20 @@ from tests.test_hook_imports import imported_modules
 __all__ = ["hook_data"]
 
 # What the fast path exists to avoid (measured 20-25 ms each under ``-I -S`` on these machines).
-NOT_ON_THE_FAST_PATH = {"json", "re", "enum", "typing", "pathlib", "threading", "datetime",
-                        "dataclasses", "memself.hookrun", "memself.hosts", "memself.hookcore",
-                        "memself.engine.client"}
+NOT_ON_THE_FAST_PATH = {
+    "json",
+    "re",
+    "enum",
+    "typing",
+    "pathlib",
+    "threading",
+    "datetime",
+    "dataclasses",
+    "memself.hookrun",
+    "memself.hosts",
+    "memself.hookcore",
+    "memself.engine.client",
+}
 
 
 class RecordingEnv(dict):
@@ -58,8 +69,10 @@ def test_adapters_read_only_the_forwarded_environment(tmp_path: Path) -> None:
     asked: set[str] = set()
     for adapter in HOSTS.values():
         for kind, name in adapter.EVENT_NAMES.items():
-            for payload in ({"hook_event_name": name, "session_id": "s", "prompt": "p"},
-                            {"hook_event_name": name, "cursor_version": "3.20"}):
+            for payload in (
+                {"hook_event_name": name, "session_id": "s", "prompt": "p"},
+                {"hook_event_name": name, "cursor_version": "3.20"},
+            ):
                 env = RecordingEnv()
                 event = adapter.parse(payload, env)
                 assert event.kind is kind
@@ -75,15 +88,19 @@ def test_adapters_read_only_the_forwarded_environment(tmp_path: Path) -> None:
 def test_the_byte_filter_lets_every_engine_event_through() -> None:
     from memself.hosts.base import _KIND_BY_NAME
 
-    engine_names = {name for name, kind in _KIND_BY_NAME.items()
-                    if kind in (EventKind.SESSION_START, EventKind.PROMPT_SUBMIT)}
+    engine_names = {
+        name
+        for name, kind in _KIND_BY_NAME.items()
+        if kind in (EventKind.SESSION_START, EventKind.PROMPT_SUBMIT)
+    }
     assert engine_names == {n.decode() for n in fasthook.ENGINE_EVENT_NAMES}
     for adapter in HOSTS.values():
         for kind in (EventKind.SESSION_START, EventKind.PROMPT_SUBMIT):
             raw = json.dumps({"hook_event_name": adapter.EVENT_NAMES[kind]}).encode()
             assert fasthook.may_be_engine_event(raw)
-        stop = json.dumps({"hook_event_name": adapter.EVENT_NAMES[EventKind.STOP],
-                           "last_assistant_message": "done"}).encode()
+        stop = json.dumps(
+            {"hook_event_name": adapter.EVENT_NAMES[EventKind.STOP], "last_assistant_message": "done"}
+        ).encode()
         assert not fasthook.may_be_engine_event(stop)
     assert not fasthook.may_be_engine_event(b"")
 
@@ -97,8 +114,7 @@ def test_data_root_matches_paths(home: str, monkeypatch: pytest.MonkeyPatch) -> 
     assert os.path.realpath(fasthook.data_root()) == os.path.realpath(data_root())
 
 
-def test_request_is_json_with_only_the_forwarded_environment(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_request_is_json_with_only_the_forwarded_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CLAUDE_PROJECT_DIR", 'C:\\work "quoted"\n\x01tab\t')
     monkeypatch.setenv("CURSOR_VERSION", "bad\udcffbyte")  # undecodable byte (surrogateescape)
     monkeypatch.setenv("OPENAI_API_KEY", "sk-never-forwarded")
@@ -109,8 +125,10 @@ def test_request_is_json_with_only_the_forwarded_environment(
     assert message["op"] == fasthook.OP_HOOK_FORWARD
     payload = message["payload"]
     assert base64.b64decode(payload["stdin"]) == raw
-    assert payload["env"] == {"CLAUDE_PROJECT_DIR": 'C:\\work "quoted"\n\x01tab\t',
-                              "CURSOR_VERSION": "bad\udcffbyte"}
+    assert payload["env"] == {
+        "CLAUDE_PROJECT_DIR": 'C:\\work "quoted"\n\x01tab\t',
+        "CURSOR_VERSION": "bad\udcffbyte",
+    }
     assert payload["started"] == 1764490000.25
     assert payload["host"] == "claude"
     assert payload["home"] == os.path.expanduser("~")
@@ -120,41 +138,65 @@ def test_replies_as_the_server_frames_them() -> None:
     def body(response: dict) -> bytes:
         return pack(response, MAX_RESPONSE_BYTES)[4:]
 
-    out = "{\"a\":\"中文\"}\n".encode()
-    assert fasthook._parse_reply(body({"ok": True, "result": {
-        "stdout": base64.b64encode(out).decode()}})) == ("out", out)
+    out = '{"a":"中文"}\n'.encode()
+    assert fasthook._parse_reply(
+        body({"ok": True, "result": {"stdout": base64.b64encode(out).decode()}})
+    ) == ("out", out)
     assert fasthook._parse_reply(body({"ok": True, "result": {"stdout": ""}})) == ("out", b"")
     assert fasthook._parse_reply(body({"ok": True, "result": {"local": True}})) == ("local", "")
-    assert fasthook._parse_reply(body({"ok": False, "error": "not-ready",
-                                       "message": "正在加载"})) == ("error", "not-ready")
+    assert fasthook._parse_reply(body({"ok": False, "error": "not-ready", "message": "正在加载"})) == (
+        "error",
+        "not-ready",
+    )
     assert fasthook._parse_reply(b"{not json") == ("error", "protocol")
-    assert fasthook._parse_reply(body({"ok": True, "result": {"other": 1}})) == ("error",
-                                                                                 "protocol")
+    assert fasthook._parse_reply(body({"ok": True, "result": {"other": 1}})) == ("error", "protocol")
 
 
 NOW = datetime(2026, 11, 30, 9, 0, tzinfo=timezone.utc)
 
 
 def _forward_payload(host: str, raw: bytes, env: dict[str, str]) -> dict:
-    return {"host": host, "stdin": base64.b64encode(raw).decode(), "env": env,
-            "home": "/nonexistent-home", "started": NOW.timestamp(), "utcoffset": 0, "zone": "UTC"}
+    return {
+        "host": host,
+        "stdin": base64.b64encode(raw).decode(),
+        "env": env,
+        "home": "/nonexistent-home",
+        "started": NOW.timestamp(),
+        "utcoffset": 0,
+        "zone": "UTC",
+    }
 
 
 @pytest.mark.parametrize("host", list(HOSTS))
 @pytest.mark.parametrize("kind", [EventKind.SESSION_START, EventKind.PROMPT_SUBMIT])
-def test_run_forwarded_prints_what_main_prints(host: str, kind: EventKind,
-                                               isolated_home: Path) -> None:
+def test_run_forwarded_prints_what_main_prints(host: str, kind: EventKind, isolated_home: Path) -> None:
     """Same stdin, environment and core: the engine's answer is the local run's, byte for byte."""
     paths = DataPaths.default()
     paths.ensure()
-    raw = json.dumps({"hook_event_name": HOSTS[host].EVENT_NAMES[kind], "session_id": "s-1",
-                      "conversation_id": "s-1", "prompt": "记住：回答用中文"}).encode()
-    env = {"CLAUDE_PROJECT_DIR": "/p/claude", "CURSOR_PROJECT_DIR": "/p/cursor",
-           "CODEBUDDY_PROJECT_DIR": "/p/cb", "WORKBUDDY_PROJECT_DIR": "/p/wb",
-           hookrun.FIXED_NOW_ENV: NOW.isoformat()}
+    raw = json.dumps(
+        {
+            "hook_event_name": HOSTS[host].EVENT_NAMES[kind],
+            "session_id": "s-1",
+            "conversation_id": "s-1",
+            "prompt": "记住：回答用中文",
+        }
+    ).encode()
+    env = {
+        "CLAUDE_PROJECT_DIR": "/p/claude",
+        "CURSOR_PROJECT_DIR": "/p/cursor",
+        "CODEBUDDY_PROJECT_DIR": "/p/cb",
+        "WORKBUDDY_PROJECT_DIR": "/p/wb",
+        hookrun.FIXED_NOW_ENV: NOW.isoformat(),
+    }
     local = io.BytesIO()
-    hookrun.main(["--agent", host], handler=scripted_core, stdin=io.BytesIO(raw), stdout=local,
-                 env=env, home=Path("/nonexistent-home"))
+    hookrun.main(
+        ["--agent", host],
+        handler=scripted_core,
+        stdin=io.BytesIO(raw),
+        stdout=local,
+        env=env,
+        home=Path("/nonexistent-home"),
+    )
     answer = hookrun.run_forwarded(_forward_payload(host, raw, env), paths, scripted_core)
     assert base64.b64decode(answer["stdout"]) == local.getvalue()
     assert b"/p/" in local.getvalue()  # the forwarded environment reached the parse
@@ -162,20 +204,23 @@ def test_run_forwarded_prints_what_main_prints(host: str, kind: EventKind,
     assert [r.get("note") for r in runs] == [None, "engine"]
 
 
-@pytest.mark.parametrize("raw", [
-    json.dumps({"hook_event_name": "Stop", "session_id": "s"}).encode(),
-    json.dumps({"hook_event_name": "PreToolUse", "session_id": "s"}).encode(),
-    b"{broken", b"[1]",
-], ids=["stop", "unknown-event", "bad-json", "not-object"])
-def test_run_forwarded_leaves_the_rest_to_the_hook_process(raw: bytes,
-                                                           isolated_home: Path) -> None:
+@pytest.mark.parametrize(
+    "raw",
+    [
+        json.dumps({"hook_event_name": "Stop", "session_id": "s"}).encode(),
+        json.dumps({"hook_event_name": "PreToolUse", "session_id": "s"}).encode(),
+        b"{broken",
+        b"[1]",
+    ],
+    ids=["stop", "unknown-event", "bad-json", "not-object"],
+)
+def test_run_forwarded_leaves_the_rest_to_the_hook_process(raw: bytes, isolated_home: Path) -> None:
     paths = DataPaths.default()
 
     def core(event: HookEvent, now: datetime, paths: DataPaths) -> HookReply:
         raise AssertionError("the engine must not run this event")
 
-    assert hookrun.run_forwarded(_forward_payload("claude", raw, {}), paths, core) == {
-        "local": True}
+    assert hookrun.run_forwarded(_forward_payload("claude", raw, {}), paths, core) == {"local": True}
     assert hook_runs(paths) == []
 
 
@@ -188,39 +233,59 @@ def fast_engine(hook_data: DataPaths, monkeypatch: pytest.MonkeyPatch) -> Iterat
 
 @pytest.mark.parametrize("host", list(HOSTS))
 def test_the_real_entry_answers_through_the_engine_importing_almost_nothing(
-        host: str, fast_engine: DataPaths) -> None:
+    host: str, fast_engine: DataPaths
+) -> None:
     adapter = HOSTS[host]
-    env = {**os.environ, "CLAUDE_PROJECT_DIR": "/p/claude", "CURSOR_PROJECT_DIR": "/p/cursor",
-           "CODEBUDDY_PROJECT_DIR": "/p/cb", "WORKBUDDY_PROJECT_DIR": "/p/wb",
-           hookrun.FIXED_NOW_ENV: NOW.isoformat()}
+    env = {
+        **os.environ,
+        "CLAUDE_PROJECT_DIR": "/p/claude",
+        "CURSOR_PROJECT_DIR": "/p/cursor",
+        "CODEBUDDY_PROJECT_DIR": "/p/cb",
+        "WORKBUDDY_PROJECT_DIR": "/p/wb",
+        hookrun.FIXED_NOW_ENV: NOW.isoformat(),
+    }
     engine_pid = call_engine(fast_engine, "ping", {}, timeout_s=5)["pid"]
     for kind in (EventKind.SESSION_START, EventKind.PROMPT_SUBMIT):
-        payload = {"hook_event_name": adapter.EVENT_NAMES[kind], "session_id": "s-fast",
-                   "conversation_id": "s-fast", "prompt": "快速路径的问题"}
-        proc = run_entry(host, json.dumps(payload).encode(), env=env,
-                         python_flags=["-X", "importtime"])
+        payload = {
+            "hook_event_name": adapter.EVENT_NAMES[kind],
+            "session_id": "s-fast",
+            "conversation_id": "s-fast",
+            "prompt": "快速路径的问题",
+        }
+        proc = run_entry(host, json.dumps(payload).encode(), env=env, python_flags=["-X", "importtime"])
         assert proc.rc == 0
         event = adapter.parse(payload, env)
-        expected = json.dumps(adapter.render(event, scripted_core(event, NOW, fast_engine)),
-                              ensure_ascii=False, separators=(",", ":")) + "\n"
+        expected = (
+            json.dumps(
+                adapter.render(event, scripted_core(event, NOW, fast_engine)),
+                ensure_ascii=False,
+                separators=(",", ":"),
+            )
+            + "\n"
+        )
         # Answered by the engine process, byte for byte what a local run renders.
-        assert proc.stdout.decode() == expected.replace(f"pid={os.getpid()} ",
-                                                        f"pid={engine_pid} ")
+        assert proc.stdout.decode() == expected.replace(f"pid={os.getpid()} ", f"pid={engine_pid} ")
         assert f"now={NOW.isoformat()}" in expected and "cwd=/p/" in expected
         modules = imported_modules(proc.stderr)
         assert "memself.engine.fasthook" in modules  # the measurement itself works
         assert sorted(modules & NOT_ON_THE_FAST_PATH) == []
     runs = [r for r in hook_runs(fast_engine) if r["host"] == host]
-    assert [(r["kind"], r.get("note")) for r in runs] == [("session_start", "engine"),
-                                                         ("prompt_submit", "engine")]
+    assert [(r["kind"], r.get("note")) for r in runs] == [
+        ("session_start", "engine"),
+        ("prompt_submit", "engine"),
+    ]
 
 
 @pytest.mark.parametrize("quoted", [False, True], ids=["stop", "stop-quoting-event-names"])
 def test_stop_still_runs_in_the_hook_process(quoted: bool, fast_engine: DataPaths) -> None:
     """A Stop never waits on the engine; one that quotes an event name (and so passes the byte
     filter) is sent back by the engine and still runs here."""
-    payload = {"hook_event_name": "Stop", "session_id": "s-stop", "stop_hook_active": False,
-               "last_assistant_message": "UserPromptSubmit and SessionStart" if quoted else ""}
+    payload = {
+        "hook_event_name": "Stop",
+        "session_id": "s-stop",
+        "stop_hook_active": False,
+        "last_assistant_message": "UserPromptSubmit and SessionStart" if quoted else "",
+    }
     proc = run_entry("claude", json.dumps(payload).encode(), python_flags=["-X", "importtime"])
     assert proc.rc == 0
     assert "memself.hookrun" in imported_modules(proc.stderr)
@@ -228,8 +293,9 @@ def test_stop_still_runs_in_the_hook_process(quoted: bool, fast_engine: DataPath
     assert [(r["kind"], r.get("note")) for r in runs] == [("stop", None)]
 
 
-def test_without_an_engine_the_hook_runs_locally_once(hook_data: DataPaths,
-                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_an_engine_the_hook_runs_locally_once(
+    hook_data: DataPaths, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """No engine: the fast path's "unreachable" goes to hookrun, which does not ask again and
     answers from the local core (and starts an engine for the next turn)."""
     monkeypatch.setenv("MEMSELF_ENGINE_SERVICE", "tests.fastpath_service:make")

@@ -15,8 +15,22 @@ from tests.hookproc import hook_data, hook_runs, run_entry
 
 __all__ = ["hook_data"]
 
-FORBIDDEN = {"numpy", "torch", "sentence_transformers", "transformers", "httpx", "httpcore",
-             "mcp", "click", "jieba", "scipy", "sklearn", "filelock", "anyio", "pydantic"}
+FORBIDDEN = {
+    "numpy",
+    "torch",
+    "sentence_transformers",
+    "transformers",
+    "httpx",
+    "httpcore",
+    "mcp",
+    "click",
+    "jieba",
+    "scipy",
+    "sklearn",
+    "filelock",
+    "anyio",
+    "pydantic",
+}
 
 
 def imported_modules(stderr: bytes) -> set[str]:
@@ -29,8 +43,9 @@ def imported_modules(stderr: bytes) -> set[str]:
 
 
 def configure_judge(paths: DataPaths) -> None:
-    paths.config.write_text(json.dumps({"sideApiBase": "http://127.0.0.1:9/v1",
-                                        "sideApiModel": "judge-test"}), encoding="utf-8")
+    paths.config.write_text(
+        json.dumps({"sideApiBase": "http://127.0.0.1:9/v1", "sideApiModel": "judge-test"}), encoding="utf-8"
+    )
     paths.side_secret.write_text(json.dumps({"apiKey": "sk-test-imports"}), encoding="utf-8")
     os.chmod(paths.side_secret, 0o600)
 
@@ -43,9 +58,13 @@ def test_hook_imports_no_heavy_package(host: str, judge: bool, hook_data: DataPa
     adapter = HOSTS[host]
     seen: set[str] = set()
     for kind in (EventKind.SESSION_START, EventKind.PROMPT_SUBMIT, EventKind.STOP):
-        payload = {"hook_event_name": adapter.EVENT_NAMES[kind], "session_id": f"s-{host}",
-                   "conversation_id": f"s-{host}", "prompt": "以后回答都用中文，记住这一点",
-                   "cwd": "/tmp"}
+        payload = {
+            "hook_event_name": adapter.EVENT_NAMES[kind],
+            "session_id": f"s-{host}",
+            "conversation_id": f"s-{host}",
+            "prompt": "以后回答都用中文，记住这一点",
+            "cwd": "/tmp",
+        }
         proc = run_entry(host, json.dumps(payload).encode(), python_flags=["-X", "importtime"])
         assert proc.rc == 0
         modules = imported_modules(proc.stderr)
@@ -64,6 +83,7 @@ def test_the_checker_sees_a_heavy_import(hook_data: DataPaths) -> None:
     import subprocess
     import sys
 
-    done = subprocess.run([sys.executable, "-X", "importtime", "-c", "import click"],
-                          capture_output=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", "import click"], capture_output=True, timeout=60
+    )
     assert "click" in imported_modules(done.stderr)

@@ -66,8 +66,9 @@ def test_session_start_boundary_when_judge_configured() -> None:
 
 def test_claude_session_start_respects_10000_chars() -> None:
     store = make_store()
-    write_records(store, "rule", [record(f"r{i}", f"规则{i:02d}" + "很长的正文" * 60, 0.9, last=T0)
-                                  for i in range(50)])
+    write_records(
+        store, "rule", [record(f"r{i}", f"规则{i:02d}" + "很长的正文" * 60, 0.9, last=T0) for i in range(50)]
+    )
     reply = handle(event(EventKind.SESSION_START, host="claude"), T0, store.paths)
     assert len(reply.context) <= 10_000
     assert "因注入长度限制未列出" in reply.context
@@ -81,8 +82,7 @@ def test_empty_rules_and_disabled_plugin() -> None:
     write_records(store, "rule", [record("a", "很久没用的规则", 0.9, last=T0 - days(40))])
     assert handle(event(EventKind.SESSION_START), T0 + days(1), store.paths).empty
     assert not store.paths.decay_state.exists() or "2026-11-03" not in store.paths.decay_state.read_text()
-    assert handle(event(EventKind.PROMPT_SUBMIT, prompt="帮我看看这个函数怎么改"), T0,
-                  store.paths).empty
+    assert handle(event(EventKind.PROMPT_SUBMIT, prompt="帮我看看这个函数怎么改"), T0, store.paths).empty
 
 
 def test_prompt_without_judge_gets_deposition_off_notice() -> None:
@@ -107,13 +107,21 @@ def test_prompt_with_judge_configured_gets_reminder(monkeypatch: pytest.MonkeyPa
     reply = handle(event(EventKind.PROMPT_SUBMIT, prompt="帮我看看这个函数怎么改"), T0, store.paths)
     assert reply.context.startswith("记忆由 memory-self-evolution 插件在后台判断")
     assert len(started) == 1
-    claude = handle(event(EventKind.PROMPT_SUBMIT, host="claude", prompt="帮我看看这个函数怎么改"),
-                    T0, store.paths)
+    claude = handle(
+        event(EventKind.PROMPT_SUBMIT, host="claude", prompt="帮我看看这个函数怎么改"), T0, store.paths
+    )
     assert "不影响 Claude Code 自带的记忆" in claude.context
 
 
-@pytest.mark.parametrize("prompt", ["", "MEMORY_CONFIRM_V1\n请弹窗", "Stop hook: MEMORY_CONFIRM_V1",
-                                    "<question_answer>落成</question_answer>"])
+@pytest.mark.parametrize(
+    "prompt",
+    [
+        "",
+        "MEMORY_CONFIRM_V1\n请弹窗",
+        "Stop hook: MEMORY_CONFIRM_V1",
+        "<question_answer>落成</question_answer>",
+    ],
+)
 def test_plugin_traffic_gets_nothing(prompt: str) -> None:
     store = make_store()
     assert handle(event(EventKind.PROMPT_SUBMIT, prompt=prompt), T0, store.paths).empty
@@ -121,13 +129,13 @@ def test_plugin_traffic_gets_nothing(prompt: str) -> None:
 
 def test_recall_hits_are_rendered_in_two_groups(monkeypatch: pytest.MonkeyPatch) -> None:
     store = make_store()
-    result = {"rule": [{"id": "a", "text": "Go 错误用 %w 包装", "score": 0.41, "confidence": 0.55}],
-              "project": [{"id": "p", "text": "支付灰度开关 pay_new_flow", "score": 0.5,
-                           "confidence": 0.6}]}
+    result = {
+        "rule": [{"id": "a", "text": "Go 错误用 %w 包装", "score": 0.41, "confidence": 0.55}],
+        "project": [{"id": "p", "text": "支付灰度开关 pay_new_flow", "score": 0.5, "confidence": 0.6}],
+    }
     monkeypatch.setattr("memself.engine.client.recall_or_none", lambda *a, **k: result)
     set_config_value(store.paths, "showRecall", "true")
-    reply = handle(event(EventKind.PROMPT_SUBMIT, host="claude", prompt="支付页灰度怎么开"), T0,
-                   store.paths)
+    reply = handle(event(EventKind.PROMPT_SUBMIT, host="claude", prompt="支付页灰度怎么开"), T0, store.paths)
     assert "## 规则\n- Go 错误用 %w 包装（置信度 0.55，相关度 0.41）" in reply.context
     assert "## 项目事实\n- 支付灰度开关 pay_new_flow（置信度 0.6，相关度 0.50）" in reply.context
     assert reply.user_message.startswith("# 与本轮输入相关的长期记忆")

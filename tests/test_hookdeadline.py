@@ -15,8 +15,13 @@ from memself import hookdeadline, hookrun
 from memself.hosts import HOSTS
 from memself.hosts.base import EventKind, HookEvent, HookReply
 
-KINDS = (EventKind.SESSION_START, EventKind.PROMPT_SUBMIT, EventKind.STOP, EventKind.SUBAGENT_STOP,
-         EventKind.UNKNOWN)
+KINDS = (
+    EventKind.SESSION_START,
+    EventKind.PROMPT_SUBMIT,
+    EventKind.STOP,
+    EventKind.SUBAGENT_STOP,
+    EventKind.UNKNOWN,
+)
 
 
 @pytest.mark.parametrize("host", list(HOSTS))
@@ -25,7 +30,8 @@ def test_deadlines_are_a_share_of_the_registered_timeouts(host: str) -> None:
     assert set(hookdeadline.DEADLINES[host]) == {k.value for k in adapter.TIMEOUTS}
     for kind, timeout in adapter.TIMEOUTS.items():
         assert hookdeadline.deadline_for(host, kind.value) == pytest.approx(
-            hookdeadline.SHARE * timeout - hookdeadline.EXIT_MARGIN_S)
+            hookdeadline.SHARE * timeout - hookdeadline.EXIT_MARGIN_S
+        )
         # Room for the reserves a wait leaves for what follows it.
         assert hookdeadline.deadline_for(host, kind.value) > 2 * hookdeadline.LOCAL_RESERVE_S
     assert hookdeadline.deadline_for(host) == min(hookdeadline.DEADLINES[host].values())
@@ -43,25 +49,27 @@ def test_nothing_is_what_the_adapter_renders_for_an_empty_reply(host: str) -> No
         assert hookdeadline.NOTHING.get(host, b"") == expected, (host, kind)
 
 
-@pytest.mark.parametrize(("raw", "kind"), [
-    (b'{"hook_event_name": "beforeSubmitPrompt", "prompt": "stop"}', "prompt_submit"),
-    (b'{"session_id":"s","hook_event_name":"Stop"}', "stop"),
-    (b'{"hook_event_name" :\n "SubagentStop"}', "stop"),
-    (b'{"hook_event_name":"SessionStart"}', "session_start"),
-    (b'{"hook_event_name":"UserPromptSubmit"}', "prompt_submit"),
-    (b'{"hook_event_name":"PreToolUse"}', None),
-    (b'{"hook_event_name":"\\u0053top"}', None),  # escaped: left to the parse
-    (b'{"prompt":"hook_event_name"}', None),
-    (b"", None),
-])
+@pytest.mark.parametrize(
+    ("raw", "kind"),
+    [
+        (b'{"hook_event_name": "beforeSubmitPrompt", "prompt": "stop"}', "prompt_submit"),
+        (b'{"session_id":"s","hook_event_name":"Stop"}', "stop"),
+        (b'{"hook_event_name" :\n "SubagentStop"}', "stop"),
+        (b'{"hook_event_name":"SessionStart"}', "session_start"),
+        (b'{"hook_event_name":"UserPromptSubmit"}', "prompt_submit"),
+        (b'{"hook_event_name":"PreToolUse"}', None),
+        (b'{"hook_event_name":"\\u0053top"}', None),  # escaped: left to the parse
+        (b'{"prompt":"hook_event_name"}', None),
+        (b"", None),
+    ],
+)
 def test_payload_kind_is_a_cheap_look(raw: bytes, kind: str | None) -> None:
     assert hookdeadline.payload_kind(raw) == kind
 
 
 def test_process_age_counts_the_interpreter_start() -> None:
     """A process that sleeps before asking still reports its whole age."""
-    code = ("import time; time.sleep(0.5)\n"
-            "from memself.hookdeadline import process_age\nprint(process_age())")
+    code = "import time; time.sleep(0.5)\nfrom memself.hookdeadline import process_age\nprint(process_age())"
     started = time.monotonic()
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
     elapsed = time.monotonic() - started
@@ -73,10 +81,17 @@ def test_nothing_is_armed_in_process() -> None:
     """hookrun.main answers hook after hook inside the engine: no deadline, no claimed answer."""
     assert not hookdeadline.armed() and hookdeadline.remaining() is None
     assert hookdeadline.budget(2.0, 1.0) == 2.0
-    payload = json.dumps({"hook_event_name": "beforeSubmitPrompt", "conversation_id": "s",
-                          "prompt": "hello"}).encode()
+    payload = json.dumps(
+        {"hook_event_name": "beforeSubmitPrompt", "conversation_id": "s", "prompt": "hello"}
+    ).encode()
     for _ in range(3):
         out = io.BytesIO()
-        hookrun.main(["--agent", "cursor"], handler=lambda e, n, p: HookReply(context="x"),
-                     stdin=io.BytesIO(payload), stdout=out, env={}, watchdog_on=False)
+        hookrun.main(
+            ["--agent", "cursor"],
+            handler=lambda e, n, p: HookReply(context="x"),
+            stdin=io.BytesIO(payload),
+            stdout=out,
+            env={},
+            watchdog_on=False,
+        )
         assert out.getvalue() == b'{"additional_context":"x"}\n'

@@ -61,8 +61,11 @@ def test_host_table_and_timeouts() -> None:
     assert list(HOSTS) == ["claude", "cursor", "codebuddy", "workbuddy"]
     assert cursor.TIMEOUTS[EventKind.PROMPT_SUBMIT] == 5
     for adapter in (claude, codebuddy, workbuddy):
-        assert adapter.TIMEOUTS == {EventKind.SESSION_START: 10, EventKind.PROMPT_SUBMIT: 10,
-                                    EventKind.STOP: 20}
+        assert adapter.TIMEOUTS == {
+            EventKind.SESSION_START: 10,
+            EventKind.PROMPT_SUBMIT: 10,
+            EventKind.STOP: 20,
+        }
     assert cursor.EVENT_NAMES[EventKind.PROMPT_SUBMIT] == "beforeSubmitPrompt"
     assert claude.EVENT_NAMES[EventKind.PROMPT_SUBMIT] == "UserPromptSubmit"
     assert cursor.ASK_TOOL == "AskQuestion" and claude.ASK_TOOL == "AskUserQuestion"
@@ -77,7 +80,11 @@ def test_claude_captures(capture: Path) -> None:
     session = data["SessionStart"]["session_id"]
     start = claude.parse(data["SessionStart"])
     assert (start.kind, start.session_key, start.prompt, start.stop_active) == (
-        EventKind.SESSION_START, session, "", False)
+        EventKind.SESSION_START,
+        session,
+        "",
+        False,
+    )
     assert start.cwd == "/home/dev/project" and start.host == "claude"
     prompt = claude.parse(data["UserPromptSubmit"])
     assert prompt.kind is EventKind.PROMPT_SUBMIT
@@ -152,9 +159,12 @@ def test_keys_are_sanitised_and_cut(name: str) -> None:
     adapter = HOSTS[name]
     payload = {
         "hook_event_name": adapter.EVENT_NAMES[EventKind.PROMPT_SUBMIT],
-        "session_id": "  a b/c:" + "x" * 200, "conversation_id": "  a b/c:" + "x" * 200,
-        "prompt_id": "p/" + "y" * 300, "generation_id": "p/" + "y" * 300,
-        "prompt": "hi", "unknown_field": {"deep": [1, 2]},
+        "session_id": "  a b/c:" + "x" * 200,
+        "conversation_id": "  a b/c:" + "x" * 200,
+        "prompt_id": "p/" + "y" * 300,
+        "generation_id": "p/" + "y" * 300,
+        "prompt": "hi",
+        "unknown_field": {"deep": [1, 2]},
     }
     event = adapter.parse(payload)
     assert event.session_key == ("a_b_c_" + "x" * 200)[:SESSION_KEY_LIMIT]
@@ -166,12 +176,15 @@ def test_keys_are_sanitised_and_cut(name: str) -> None:
 
 
 @pytest.mark.parametrize("name", list(HOSTS))
-@pytest.mark.parametrize("payload", [
-    {},
-    {"hook_event_name": 7, "session_id": ["x"], "prompt": {"a": 1}, "cwd": 3},
-    {"hook_event_name": "UserPromptSubmit", "prompt": None, "stop_hook_active": "yes"},
-    {"hook_event_name": "PreToolUse", "session_id": "s"},
-])
+@pytest.mark.parametrize(
+    "payload",
+    [
+        {},
+        {"hook_event_name": 7, "session_id": ["x"], "prompt": {"a": 1}, "cwd": 3},
+        {"hook_event_name": "UserPromptSubmit", "prompt": None, "stop_hook_active": "yes"},
+        {"hook_event_name": "PreToolUse", "session_id": "s"},
+    ],
+)
 def test_parse_tolerates_wrong_types(name: str, payload: dict) -> None:
     event = HOSTS[name].parse(payload)
     assert isinstance(event, HookEvent)
@@ -180,14 +193,28 @@ def test_parse_tolerates_wrong_types(name: str, payload: dict) -> None:
 
 
 @pytest.mark.parametrize("name", list(HOSTS))
-@pytest.mark.parametrize("spelling", ["SessionStart", "sessionStart", "UserPromptSubmit",
-                                      "beforeSubmitPrompt", "Stop", "stop", "SubagentStop",
-                                      "subagentStop"])
+@pytest.mark.parametrize(
+    "spelling",
+    [
+        "SessionStart",
+        "sessionStart",
+        "UserPromptSubmit",
+        "beforeSubmitPrompt",
+        "Stop",
+        "stop",
+        "SubagentStop",
+        "subagentStop",
+    ],
+)
 def test_event_names_of_both_families(name: str, spelling: str) -> None:
     event = HOSTS[name].parse({"hook_event_name": spelling, "session_id": "s", "prompt": "p"})
-    expected = {"sessionstart": EventKind.SESSION_START, "userpromptsubmit":
-                EventKind.PROMPT_SUBMIT, "beforesubmitprompt": EventKind.PROMPT_SUBMIT,
-                "stop": EventKind.STOP, "subagentstop": EventKind.SUBAGENT_STOP}[spelling.lower()]
+    expected = {
+        "sessionstart": EventKind.SESSION_START,
+        "userpromptsubmit": EventKind.PROMPT_SUBMIT,
+        "beforesubmitprompt": EventKind.PROMPT_SUBMIT,
+        "stop": EventKind.STOP,
+        "subagentstop": EventKind.SUBAGENT_STOP,
+    }[spelling.lower()]
     assert event.kind is expected and event.event_name == spelling
 
 
@@ -209,52 +236,125 @@ def claude_ctx(event: str) -> dict:
 
 # (kind, stop_active, reply) -> expected output per host
 RENDER_CASES = [
-    ("start-context", EventKind.SESSION_START, False, HookReply(context=CTX), {
-        "claude": claude_ctx("SessionStart"), "cursor": {"additional_context": CTX},
-        "codebuddy": claude_ctx("SessionStart"), "workbuddy": claude_ctx("SessionStart")}),
-    ("prompt-context", EventKind.PROMPT_SUBMIT, False, HookReply(context=CTX), {
-        "claude": claude_ctx("UserPromptSubmit"), "cursor": {"additional_context": CTX},
-        "codebuddy": claude_ctx("UserPromptSubmit"),
-        "workbuddy": claude_ctx("UserPromptSubmit")}),
-    ("prompt-context-showrecall", EventKind.PROMPT_SUBMIT, False,
-     HookReply(context=CTX, user_message=USER), {
-         "claude": {**claude_ctx("UserPromptSubmit"), "systemMessage": USER},
-         "cursor": {"additional_context": CTX},
-         "codebuddy": claude_ctx("UserPromptSubmit"),
-         "workbuddy": claude_ctx("UserPromptSubmit")}),
-    ("prompt-user-message-only", EventKind.PROMPT_SUBMIT, False, HookReply(user_message=USER), {
-        "claude": {"systemMessage": USER}, "cursor": {}, "codebuddy": None, "workbuddy": None}),
-    ("prompt-nothing", EventKind.PROMPT_SUBMIT, False, HookReply(), {
-        "claude": None, "cursor": {}, "codebuddy": None, "workbuddy": None}),
-    ("start-nothing", EventKind.SESSION_START, False, HookReply(), {
-        "claude": None, "cursor": {}, "codebuddy": None, "workbuddy": None}),
-    ("stop-continuation", EventKind.STOP, False, HookReply(continuation=MODEL, visible=VISIBLE), {
-        "claude": {"decision": "block", "reason": VISIBLE + "\n\n" + MODEL},
-        "cursor": {"followup_message": VISIBLE},
-        "codebuddy": {"decision": "block", "reason": VISIBLE + "\n\n" + MODEL},
-        "workbuddy": {"decision": "block", "reason": VISIBLE + "\n\n" + MODEL}}),
-    ("stop-model-text-only", EventKind.STOP, False, HookReply(continuation=MODEL), {
-        "claude": {"decision": "block", "reason": MODEL},
-        "cursor": {"followup_message": MODEL},
-        "codebuddy": {"decision": "block", "reason": MODEL},
-        "workbuddy": {"decision": "block", "reason": MODEL}}),
-    ("stop-while-continuing", EventKind.STOP, True, HookReply(continuation=MODEL, visible=VISIBLE),
-     {"claude": None, "cursor": {}, "codebuddy": None, "workbuddy": None}),
-    ("stop-nothing", EventKind.STOP, False, HookReply(), {
-        "claude": None, "cursor": {}, "codebuddy": None, "workbuddy": None}),
-    ("subagent-stop", EventKind.SUBAGENT_STOP, False,
-     HookReply(continuation=MODEL, visible=VISIBLE, context=CTX),
-     {"claude": None, "cursor": {}, "codebuddy": None, "workbuddy": None}),
-    ("unknown-event", EventKind.UNKNOWN, False, HookReply(context=CTX, continuation=MODEL),
-     {"claude": None, "cursor": {}, "codebuddy": None, "workbuddy": None}),
+    (
+        "start-context",
+        EventKind.SESSION_START,
+        False,
+        HookReply(context=CTX),
+        {
+            "claude": claude_ctx("SessionStart"),
+            "cursor": {"additional_context": CTX},
+            "codebuddy": claude_ctx("SessionStart"),
+            "workbuddy": claude_ctx("SessionStart"),
+        },
+    ),
+    (
+        "prompt-context",
+        EventKind.PROMPT_SUBMIT,
+        False,
+        HookReply(context=CTX),
+        {
+            "claude": claude_ctx("UserPromptSubmit"),
+            "cursor": {"additional_context": CTX},
+            "codebuddy": claude_ctx("UserPromptSubmit"),
+            "workbuddy": claude_ctx("UserPromptSubmit"),
+        },
+    ),
+    (
+        "prompt-context-showrecall",
+        EventKind.PROMPT_SUBMIT,
+        False,
+        HookReply(context=CTX, user_message=USER),
+        {
+            "claude": {**claude_ctx("UserPromptSubmit"), "systemMessage": USER},
+            "cursor": {"additional_context": CTX},
+            "codebuddy": claude_ctx("UserPromptSubmit"),
+            "workbuddy": claude_ctx("UserPromptSubmit"),
+        },
+    ),
+    (
+        "prompt-user-message-only",
+        EventKind.PROMPT_SUBMIT,
+        False,
+        HookReply(user_message=USER),
+        {"claude": {"systemMessage": USER}, "cursor": {}, "codebuddy": None, "workbuddy": None},
+    ),
+    (
+        "prompt-nothing",
+        EventKind.PROMPT_SUBMIT,
+        False,
+        HookReply(),
+        {"claude": None, "cursor": {}, "codebuddy": None, "workbuddy": None},
+    ),
+    (
+        "start-nothing",
+        EventKind.SESSION_START,
+        False,
+        HookReply(),
+        {"claude": None, "cursor": {}, "codebuddy": None, "workbuddy": None},
+    ),
+    (
+        "stop-continuation",
+        EventKind.STOP,
+        False,
+        HookReply(continuation=MODEL, visible=VISIBLE),
+        {
+            "claude": {"decision": "block", "reason": VISIBLE + "\n\n" + MODEL},
+            "cursor": {"followup_message": VISIBLE},
+            "codebuddy": {"decision": "block", "reason": VISIBLE + "\n\n" + MODEL},
+            "workbuddy": {"decision": "block", "reason": VISIBLE + "\n\n" + MODEL},
+        },
+    ),
+    (
+        "stop-model-text-only",
+        EventKind.STOP,
+        False,
+        HookReply(continuation=MODEL),
+        {
+            "claude": {"decision": "block", "reason": MODEL},
+            "cursor": {"followup_message": MODEL},
+            "codebuddy": {"decision": "block", "reason": MODEL},
+            "workbuddy": {"decision": "block", "reason": MODEL},
+        },
+    ),
+    (
+        "stop-while-continuing",
+        EventKind.STOP,
+        True,
+        HookReply(continuation=MODEL, visible=VISIBLE),
+        {"claude": None, "cursor": {}, "codebuddy": None, "workbuddy": None},
+    ),
+    (
+        "stop-nothing",
+        EventKind.STOP,
+        False,
+        HookReply(),
+        {"claude": None, "cursor": {}, "codebuddy": None, "workbuddy": None},
+    ),
+    (
+        "subagent-stop",
+        EventKind.SUBAGENT_STOP,
+        False,
+        HookReply(continuation=MODEL, visible=VISIBLE, context=CTX),
+        {"claude": None, "cursor": {}, "codebuddy": None, "workbuddy": None},
+    ),
+    (
+        "unknown-event",
+        EventKind.UNKNOWN,
+        False,
+        HookReply(context=CTX, continuation=MODEL),
+        {"claude": None, "cursor": {}, "codebuddy": None, "workbuddy": None},
+    ),
 ]
 
 
 @pytest.mark.parametrize("name", list(HOSTS))
-@pytest.mark.parametrize(("case", "kind", "active", "reply", "expected"), RENDER_CASES,
-                         ids=[c[0] for c in RENDER_CASES])
-def test_render(name: str, case: str, kind: EventKind, active: bool, reply: HookReply,
-                expected: dict) -> None:
+@pytest.mark.parametrize(
+    ("case", "kind", "active", "reply", "expected"), RENDER_CASES, ids=[c[0] for c in RENDER_CASES]
+)
+def test_render(
+    name: str, case: str, kind: EventKind, active: bool, reply: HookReply, expected: dict
+) -> None:
     out = HOSTS[name].render(ev(name, kind, active), reply)
     assert out == expected[name]
     if out is not None:
@@ -268,9 +368,17 @@ def test_render(name: str, case: str, kind: EventKind, active: bool, reply: Hook
 
 def write_cursor_hooks(home: Path, command: str) -> None:
     (home / ".cursor").mkdir(exist_ok=True)
-    (home / ".cursor" / "hooks.json").write_text(json.dumps(
-        {"version": 1, "hooks": {"sessionStart": [{"command": "other-tool --x", "timeout": 5}],
-                                 "stop": [{"command": command, "timeout": 20}]}}))
+    (home / ".cursor" / "hooks.json").write_text(
+        json.dumps(
+            {
+                "version": 1,
+                "hooks": {
+                    "sessionStart": [{"command": "other-tool --x", "timeout": 5}],
+                    "stop": [{"command": command, "timeout": 20}],
+                },
+            }
+        )
+    )
 
 
 def test_claude_steps_aside_under_cursor_when_cursor_hook_installed(isolated_home: Path) -> None:
@@ -281,8 +389,9 @@ def test_claude_steps_aside_under_cursor_when_cursor_hook_installed(isolated_hom
     assert claude.steps_aside(payload, env, isolated_home) is True
     assert claude.steps_aside(payload, {}, isolated_home) is False  # plain Claude Code
     assert claude.steps_aside(dict(payload, cursor_version="3.1"), {}, isolated_home) is True
-    assert claude.steps_aside(dict(payload, cursor_version=""), {"CURSOR_VERSION": " "},
-                              isolated_home) is False
+    assert (
+        claude.steps_aside(dict(payload, cursor_version=""), {"CURSOR_VERSION": " "}, isolated_home) is False
+    )
     for other in (cursor, codebuddy, workbuddy):
         assert other.steps_aside(payload, env, isolated_home) is False
 
@@ -292,12 +401,17 @@ def test_claude_steps_aside_recognises_the_original_cursor_hook(isolated_home: P
     assert claude.steps_aside({}, {"CURSOR_VERSION": "1"}, isolated_home) is True
 
 
-@pytest.mark.parametrize("content", [
-    "{not json", "[]", '{"hooks": []}', '{"hooks": {"stop": {"command": "x"}}}',
-    json.dumps({"hooks": {"stop": [{"command": "/p/python -I -S /r/hooks/entry.py --agent claude"}]}}),
-])
-def test_claude_does_not_step_aside_for_other_cursor_files(isolated_home: Path,
-                                                           content: str) -> None:
+@pytest.mark.parametrize(
+    "content",
+    [
+        "{not json",
+        "[]",
+        '{"hooks": []}',
+        '{"hooks": {"stop": {"command": "x"}}}',
+        json.dumps({"hooks": {"stop": [{"command": "/p/python -I -S /r/hooks/entry.py --agent claude"}]}}),
+    ],
+)
+def test_claude_does_not_step_aside_for_other_cursor_files(isolated_home: Path, content: str) -> None:
     (isolated_home / ".cursor").mkdir()
     (isolated_home / ".cursor" / "hooks.json").write_text(content)
     assert claude.steps_aside({}, {"CURSOR_VERSION": "1"}, isolated_home) is False
@@ -322,19 +436,22 @@ def test_hook_command_rejects_unknown_host() -> None:
         hook_command("vscode")
 
 
-@pytest.mark.parametrize(("cmd", "agent"), [
-    ('"/usr/bin/node" "/home/u/repo/bin/memory.mjs" hook --agent codebuddy', "codebuddy"),
-    ("/usr/local/bin/node /r/bin/memory.mjs hook --agent cursor", "cursor"),
-    ("/home/u/.venv/bin/memself hook --agent workbuddy", "workbuddy"),
-    ("/usr/bin/python3 -m memself hook --agent=claude", "claude"),
-    ("'/opt/py/bin/python3' -I -S '/opt/site/memself/hooks/entry.py' --agent claude", "claude"),
-    (r'"C:\Py\python.exe" -I -S "C:\site\memself\hooks\entry.py" --agent cursor', "cursor"),
-    ("python /x/myhooks/entry.py --agent claude", None),
-    ("echo hooks/entry.py", None),
-    ("node /x/other.mjs hook --agent claude", None),
-    ("memself mcp --agent claude", None),
-    ("", None),
-])
+@pytest.mark.parametrize(
+    ("cmd", "agent"),
+    [
+        ('"/usr/bin/node" "/home/u/repo/bin/memory.mjs" hook --agent codebuddy', "codebuddy"),
+        ("/usr/local/bin/node /r/bin/memory.mjs hook --agent cursor", "cursor"),
+        ("/home/u/.venv/bin/memself hook --agent workbuddy", "workbuddy"),
+        ("/usr/bin/python3 -m memself hook --agent=claude", "claude"),
+        ("'/opt/py/bin/python3' -I -S '/opt/site/memself/hooks/entry.py' --agent claude", "claude"),
+        (r'"C:\Py\python.exe" -I -S "C:\site\memself\hooks\entry.py" --agent cursor', "cursor"),
+        ("python /x/myhooks/entry.py --agent claude", None),
+        ("echo hooks/entry.py", None),
+        ("node /x/other.mjs hook --agent claude", None),
+        ("memself mcp --agent claude", None),
+        ("", None),
+    ],
+)
 def test_is_our_hook_command(cmd: str, agent: str | None) -> None:
     assert hook_command_agent(cmd) == agent
     assert is_our_hook_command(cmd) is (agent is not None)

@@ -51,8 +51,9 @@ def calls(home: Path) -> list[list[str]]:
     return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
 
 
-def test_find_claude_prefers_the_explicit_variable(isolated_home: Path, fake_claude: str,
-                                                   tmp_path: Path) -> None:
+def test_find_claude_prefers_the_explicit_variable(
+    isolated_home: Path, fake_claude: str, tmp_path: Path
+) -> None:
     other = tmp_path / "other" / "claude"
     other.parent.mkdir()
     other.write_text("#!/bin/sh\n")
@@ -80,24 +81,36 @@ def test_add_once_then_nothing(isolated_home: Path, fake_claude: str) -> None:
     assert step.preview().changed
     result = step.run()
     assert result.changed and not result.manual
-    assert calls(isolated_home) == [["mcp", "add", "--scope", "user", "memory-self-evolution",
-                                     "--", *command]]
+    assert calls(isolated_home) == [
+        ["mcp", "add", "--scope", "user", "memory-self-evolution", "--", *command]
+    ]
     assert not step.run().changed
     assert len(calls(isolated_home)) == 1
 
 
 def test_original_plugin_entry_is_replaced(isolated_home: Path, fake_claude: str) -> None:
-    (isolated_home / ".claude.json").write_text(json.dumps({"mcpServers": {
-        "memory-self-evolution": {"type": "stdio", "command": "/usr/local/bin/node",
-                                  "args": ["/x/bin/memory-mcp.mjs", "--agent", "claude"]}}}))
+    (isolated_home / ".claude.json").write_text(
+        json.dumps(
+            {
+                "mcpServers": {
+                    "memory-self-evolution": {
+                        "type": "stdio",
+                        "command": "/usr/local/bin/node",
+                        "args": ["/x/bin/memory-mcp.mjs", "--agent", "claude"],
+                    }
+                }
+            }
+        )
+    )
     ClaudeMcpStep(isolated_home, tuple(mcp_command("claude")), fake_claude).run()
     assert [c[:2] for c in calls(isolated_home)] == [["mcp", "remove"], ["mcp", "add"]]
     entry = claude_cli.registered_entry(isolated_home)
     assert claude_cli.matches(entry, mcp_command("claude"))
 
 
-def test_removal_and_failure_paths(isolated_home: Path, fake_claude: str,
-                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_removal_and_failure_paths(
+    isolated_home: Path, fake_claude: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     command = tuple(mcp_command("claude"))
     assert not ClaudeMcpStep(isolated_home, command, fake_claude, removing=True).run().changed
     ClaudeMcpStep(isolated_home, command, fake_claude).run()

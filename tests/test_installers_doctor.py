@@ -37,7 +37,8 @@ def test_host_not_installed_is_not_a_problem(isolated_home: Path) -> None:
 
 
 def test_host_registration_is_checked_against_the_current_commands(
-        isolated_home: Path, packaged_skill: None) -> None:
+    isolated_home: Path, packaged_skill: None
+) -> None:
     (isolated_home / ".cursor").mkdir()
     before = doctor.check_host("cursor", isolated_home, None)
     assert before.ok is False and before.fix == "memself setup --only cursor"
@@ -51,16 +52,14 @@ def test_host_registration_is_checked_against_the_current_commands(
     assert doctor.check_host("cursor", isolated_home, None).ok is False
 
 
-def test_claude_without_binary_names_the_manual_command(
-        isolated_home: Path, packaged_skill: None) -> None:
+def test_claude_without_binary_names_the_manual_command(isolated_home: Path, packaged_skill: None) -> None:
     (isolated_home / ".claude").mkdir()
     check = doctor.check_host("claude", isolated_home, None)
     assert check.ok is False
     assert "claude mcp add --scope user memory-self-evolution --" in check.fix
 
 
-def test_malformed_host_file_is_reported_with_its_name(isolated_home: Path,
-                                                        packaged_skill: None) -> None:
+def test_malformed_host_file_is_reported_with_its_name(isolated_home: Path, packaged_skill: None) -> None:
     (isolated_home / ".codebuddy").mkdir()
     (isolated_home / ".codebuddy/settings.json").write_text("{,")
     check = doctor.check_host("codebuddy", isolated_home, None)
@@ -94,8 +93,7 @@ def test_judge_real_request_hides_the_key(isolated_home: Path) -> None:
         assert API_KEY not in check.summary + check.fix
 
 
-def test_judge_check_sends_nothing_to_an_endpoint_the_key_was_not_entered_for(
-        isolated_home: Path) -> None:
+def test_judge_check_sends_nothing_to_an_endpoint_the_key_was_not_entered_for(isolated_home: Path) -> None:
     paths = DataPaths.default()
     with running_judge() as user, running_judge() as other:
         configure(paths, user.url)
@@ -117,10 +115,21 @@ def test_judge_check_reports_an_unusable_key_file(isolated_home: Path) -> None:
 
 def test_render_counts_problems() -> None:
     lines: list[str] = []
-    doctor.render([doctor.Check("a", True, "好"), doctor.Check("b", False, "坏", "修它"),
-                   doctor.Check("c", None, "没装")], lines.append)
-    assert lines == ["✓ a：好", "✗ b：坏", "    修复：修它", "- c：没装",
-                     "发现 1 个问题，按上面的「修复」处理。"]
+    doctor.render(
+        [
+            doctor.Check("a", True, "好"),
+            doctor.Check("b", False, "坏", "修它"),
+            doctor.Check("c", None, "没装"),
+        ],
+        lines.append,
+    )
+    assert lines == [
+        "✓ a：好",
+        "✗ b：坏",
+        "    修复：修它",
+        "- c：没装",
+        "发现 1 个问题，按上面的「修复」处理。",
+    ]
 
 
 @pytest.fixture
@@ -153,9 +162,9 @@ def test_engine_is_started_and_reported_ready(engine_paths: DataPaths) -> None:
     assert check.ok is True and "运行中" in check.summary, check.summary
 
 
-def test_engine_that_cannot_load_its_model_is_reported(engine_paths: DataPaths,
-                                                       monkeypatch: pytest.MonkeyPatch,
-                                                       tmp_path: Path) -> None:
+def test_engine_that_cannot_load_its_model_is_reported(
+    engine_paths: DataPaths, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     from tests.engine_test_service import WARM_UP_FAIL_ENV
 
     marker = tmp_path / "fail"

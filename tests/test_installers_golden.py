@@ -29,14 +29,19 @@ _DATA_DIR = ".memory-self-evolution"
 
 
 def snapshot(home: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(home)): p.read_bytes() for p in sorted(home.rglob("*"))
-            if p.is_file() and p.relative_to(home).parts[0] != _DATA_DIR}
+    return {
+        str(p.relative_to(home)): p.read_bytes()
+        for p in sorted(home.rglob("*"))
+        if p.is_file() and p.relative_to(home).parts[0] != _DATA_DIR
+    }
 
 
 def normalise(files: dict[str, bytes]) -> dict[str, bytes]:
     python = os.path.abspath(sys.executable).encode()
-    return {name: data.replace(str(ENTRY).encode(), b"{HOOK_ENTRY}").replace(python, b"{PYTHON}")
-            for name, data in files.items()}
+    return {
+        name: data.replace(str(ENTRY).encode(), b"{HOOK_ENTRY}").replace(python, b"{PYTHON}")
+        for name, data in files.items()
+    }
 
 
 def load_tree(folder: Path) -> dict[str, bytes]:
@@ -57,8 +62,9 @@ def check_golden(folder: Path, actual: dict[str, bytes]) -> None:
 
 
 def context(home: Path, host: str) -> InstallContext:
-    return InstallContext(home=home, skill_source=SKILL, claude_bin=None,
-                          allow_resolve=True if host == "claude" else None)
+    return InstallContext(
+        home=home, skill_source=SKILL, claude_bin=None, allow_resolve=True if host == "claude" else None
+    )
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS)

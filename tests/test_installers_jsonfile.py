@@ -37,14 +37,17 @@ def install(data: dict[str, Any], path: Path) -> dict[str, Any]:
     return entries.upsert_nested_hooks(data, path, EVENTS, OURS)
 
 
-@pytest.mark.parametrize("text", [
-    '{\n\t"a": 1,\n\t"b": [\n\t\t1\n\t]\n}\n',
-    '{\n    "a": 1,\n    "b": {\n        "c": "中文"\n    }\n}',
-    '{"a":1,"b":[1,2]}',
-    '{"a": 1, "b": [1, 2]}\n',
-    '{\n  "a": "\\u4e2d\\u6587"\n}\n',
-    '\ufeff{\n  "a": 1\n}\n',
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{\n\t"a": 1,\n\t"b": [\n\t\t1\n\t]\n}\n',
+        '{\n    "a": 1,\n    "b": {\n        "c": "中文"\n    }\n}',
+        '{"a":1,"b":[1,2]}',
+        '{"a": 1, "b": [1, 2]}\n',
+        '{\n  "a": "\\u4e2d\\u6587"\n}\n',
+        '\ufeff{\n  "a": 1\n}\n',
+    ],
+)
 def test_style_is_kept(folder: Path, text: str) -> None:
     path = folder / "f.json"
     path.write_bytes(text.encode("utf-8"))
@@ -85,14 +88,17 @@ def test_symlinked_file_is_edited_through_the_link(folder: Path) -> None:
     assert json.loads(real.read_text()) == {"added": True}
 
 
-@pytest.mark.parametrize(("raw", "message"), [
-    (b'{"hooks": {', "不是合法的 JSON"),
-    (b'{"a": 1,}', "不是合法的 JSON"),
-    (b"\xff\xfe{}", "不是 UTF-8"),
-    (b"[1, 2]", "顶层不是 JSON 对象"),
-    (b'{"hooks": []}', "hooks 应为 JSON 对象"),
-    (b'{"hooks": {"Stop": {}}}', "hooks.Stop 应为 JSON 数组"),
-])
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        (b'{"hooks": {', "不是合法的 JSON"),
+        (b'{"a": 1,}', "不是合法的 JSON"),
+        (b"\xff\xfe{}", "不是 UTF-8"),
+        (b"[1, 2]", "顶层不是 JSON 对象"),
+        (b'{"hooks": []}', "hooks 应为 JSON 对象"),
+        (b'{"hooks": {"Stop": {}}}', "hooks.Stop 应为 JSON 数组"),
+    ],
+)
 def test_refuses_what_it_cannot_merge_safely(folder: Path, raw: bytes, message: str) -> None:
     path = folder / "settings.json"
     path.write_bytes(raw)
@@ -148,14 +154,17 @@ def test_concurrent_editors_lose_nothing(folder: Path) -> None:
 
 def test_duplicates_and_legacy_collapse_into_one_entry_in_place(folder: Path) -> None:
     other = {"type": "command", "command": "echo other"}
-    data = {"hooks": {"Stop": [
-        {"hooks": [other, {"type": "command", "command": LEGACY, "timeout": 20}]},
-        {"hooks": [{"type": "command", "command": OURS.replace("claude", "cursor")}]},
-        {"matcher": "", "hooks": [{"type": "command", "command": OURS}]},
-    ]}}
+    data = {
+        "hooks": {
+            "Stop": [
+                {"hooks": [other, {"type": "command", "command": LEGACY, "timeout": 20}]},
+                {"hooks": [{"type": "command", "command": OURS.replace("claude", "cursor")}]},
+                {"matcher": "", "hooks": [{"type": "command", "command": OURS}]},
+            ]
+        }
+    }
     result = install(data, folder / "s.json")
-    assert result["hooks"]["Stop"] == [
-        {"hooks": [other, entries.claude_handler(OURS, 20)]}]
+    assert result["hooks"]["Stop"] == [{"hooks": [other, entries.claude_handler(OURS, 20)]}]
     assert list(result["hooks"]) == ["Stop", "SessionStart", "UserPromptSubmit"]
 
 
@@ -169,18 +178,22 @@ def test_foreign_commands_that_look_similar_are_not_ours() -> None:
 
 def test_flat_entries_keep_position(folder: Path) -> None:
     ours = hook_command_line("cursor")
-    data = {"version": 1, "hooks": {"stop": [{"command": "a"}, {"command": ours, "timeout": 1},
-                                             {"command": "b"}]}}
+    data = {
+        "version": 1,
+        "hooks": {"stop": [{"command": "a"}, {"command": ours, "timeout": 1}, {"command": "b"}]},
+    }
     result = entries.upsert_flat_hooks(data, folder / "h.json", (("stop", 20),), ours)
-    assert result["hooks"]["stop"] == [{"command": "a"}, {"command": ours, "timeout": 20},
-                                       {"command": "b"}]
+    assert result["hooks"]["stop"] == [{"command": "a"}, {"command": ours, "timeout": 20}, {"command": "b"}]
     # Per-event fields (Cursor's loop_limit) go into our entry only, in place and on a new event.
     fields = {"stop": {"loop_limit": 1}}
-    result = entries.upsert_flat_hooks(result, folder / "h.json", (("stop", 20), ("sessionStart", 10)),
-                                       ours, fields)
-    assert result["hooks"]["stop"] == [{"command": "a"},
-                                       {"command": ours, "timeout": 20, "loop_limit": 1},
-                                       {"command": "b"}]
+    result = entries.upsert_flat_hooks(
+        result, folder / "h.json", (("stop", 20), ("sessionStart", 10)), ours, fields
+    )
+    assert result["hooks"]["stop"] == [
+        {"command": "a"},
+        {"command": ours, "timeout": 20, "loop_limit": 1},
+        {"command": "b"},
+    ]
     assert result["hooks"]["sessionStart"] == [{"command": ours, "timeout": 10}]
 
 
@@ -190,8 +203,9 @@ def test_removal_keeps_the_users_empty_containers(folder: Path) -> None:
     path.write_bytes(original)
     jsonfile.apply_edit(path, lambda d, p: entries.add_allow_rule(install(d, p), p))
     assert jsonfile.load(path).data["permissions"]["allow"] == [entries.RESOLVE_RULE]
-    jsonfile.apply_removal(path, lambda d, p: entries.remove_allow_rule(
-        entries.remove_nested_hooks(d, p), p), install)
+    jsonfile.apply_removal(
+        path, lambda d, p: entries.remove_allow_rule(entries.remove_nested_hooks(d, p), p), install
+    )
     assert path.read_bytes() == original
     assert not jsonfile.backup_path(path).exists()
 
@@ -207,7 +221,8 @@ def test_removal_keeps_what_the_user_added_after_install(folder: Path) -> None:
     jsonfile.apply_removal(path, entries.remove_nested_hooks, install)
     assert json.loads(path.read_text()) == {
         "hooks": {"Stop": [{"hooks": [{"type": "command", "command": "echo mine"}]}]},
-        "theme": "dark"}
+        "theme": "dark",
+    }
 
 
 def test_removal_of_a_file_we_created_deletes_it(folder: Path) -> None:
@@ -225,8 +240,16 @@ def test_paths_with_spaces_are_quoted_and_still_recognised(folder: Path) -> None
     from memself.installers.cursor import INSTALLER
 
     def command(host: str) -> str:
-        return shlex.join(["/opt/My Python/bin/python", "-I", "-S",
-                           "/Users/dev/My Projects/memself/hooks/entry.py", "--agent", host])
+        return shlex.join(
+            [
+                "/opt/My Python/bin/python",
+                "-I",
+                "-S",
+                "/Users/dev/My Projects/memself/hooks/entry.py",
+                "--agent",
+                host,
+            ]
+        )
 
     skill = Path(__file__).parent / "fixtures/installers/_skill/memory-self-evolution-manage"
     ctx = InstallContext(home=folder, skill_source=skill, hook_command=command)

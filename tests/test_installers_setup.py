@@ -74,17 +74,16 @@ def home_with(home: Path, *dirs: str) -> Path:
     return home
 
 
-def setup(home: Path, opts: SetupOptions, prompter: ScriptedPrompter | None = None,
-          prepare: object = ready) -> tuple[int, Recorder]:
+def setup(
+    home: Path, opts: SetupOptions, prompter: ScriptedPrompter | None = None, prepare: object = ready
+) -> tuple[int, Recorder]:
     out = Recorder()
-    code = run_setup(opts, prompter or NoQuestions(), out, home=home, skill_source=SKILL,
-                     prepare=prepare)  # type: ignore[arg-type]
+    code = run_setup(opts, prompter or NoQuestions(), out, home=home, skill_source=SKILL, prepare=prepare)  # type: ignore[arg-type]
     return code, out
 
 
 def files(home: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(home)): p.read_bytes() for p in sorted(home.rglob("*"))
-            if p.is_file()}
+    return {str(p.relative_to(home)): p.read_bytes() for p in sorted(home.rglob("*")) if p.is_file()}
 
 
 def test_installer_table_matches_host_table() -> None:
@@ -117,11 +116,16 @@ def test_interactive_asks_the_readme_questions_and_writes_answers(isolated_home:
     assert len(prompter.questions) == 5
     paths = DataPaths.default()
     config = json.loads(paths.config.read_text())
-    assert config == {"confirm": False, "sideApiBase": "https://judge.example/v1",
-                      "sideApiModel": "judge-model"}
+    assert config == {
+        "confirm": False,
+        "sideApiBase": "https://judge.example/v1",
+        "sideApiModel": "judge-model",
+    }
     # The key is bound to the endpoint it was entered for; apiKey keeps the original's name.
-    assert json.loads(paths.side_secret.read_text()) == {"apiKey": KEY,
-                                                         "boundApiBase": "https://judge.example/v1"}
+    assert json.loads(paths.side_secret.read_text()) == {
+        "apiKey": KEY,
+        "boundApiBase": "https://judge.example/v1",
+    }
     assert stat.S_IMODE(paths.side_secret.stat().st_mode) == 0o600
     assert KEY not in out.text
     settings = json.loads((home / ".claude/settings.json").read_text())
@@ -190,8 +194,7 @@ def test_dry_run_prints_diffs_and_writes_nothing(isolated_home: Path) -> None:
     assert f"+++ {home / '.cursor/mcp.json'}（新）" in out.text
     added = [line.strip() for line in out.lines if line.strip().startswith("+{")]
     # The one-line file stays one line, in its own spacing, with our server added.
-    assert any('{"mcpServers": {"x": {"command": "y"}, "memory-self-evolution": {' in line
-               for line in added)
+    assert any('{"mcpServers": {"x": {"command": "y"}, "memory-self-evolution": {' in line for line in added)
     assert "--- /dev/null" in out.text  # hooks.json does not exist yet
 
 
@@ -224,8 +227,12 @@ def test_unreachable_hub_falls_back_to_the_offline_model(isolated_home: Path) ->
     def load(model: str) -> None:
         loaded.append(model)
 
-    result = prepare_model("BAAI/bge-base-zh-v1.5", out, load=load,
-                           probe=lambda endpoint: f"连接 {endpoint} 失败（ConnectError）")
+    result = prepare_model(
+        "BAAI/bge-base-zh-v1.5",
+        out,
+        load=load,
+        probe=lambda endpoint: f"连接 {endpoint} 失败（ConnectError）",
+    )
     assert result == ModelReady("multilingual-e5-small", True, result.reason)
     assert loaded == ["multilingual-e5-small"]  # no minute-long retries against a dead hub
     assert "HF_ENDPOINT" in out.text and "multilingual-e5-small" in out.text
@@ -249,10 +256,22 @@ def test_uninstall_removes_ours_and_config_but_keeps_memories(isolated_home: Pat
     before = files(home)
     paths = DataPaths.default()
     paths.ensure()
-    kept = ["rule.jsonl", "project.jsonl", "trash.jsonl", "memories.html", "decay-state.json",
-            "verify-cases.json"]
-    for name in [*kept, "config.json", "side-secret.json", "session-secret",
-                 "session-secret.invalid-0a1b2c3d", ".session-secret.lock"]:
+    kept = [
+        "rule.jsonl",
+        "project.jsonl",
+        "trash.jsonl",
+        "memories.html",
+        "decay-state.json",
+        "verify-cases.json",
+    ]
+    for name in [
+        *kept,
+        "config.json",
+        "side-secret.json",
+        "session-secret",
+        "session-secret.invalid-0a1b2c3d",
+        ".session-secret.lock",
+    ]:
         (paths.root / name).write_text("{}\n")
     (paths.side_dir / "jobs").mkdir(parents=True)
     assert setup(home, SetupOptions())[0] == 0
@@ -295,23 +314,21 @@ def test_uninstall_dry_run_changes_nothing(isolated_home: Path) -> None:
 
 def test_every_installer_implements_the_interface() -> None:
     for installer in INSTALLERS.values():
-        for member in ("label", "config_root", "detect", "plan", "plan_removal", "apply",
-                       "remove"):
+        for member in ("label", "config_root", "detect", "plan", "plan_removal", "apply", "remove"):
             assert hasattr(installer, member), (installer.name, member)
 
 
-@pytest.mark.parametrize(("allow", "expected"), [(True, [RESOLVE_RULE, "Bash(ls:*)"]),
-                                                 (False, ["Bash(ls:*)"]),
-                                                 (None, [RESOLVE_RULE, "Bash(ls:*)"])])
-def test_claude_permission_answer(isolated_home: Path, allow: bool | None,
-                                  expected: list[str]) -> None:
+@pytest.mark.parametrize(
+    ("allow", "expected"),
+    [(True, [RESOLVE_RULE, "Bash(ls:*)"]), (False, ["Bash(ls:*)"]), (None, [RESOLVE_RULE, "Bash(ls:*)"])],
+)
+def test_claude_permission_answer(isolated_home: Path, allow: bool | None, expected: list[str]) -> None:
     from memself.installers.base import InstallContext
 
     settings = isolated_home / ".claude/settings.json"
     settings.parent.mkdir()
     settings.write_text(json.dumps({"permissions": {"allow": [RESOLVE_RULE, "Bash(ls:*)"]}}))
-    INSTALLERS["claude"].apply(InstallContext(home=isolated_home, skill_source=SKILL,
-                                              allow_resolve=allow))
+    INSTALLERS["claude"].apply(InstallContext(home=isolated_home, skill_source=SKILL, allow_resolve=allow))
     assert sorted(json.loads(settings.read_text())["permissions"]["allow"]) == sorted(expected)
 
 

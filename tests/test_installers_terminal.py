@@ -19,8 +19,13 @@ from memself.paths import DataPaths
 pytestmark = pytest.mark.slow
 
 KEY = "sk-typed-secret-5d2c"
-ANSWERS = [("[1/2]", "2"), ("baseUrl", "https://judge.example/v1"), ("apiKey", KEY),
-           ("apiModel", "judge-m"), ("免批准", "y")]
+ANSWERS = [
+    ("[1/2]", "2"),
+    ("baseUrl", "https://judge.example/v1"),
+    ("apiKey", KEY),
+    ("apiModel", "judge-m"),
+    ("免批准", "y"),
+]
 
 
 def drive(argv: list[str], answers: list[tuple[str, str]], timeout: float = 600) -> tuple[int, str]:
@@ -63,10 +68,15 @@ def test_interactive_setup_in_a_terminal(isolated_home: Path, model_cache: Path)
     for question in ("弹出确认", "baseUrl", "apiKey", "apiModel", "免批准"):
         assert question in output
     assert json.loads(paths.config.read_text()) == {
-        "model": "multilingual-e5-small", "confirm": False,
-        "sideApiBase": "https://judge.example/v1", "sideApiModel": "judge-m"}
+        "model": "multilingual-e5-small",
+        "confirm": False,
+        "sideApiBase": "https://judge.example/v1",
+        "sideApiModel": "judge-m",
+    }
     assert json.loads(paths.side_secret.read_text()) == {
-        "apiKey": KEY, "boundApiBase": "https://judge.example/v1"}
+        "apiKey": KEY,
+        "boundApiBase": "https://judge.example/v1",
+    }
     assert stat.S_IMODE(paths.side_secret.stat().st_mode) == 0o600
     settings = json.loads((home / ".claude/settings.json").read_text())
     assert settings["permissions"]["allow"] == ["mcp__memory-self-evolution__memory_resolve"]
@@ -82,4 +92,6 @@ def test_key_set_reads_a_hidden_prompt(isolated_home: Path) -> None:
     assert code == 0, output
     assert KEY not in output and "只会发往 https://judge.example/v1" in output
     assert json.loads(paths.side_secret.read_text()) == {
-        "apiKey": KEY, "boundApiBase": "https://judge.example/v1"}
+        "apiKey": KEY,
+        "boundApiBase": "https://judge.example/v1",
+    }

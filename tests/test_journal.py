@@ -33,8 +33,11 @@ def _committed_but_not_applied(paths: DataPaths, rule: bytes, trash: bytes) -> N
 def test_a_reader_replays_a_committed_move(store: MemoryStore) -> None:
     write_records(store, "rule", [record("a", "回答使用中文", 0.5), record("b", "注释用中文", 0.5)])
     moved = store.load_group("rule").memories[1].to_json()
-    _committed_but_not_applied(store.paths, render_lines([record("a", "回答使用中文", 0.5)]),
-                               render_lines([{**moved, "deletedAt": "x", "deleteReason": "y"}]))
+    _committed_but_not_applied(
+        store.paths,
+        render_lines([record("a", "回答使用中文", 0.5)]),
+        render_lines([{**moved, "deletedAt": "x", "deleteReason": "y"}]),
+    )
     assert [m.id for m in store.read_group("rule")] == ["a"]
     assert [e.memory.id for e in store.trash_entries()] == ["b"]
     assert not journal.intent_path(store.paths).exists()
@@ -43,8 +46,11 @@ def test_a_reader_replays_a_committed_move(store: MemoryStore) -> None:
 
 def test_a_writer_replays_before_it_reads(store: MemoryStore) -> None:
     write_records(store, "rule", [record("a", "回答使用中文", 0.5), record("b", "注释用中文", 0.5)])
-    _committed_but_not_applied(store.paths, render_lines([record("a", "回答使用中文", 0.5)]),
-                               render_lines([record("b", "注释用中文", 0.5)]))
+    _committed_but_not_applied(
+        store.paths,
+        render_lines([record("a", "回答使用中文", 0.5)]),
+        render_lines([record("b", "注释用中文", 0.5)]),
+    )
     created = store.create("新的一条规则内容", "rule", T0)
     assert {m.id for m in store.read_group("rule")} == {"a", created.id}
     assert [e.memory.id for e in store.trash_entries()] == ["b"]
@@ -52,8 +58,9 @@ def test_a_writer_replays_before_it_reads(store: MemoryStore) -> None:
 
 def test_a_target_changed_since_the_commit_point_is_not_overwritten(store: MemoryStore) -> None:
     write_records(store, "rule", [record("a", "回答使用中文", 0.5)])
-    _committed_but_not_applied(store.paths, render_lines([]),
-                               render_lines([record("a", "回答使用中文", 0.5)]))
+    _committed_but_not_applied(
+        store.paths, render_lines([]), render_lines([record("a", "回答使用中文", 0.5)])
+    )
     # Another program (the original plugin) rewrote the group file after the crash.
     write_records(store, "rule", [record("a", "回答使用中文", 0.5), record("n", "原插件新增的规则", 0.5)])
     assert {m.id for m in store.read_group("rule")} == {"a", "n"}
@@ -66,8 +73,9 @@ def test_an_intent_naming_other_files_is_refused(store: MemoryStore, tmp_path) -
     victim.write_text("keep me")
     src = tmp_path / ".victim.txt.tmp.1.x"
     src.write_text("overwritten")
-    journal.intent_path(store.paths).write_text(json.dumps(
-        {"version": 1, "moves": [{"staged": str(src), "target": str(victim), "base": None}]}))
+    journal.intent_path(store.paths).write_text(
+        json.dumps({"version": 1, "moves": [{"staged": str(src), "target": str(victim), "base": None}]})
+    )
     store.read_group("rule")
     assert victim.read_text() == "keep me"
     assert "intent-move-refused" in store.paths.log_file.read_text()

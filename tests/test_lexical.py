@@ -46,8 +46,7 @@ def jieba_tokens():
 
     jieba.setLogLevel(60)
     table = parse_idf(lexical.idf_source_path())
-    return lambda text: lexical.tokens_with(text, jieba.lcut_for_search,
-                                            lambda w: table.get(w, UNKNOWN_IDF))
+    return lambda text: lexical.tokens_with(text, jieba.lcut_for_search, lambda w: table.get(w, UNKNOWN_IDF))
 
 
 @pytest.fixture
@@ -74,8 +73,9 @@ def test_runs_are_cut_where_jieba_stops_treating_characters_as_chinese(jieba_tok
     import rjieba
 
     # Handing the whole run to jieba-rs would join the characters past U+9FD5 with their neighbours.
-    whole_runs = lexical.tokens_with("動鿢山群传承文明", lambda run: rjieba.cut_for_search(run, True),
-                                     lexical.idf)
+    whole_runs = lexical.tokens_with(
+        "動鿢山群传承文明", lambda run: rjieba.cut_for_search(run, True), lexical.idf
+    )
     assert "山群" in whole_runs
     assert lexical.tokens("動鿢山群传承文明") == jieba_tokens("動鿢山群传承文明")
     assert "山群" not in lexical.tokens("動鿢山群传承文明")
@@ -83,11 +83,18 @@ def test_runs_are_cut_where_jieba_stops_treating_characters_as_chinese(jieba_tok
 
 
 def test_new_path_never_imports_jieba():
-    code = ("import sys; from memself import lexical; lexical.warm_up(); lexical.tokens('运单详情');"
-            "import json; print(json.dumps(sorted(m for m in sys.modules"
-            " if m.split('.')[0] in ('jieba', 'rjieba'))))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         env={**os.environ, "PYTHONPATH": str(REPO)})
+    code = (
+        "import sys; from memself import lexical; lexical.warm_up(); lexical.tokens('运单详情');"
+        "import json; print(json.dumps(sorted(m for m in sys.modules"
+        " if m.split('.')[0] in ('jieba', 'rjieba'))))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     assert json.loads(out.stdout) == ["rjieba", "rjieba.rjieba"]
 
 
@@ -112,8 +119,7 @@ def test_tokens_without_warm_up_load_once(fresh_state):
 def test_warm_up_from_threads_while_tokens_are_asked_for(fresh_state, jieba_tokens):
     results: list[dict[str, float]] = []
     threads = [threading.Thread(target=lexical.warm_up) for _ in range(3)]
-    threads += [threading.Thread(target=lambda: results.append(lexical.tokens(TEXTS[4])))
-                for _ in range(3)]
+    threads += [threading.Thread(target=lambda: results.append(lexical.tokens(TEXTS[4]))) for _ in range(3)]
     for t in threads:
         t.start()
     for t in threads:
@@ -205,18 +211,22 @@ def _forge(tmp_path: Path, source: Path, table: IdfTable, **header: int) -> None
     key = lexical._source_key(source)
     data = table.to_bytes(key)
     magic, _, _, n, n_slots, max_probe = lexical._HEADER.unpack_from(data)
-    body = data[lexical._HEADER.size:]
+    body = data[lexical._HEADER.size :]
     if "slots" in header:  # point every slot past the end of the word list
         fixed = 8 * n + 4 * (n + 1)
-        body = body[:fixed] + bytes([0x7F]) * (4 * n_slots) + body[fixed + 4 * n_slots:]
+        body = body[:fixed] + bytes([0x7F]) * (4 * n_slots) + body[fixed + 4 * n_slots :]
     fields = {"n": n, "n_slots": n_slots, "max_probe": max_probe, **header}
-    cache_path(tmp_path).write_bytes(lexical._HEADER.pack(
-        magic, key, hashlib.sha256(body).digest(), fields["n"], fields["n_slots"], fields["max_probe"])
-        + body)
+    cache_path(tmp_path).write_bytes(
+        lexical._HEADER.pack(
+            magic, key, hashlib.sha256(body).digest(), fields["n"], fields["n_slots"], fields["max_probe"]
+        )
+        + body
+    )
 
 
-@pytest.mark.parametrize("header", [{"n_slots": 1000}, {"n": 10**9}, {"max_probe": 0},
-                                    {"max_probe": 1 << 30}, {"n_slots": 1}])
+@pytest.mark.parametrize(
+    "header", [{"n_slots": 1000}, {"n": 10**9}, {"max_probe": 0}, {"max_probe": 1 << 30}, {"n_slots": 1}]
+)
 def test_cache_with_a_valid_checksum_but_bad_shape_is_refused(tmp_path, header):
     source = write_idf(tmp_path / "idf.txt", {f"词{i}": float(i) for i in range(100)})
     table, _ = load_idf_table(tmp_path, source)

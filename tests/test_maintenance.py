@@ -23,9 +23,14 @@ def store() -> MemoryStore:
 
 
 def test_due_exactly_at_decay_days_and_not_a_millisecond_before(store: MemoryStore) -> None:
-    write_records(store, "rule", [record("due", "三十天没用的规则", 0.7, last=T0 - days(30)),
-                                  record("early", "差一毫秒的规则", 0.7,
-                                         last=T0 - days(30) + timedelta(milliseconds=1))])
+    write_records(
+        store,
+        "rule",
+        [
+            record("due", "三十天没用的规则", 0.7, last=T0 - days(30)),
+            record("early", "差一毫秒的规则", 0.7, last=T0 - days(30) + timedelta(milliseconds=1)),
+        ],
+    )
     result = run_daily_maintenance(store.paths, 30, T0)
     assert result is not None and result.decayed == 1
     assert by_id(store, "due").confidence == 0.65 and by_id(store, "due").lastSeen == iso(T0)
@@ -68,8 +73,14 @@ def test_one_run_per_local_day(store: MemoryStore) -> None:
 
 
 def test_legacy_clamp_and_below_line_marked(store: MemoryStore) -> None:
-    write_records(store, "rule", [record("big", "旧版置信度很高的规则", 1.15, last=T0, observations=20),
-                                  record("low", "旧版低置信度规则", 0.38, last=T0)])
+    write_records(
+        store,
+        "rule",
+        [
+            record("big", "旧版置信度很高的规则", 1.15, last=T0, observations=20),
+            record("low", "旧版低置信度规则", 0.38, last=T0),
+        ],
+    )
     result = run_daily_maintenance(store.paths, 30, T0)
     assert result.clamped == 2
     assert by_id(store, "big").confidence == 1
@@ -108,10 +119,12 @@ def test_corrupt_state_file_reruns_without_double_deduction(store: MemoryStore) 
 
 
 def test_failed_write_does_not_mark_day_and_retry_does_not_double_deduct(
-        store: MemoryStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    store: MemoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
     write_records(store, "rule", [record("r", "很久没用的规则", 0.9, last=T0 - days(40))])
-    write_records(store, "project", [record("p", "很久没用的项目事实", 0.9, group="project",
-                                            last=T0 - days(40))])
+    write_records(
+        store, "project", [record("p", "很久没用的项目事实", 0.9, group="project", last=T0 - days(40))]
+    )
     real_write = maintenance.write_atomic
 
     def failing(path, data, mode=0o600):  # a full disk on the second file, which we cannot cause here
@@ -151,8 +164,10 @@ print("RAN" if result is not None else "SKIP")
 
 def test_five_concurrent_session_starts_run_maintenance_once(store: MemoryStore) -> None:
     write_records(store, "rule", [record("a", "很久没用的规则", 0.9, last=T0 - days(40))])
-    procs = [subprocess.Popen([sys.executable, "-c", _RACE, T0.isoformat()], stdout=subprocess.PIPE,
-                              text=True) for _ in range(5)]
+    procs = [
+        subprocess.Popen([sys.executable, "-c", _RACE, T0.isoformat()], stdout=subprocess.PIPE, text=True)
+        for _ in range(5)
+    ]
     outputs = [p.communicate(timeout=60)[0].strip() for p in procs]
     assert sorted(outputs) == ["RAN", "SKIP", "SKIP", "SKIP", "SKIP"]
     assert by_id(store, "a").confidence == 0.85

@@ -25,13 +25,13 @@ from tests.side_helpers import configure
 
 def server_params(agent: str) -> StdioServerParameters:
     env = {k: os.environ[k] for k in ("HOME", "MEMSELF_HOME", "PATH") if k in os.environ}
-    return StdioServerParameters(command=sys.executable,
-                                 args=["-m", "memself", "mcp", "--agent", agent], env=env)
+    return StdioServerParameters(
+        command=sys.executable, args=["-m", "memself", "mcp", "--agent", agent], env=env
+    )
 
 
 async def session_calls(agent: str, calls: list[tuple[str, dict]]) -> tuple[object, list, list]:
-    async with stdio_client(server_params(agent)) as (read, write), \
-            ClientSession(read, write) as session:
+    async with stdio_client(server_params(agent)) as (read, write), ClientSession(read, write) as session:
         init = await session.initialize()
         listed = await session.list_tools()
         results = [await session.call_tool(name, args) for name, args in calls]
@@ -48,15 +48,23 @@ def run(agent: str, calls: list[tuple[str, dict]]):
 
 def test_server_identity_tools_and_missing_session_checklist_20() -> None:
     paths = DataPaths.default()
-    init, tools, results = run("claude", [
-        ("memory_list", {}),
-        ("memory_resolve", {"sessionID": "s_" + "a" * 64, "decision": "create_rule"}),
-        ("memory_read", {"group": "team"}),
-        ("memory_propose", {"text": "x"}),
-    ])
+    init, tools, results = run(
+        "claude",
+        [
+            ("memory_list", {}),
+            ("memory_resolve", {"sessionID": "s_" + "a" * 64, "decision": "create_rule"}),
+            ("memory_read", {"group": "team"}),
+            ("memory_propose", {"text": "x"}),
+        ],
+    )
     assert init.server_info.name == "memory-self-evolution"
-    assert [t.name for t in tools] == ["memory_list", "memory_read", "memory_update",
-                                      "memory_resolve", "memory_config"]
+    assert [t.name for t in tools] == [
+        "memory_list",
+        "memory_read",
+        "memory_update",
+        "memory_resolve",
+        "memory_config",
+    ]
     resolve_tool = next(t for t in tools if t.name == "memory_resolve")
     assert resolve_tool.input_schema["required"] == ["sessionID", "decision"]
     listed, missing, bad_group, unknown = results
@@ -70,8 +78,13 @@ def test_server_identity_tools_and_missing_session_checklist_20() -> None:
 def test_unknown_agent_refused() -> None:
     import subprocess
 
-    done = subprocess.run([sys.executable, "-m", "memself", "mcp", "--agent", "vscode"],
-                          capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    done = subprocess.run(
+        [sys.executable, "-m", "memself", "mcp", "--agent", "vscode"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
     assert done.returncode != 0 and "vscode" in done.stderr
 
 
@@ -92,13 +105,21 @@ def test_end_to_end_both_modes(confirm: bool) -> None:
     with running_judge() as judge:
         configure(paths, judge.url, confirm)
         judge.script(sse(remember("回答问题时一律使用中文", "rule", "以后回答都用中文")))
-        sid = maybe_start_judge(paths, load_config(paths), "claude", "sess-e2e", "prompt-1",
-                                "记住：以后回答都用中文", now)
+        sid = maybe_start_judge(
+            paths, load_config(paths), "claude", "sess-e2e", "prompt-1", "记住：以后回答都用中文", now
+        )
         assert sid is not None
         wait_done(paths, sid)
         store = MemoryStore(paths)
-        result = followup(paths, store, load_config(paths), "claude", "sess-e2e",
-                          "AskUserQuestion", lambda: datetime.now(timezone.utc))
+        result = followup(
+            paths,
+            store,
+            load_config(paths),
+            "claude",
+            "sess-e2e",
+            "AskUserQuestion",
+            lambda: datetime.now(timezone.utc),
+        )
     assert result is not None
     visible, model = result
     if not confirm:
@@ -109,10 +130,13 @@ def test_end_to_end_both_modes(confirm: bool) -> None:
     assert store.all() == [] and f"sessionID：{sid}" in model and "是否落成记忆" in model
     _, _, results = run("cursor", [("memory_resolve", {"sessionID": sid, "decision": "create_rule"})])
     assert results[0].is_error  # another host's MCP server cannot resolve it
-    _, _, results = run("claude", [
-        ("memory_resolve", {"sessionID": sid, "decision": "create_rule"}),
-        ("memory_resolve", {"sessionID": sid, "decision": "create_rule"}),
-    ])
+    _, _, results = run(
+        "claude",
+        [
+            ("memory_resolve", {"sessionID": sid, "decision": "create_rule"}),
+            ("memory_resolve", {"sessionID": sid, "decision": "create_rule"}),
+        ],
+    )
     first, second = results
     assert not first.is_error
     assert text_of(first) == "生成了一条记忆：回答问题时一律使用中文。归类：rule（规则与偏好）"

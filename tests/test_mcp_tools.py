@@ -35,8 +35,7 @@ def fails(tools: MemoryTools, name: str, args: dict) -> str:
 
 
 def test_exactly_five_tools_with_schemas() -> None:
-    assert TOOL_NAMES == ("memory_list", "memory_read", "memory_update", "memory_resolve",
-                          "memory_config")
+    assert TOOL_NAMES == ("memory_list", "memory_read", "memory_update", "memory_resolve", "memory_config")
     schema = {t["name"]: t["inputSchema"] for t in TOOLS}
     assert schema["memory_resolve"]["required"] == ["sessionID", "decision"]
     assert schema["memory_read"]["required"] == ["group"]
@@ -81,8 +80,9 @@ def test_update_delete_merge_replace(tools) -> None:
     b = store.create("回答时使用简体中文", "rule", NOW)
     c = store.create("代码缩进统一用两个空格", "project", NOW)
     d = store.create("提交前先运行全部测试", "rule", NOW)
-    text = tools.call("memory_update", {"action": "merge", "id": a.id, "id2": b.id,
-                                        "text": "回答问题时一律使用简体中文"})
+    text = tools.call(
+        "memory_update", {"action": "merge", "id": a.id, "id2": b.id, "text": "回答问题时一律使用简体中文"}
+    )
     assert text.startswith(f"已合并：保留 {a.id}，正文改为「回答问题时一律使用简体中文」")
     assert store.get(b.id) is None and store.get(a.id).text == "回答问题时一律使用简体中文"
     text = tools.call("memory_update", {"action": "replace", "id": c.id, "text": "代码缩进统一用四个空格"})
@@ -91,10 +91,12 @@ def test_update_delete_merge_replace(tools) -> None:
     assert fails(tools, "memory_update", {"action": "replace", "id": c.id, "text": "长" * 401})
     text = tools.call("memory_update", {"action": "delete", "ids": [d.id, "mem-missing"]})
     assert text.startswith("已删除 1 条记忆") and "以下 id 不存在，已跳过：mem-missing" in text
-    assert "没有找到要删除的记忆" in fails(tools, "memory_update",
-                                       {"action": "delete", "ids": ["mem-x", "mem-y"]})
+    assert "没有找到要删除的记忆" in fails(
+        tools, "memory_update", {"action": "delete", "ids": ["mem-x", "mem-y"]}
+    )
     assert fails(tools, "memory_update", {"action": "add", "text": "新记忆正文内容"}) == (
-        "参数 action 必须是 delete、merge 或 replace")
+        "参数 action 必须是 delete、merge 或 replace"
+    )
     entries = {e.memory.id for e in store.trash_entries()}
     assert entries == {b.id, d.id}
 
@@ -116,10 +118,12 @@ def test_resolve_through_tools(tools) -> None:
     sid = ready(paths, "记住：回答用中文", proposal("回答问题时使用中文"))
     stop(paths, store)
     assert "未找到可处理的记忆分析会话" in fails(
-        MemoryTools(paths, "cursor"), "memory_resolve", {"sessionID": sid, "decision": "create_rule"})
+        MemoryTools(paths, "cursor"), "memory_resolve", {"sessionID": sid, "decision": "create_rule"}
+    )
     assert fails(tools, "memory_resolve", {"sessionID": sid}) == "sessionID 或 decision 无效，已拒绝处理。"
-    text = tools.call("memory_resolve", {"sessionID": sid, "decision": "create_project",
-                                         "text": "模型想写的别的正文"})
+    text = tools.call(
+        "memory_resolve", {"sessionID": sid, "decision": "create_project", "text": "模型想写的别的正文"}
+    )
     assert text == "生成了一条记忆：回答问题时使用中文。归类：project（项目事实）"
     assert [m.text for m in store.all()] == ["回答问题时使用中文"]
 
@@ -144,7 +148,8 @@ def test_config_show_set_reread_and_no_secrets(tools) -> None:
     refused = fails(tools, "memory_config", {"key": "confirm", "value": False})
     assert "只能由用户本人在终端修改" in refused and "memself config confirm false" in refused
     assert "memself config sideApiBase <地址>" in fails(
-        tools, "memory_config", {"key": " SIDEAPIBASE ", "value": "http://evil.example/v1"})
+        tools, "memory_config", {"key": " SIDEAPIBASE ", "value": "http://evil.example/v1"}
+    )
     assert json.loads(paths.config.read_text())["confirm"] is True
     assert "sideJudge" in fails(tools, "memory_config", {"key": "sideJudge", "value": True})
     assert "密钥" in fails(tools, "memory_config", {"key": "apiKey", "value": "sk-evil"})

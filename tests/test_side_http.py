@@ -82,8 +82,11 @@ def test_unreachable_server() -> None:
         chat("http://127.0.0.1:9/v1", "m", KEY, "s", "u", 2)
 
 
-@pytest.mark.parametrize("reply", [sse("长" * 4000), huge("json", 3 << 20), huge("sse", 3 << 20)],
-                         ids=["sse-past-limit", "announced-length", "endless-stream"])
+@pytest.mark.parametrize(
+    "reply",
+    [sse("长" * 4000), huge("json", 3 << 20), huge("sse", 3 << 20)],
+    ids=["sse-past-limit", "announced-length", "endless-stream"],
+)
 def test_reading_stops_at_the_size_limit(judge, reply: Reply) -> None:
     judge.script(reply)
     with pytest.raises(ResponseTooLarge, match="超过 8192 字节"):

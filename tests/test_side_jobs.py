@@ -19,8 +19,7 @@ def sid(n: int) -> str:
     return "s_" + f"{n:064x}"
 
 
-def make(paths: DataPaths, n: int, now: datetime = NOW, agent: str = "claude",
-         session: str = "k1") -> str:
+def make(paths: DataPaths, n: int, now: datetime = NOW, agent: str = "claude", session: str = "k1") -> str:
     job = jobs.new_job(sid(n), agent, session, "t", "用户原话" * 2000, now)
     assert jobs.create_job(paths, job)
     return job["id"]
@@ -134,9 +133,11 @@ def test_zombie_cleanup_checklist_29() -> None:
     jobs.update_job(paths, z, lambda j: j.update(prompted=True, promptedAt=iso(yesterday)) is None)
     today = make(paths, 2, yesterday)
     jobs.finish(paths, today, yesterday, "ready", proposal={"text": "x"})
-    jobs.update_job(paths, today,
-                    lambda j: j.update(prompted=True, promptedAt=iso(midnight + timedelta(minutes=1)))
-                    is None)
+    jobs.update_job(
+        paths,
+        today,
+        lambda j: j.update(prompted=True, promptedAt=iso(midnight + timedelta(minutes=1))) is None,
+    )
     never = make(paths, 3, yesterday)
     jobs.finish(paths, never, yesterday, "ready", proposal={"text": "x"})
     now = max(NOW, midnight + timedelta(hours=1))

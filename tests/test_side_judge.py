@@ -28,8 +28,14 @@ def setup(judge, confirm: bool) -> tuple[DataPaths, MemoryStore]:
 
 
 def run(paths: DataPaths, store: MemoryStore, sid: str, timeout: float = 5.0):
-    return run_job(jobs.job_path(paths, sid), clock(NOW + timedelta(seconds=3)),
-                   overlap_nearest(store), store, load_config(paths), timeout=timeout)
+    return run_job(
+        jobs.job_path(paths, sid),
+        clock(NOW + timedelta(seconds=3)),
+        overlap_nearest(store),
+        store,
+        load_config(paths),
+        timeout=timeout,
+    )
 
 
 def assert_secret_free(paths: DataPaths, judge) -> None:
@@ -64,10 +70,15 @@ def test_confirm_off_create_writes_and_leaves_notice(judge) -> None:
     job = run(paths, store, sid)
     [memory] = store.all()
     assert (memory.text, memory.category, memory.confidence) == (
-        "支付页新流程的灰度开关是 pay_new_flow", "project", 0.5)
+        "支付页新流程的灰度开关是 pay_new_flow",
+        "project",
+        0.5,
+    )
     assert job["status"] == "ready" and job["applied"] is True and not job["prompted"]
-    assert job["notice"] == ('记忆插件memory-self-evolution新增了一条记忆：'
-                             '"支付页新流程的灰度开关是 pay_new_flow"。归类：project（项目事实）')
+    assert job["notice"] == (
+        "记忆插件memory-self-evolution新增了一条记忆："
+        '"支付页新流程的灰度开关是 pay_new_flow"。归类：project（项目事实）'
+    )
 
 
 def existing(store: MemoryStore, text: str, group: str = "rule"):
@@ -87,7 +98,10 @@ def test_reinforce(judge, confirm: bool) -> None:
     assert old.id in dedup_message and dedup_message.endswith("candidates 已按余弦相似度从高到低排列。")
     proposal = job["proposal"]
     assert (proposal["action"], proposal["targetId"], proposal["targetText"]) == (
-        "reinforce", old.id, "回答问题时一律使用中文")
+        "reinforce",
+        old.id,
+        "回答问题时一律使用中文",
+    )
     assert proposal["score"] is not None
     if confirm:
         assert store.get(old.id).confidence == 0.5
@@ -107,8 +121,9 @@ def test_merge_and_replace_confirm_off(judge) -> None:
     run(paths, store, sid)
     assert store.get(a.id).text == merged and store.get(a.id).confidence == 0.6
     sid2 = start_job(paths, "记住：缩进统一用 4 个空格", turn="turn-2")
-    judge.script(sse(remember("代码缩进统一用 4 个空格")),
-                 sse(dedup("replace", b.id, "模型自己改写的正文不应被使用")))
+    judge.script(
+        sse(remember("代码缩进统一用 4 个空格")), sse(dedup("replace", b.id, "模型自己改写的正文不应被使用"))
+    )
     job = run(paths, store, sid2)
     after = store.get(b.id)
     assert after.text == "代码缩进统一用 4 个空格" and after.confidence == 0.5
@@ -200,8 +215,9 @@ def test_job_timed_out_by_stop_is_not_applied_late(judge) -> None:
     original["status"] = "running"  # the judge read the job before Stop finished it
     from memself.side import judge as judge_mod
 
-    proposal = judge_mod.build_proposal(original, lambda s, u: remember("回答问题时使用中文"),
-                                        overlap_nearest(store))
+    proposal = judge_mod.build_proposal(
+        original, lambda s, u: remember("回答问题时使用中文"), overlap_nearest(store)
+    )
     assert judge_mod._apply_now(paths, store, sid, proposal, clock()) is None
     assert store.all() == [] and jobs.load_job(paths, sid)["reason"] == "judge-timeout"
 

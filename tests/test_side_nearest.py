@@ -40,8 +40,14 @@ def test_maps_engine_hits_to_active_memories(monkeypatch: pytest.MonkeyPatch) ->
 
     def fake(paths_arg, op, payload, timeout_s):
         calls.append((op, payload))
-        return {"items": [{"id": dead.id, "score": 0.9}, {"id": "mem-gone", "score": 0.8},
-                          {"id": b.id, "score": 0.5}, {"id": a.id, "score": 0.4}]}
+        return {
+            "items": [
+                {"id": dead.id, "score": 0.9},
+                {"id": "mem-gone", "score": 0.8},
+                {"id": b.id, "score": 0.5},
+                {"id": a.id, "score": 0.4},
+            ]
+        }
 
     monkeypatch.setattr(client, "call_engine", fake)
     pairs = engine_nearest(store)("回答问题时使用中文", 3)

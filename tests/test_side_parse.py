@@ -7,13 +7,16 @@ import pytest
 from memself.side.parse import extract_json, parse_dedup, parse_remember
 
 
-@pytest.mark.parametrize("body", [
-    '{"remember": true, "text": "回答问题时使用中文", "group": "rule"}',
-    '好的：\n```json\n{"remember": true, "text": "回答问题时使用中文", "group": "rule"}\n```',
-    '判断如下 {"remember": "true", "text": "回答问题时使用中文", "group": "rule"} 完毕',
-    '{"structured_output": {"remember": true, "text": "回答问题时使用中文", "group": "rule"}}',
-    '{"result": "{\\"remember\\": true, \\"text\\": \\"回答问题时使用中文\\", \\"group\\": \\"rule\\"}"}',
-])
+@pytest.mark.parametrize(
+    "body",
+    [
+        '{"remember": true, "text": "回答问题时使用中文", "group": "rule"}',
+        '好的：\n```json\n{"remember": true, "text": "回答问题时使用中文", "group": "rule"}\n```',
+        '判断如下 {"remember": "true", "text": "回答问题时使用中文", "group": "rule"} 完毕',
+        '{"structured_output": {"remember": true, "text": "回答问题时使用中文", "group": "rule"}}',
+        '{"result": "{\\"remember\\": true, \\"text\\": \\"回答问题时使用中文\\", \\"group\\": \\"rule\\"}"}',
+    ],
+)
 def test_remember_found_in_every_wrapping(body: str) -> None:
     answer = parse_remember(body)
     assert answer is not None and answer.remember and answer.text == "回答问题时使用中文"
@@ -21,20 +24,24 @@ def test_remember_found_in_every_wrapping(body: str) -> None:
 
 
 def test_group_and_category_keys_and_fallback() -> None:
-    assert parse_remember('{"remember":true,"text":"ImageLoader 负责图片缓存","category":"project"}'
-                          ).group == "project"
-    assert parse_remember('{"remember":true,"text":"ImageLoader 负责图片缓存","group":"x"}'
-                          ).group == "rule"
+    assert (
+        parse_remember('{"remember":true,"text":"ImageLoader 负责图片缓存","category":"project"}').group
+        == "project"
+    )
+    assert parse_remember('{"remember":true,"text":"ImageLoader 负责图片缓存","group":"x"}').group == "rule"
 
 
-@pytest.mark.parametrize("body", [
-    "回答问题时使用中文",  # a plain line is NOT a memory any more
-    "",
-    '{"remember": true}',
-    '{"remember": true, "text": "  "}',
-    '{"remember": "maybe", "text": "回答问题时使用中文"}',
-    "[1, 2]",
-])
+@pytest.mark.parametrize(
+    "body",
+    [
+        "回答问题时使用中文",  # a plain line is NOT a memory any more
+        "",
+        '{"remember": true}',
+        '{"remember": true, "text": "  "}',
+        '{"remember": "maybe", "text": "回答问题时使用中文"}',
+        "[1, 2]",
+    ],
+)
 def test_unusable_answers(body: str) -> None:
     assert parse_remember(body) is None
 
@@ -53,12 +60,15 @@ def test_dedup_decisions() -> None:
     assert parse_dedup('{"action":"replace","id":"mem-a"}', ids).action == "replace"
 
 
-@pytest.mark.parametrize("body", [
-    '{"action":"reinforce","id":"mem-not-a-candidate"}',
-    '{"action":"merge","id":"mem-a"}',
-    '{"action":"delete","id":"mem-a"}',
-    "都差不多",
-])
+@pytest.mark.parametrize(
+    "body",
+    [
+        '{"action":"reinforce","id":"mem-not-a-candidate"}',
+        '{"action":"merge","id":"mem-a"}',
+        '{"action":"delete","id":"mem-a"}',
+        "都差不多",
+    ],
+)
 def test_dedup_unsure(body: str) -> None:
     answer = parse_dedup(body, ["mem-a"])
     assert answer.action == "unsure" and answer.target_id == ""

@@ -43,8 +43,7 @@ def rejected(paths, store, sid, decision, agent="claude") -> str:
     return str(info.value)
 
 
-@pytest.mark.parametrize(("decision", "group"), [("create_rule", "rule"),
-                                                 ("create_project", "project")])
+@pytest.mark.parametrize(("decision", "group"), [("create_rule", "rule"), ("create_project", "project")])
 def test_create_with_group_from_decision(env, decision: str, group: str) -> None:
     paths, store = env
     sid = prompted(paths, store, proposal("回答问题时使用中文", category="rule"))
@@ -67,9 +66,17 @@ def test_reinforce_merge_replace_use_the_proposal(env) -> None:
     c = store.create("缩进统一用 2 个空格", "project", old)
     # Separate sessions: within one session each new popup supersedes the previous one.
     s1 = prompted(paths, store, proposal("回答时使用中文", "reinforce", target=a), session="x")
-    s2 = prompted(paths, store, proposal("提交信息遵循 Conventional Commits", "merge", target=b,
-                                         merged="git 提交信息使用英文并遵循 Conventional Commits"),
-                  session="y")
+    s2 = prompted(
+        paths,
+        store,
+        proposal(
+            "提交信息遵循 Conventional Commits",
+            "merge",
+            target=b,
+            merged="git 提交信息使用英文并遵循 Conventional Commits",
+        ),
+        session="y",
+    )
     s3 = prompted(paths, store, proposal("缩进统一用 4 个空格", "replace", target=c), session="z")
     n1 = resolve(paths, store, "claude", s1, "reinforce", NOW)
     assert store.get(a.id).confidence == 0.6 and store.get(a.id).text == "回答问题时一律使用中文"

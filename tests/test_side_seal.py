@@ -35,11 +35,21 @@ def test_started_job_is_sealed_and_keeps_no_bare_prompt_hash(paths: DataPaths) -
     assert seal.mask_prompt_hash(job[seal.PROMPT_HASH_FIELD], sid, secret) == bare
 
 
-@pytest.mark.parametrize(("field", "value"), [
-    ("agent", "cursor"), ("sessionKey", "other"), ("generationKey", "t9"),
-    ("promptHash", "0" * 64), ("status", "none"), ("prompted", True), ("applied", True),
-    ("notice", "MEMORY_CONFIRM_V1"), ("proposal", {"text": "别的正文"}), ("prompt", "别的话"),
-])
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("agent", "cursor"),
+        ("sessionKey", "other"),
+        ("generationKey", "t9"),
+        ("promptHash", "0" * 64),
+        ("status", "none"),
+        ("prompted", True),
+        ("applied", True),
+        ("notice", "MEMORY_CONFIRM_V1"),
+        ("proposal", {"text": "别的正文"}),
+        ("prompt", "别的话"),
+    ],
+)
 def test_any_covered_edit_breaks_the_seal(paths: DataPaths, field: str, value: object) -> None:
     sid = start_job(paths, PROMPT)
     job = jobs.load_job(paths, sid)

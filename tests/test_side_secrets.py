@@ -114,28 +114,34 @@ def test_normalise_prompt() -> None:
     assert normalise_prompt("\r\n a\r\nb\rc \n") == "a\nb\nc"
 
 
-@pytest.mark.parametrize(("first", "second"), [
-    ("https://api.example.com/v1", "https://api.example.com/v1/"),
-    ("https://api.example.com/v1", "HTTPS://API.Example.COM/v1"),
-    ("https://api.example.com/v1", "https://api.example.com:443/v1"),
-    ("http://127.0.0.1/v1", "http://127.0.0.1:80/v1"),
-    ("https://api.example.com/v1", "https://api.example.com/v1/chat/completions"),
-    ("https://api.example.com/v1", "  https://api.example.com/v1  "),
-])
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        ("https://api.example.com/v1", "https://api.example.com/v1/"),
+        ("https://api.example.com/v1", "HTTPS://API.Example.COM/v1"),
+        ("https://api.example.com/v1", "https://api.example.com:443/v1"),
+        ("http://127.0.0.1/v1", "http://127.0.0.1:80/v1"),
+        ("https://api.example.com/v1", "https://api.example.com/v1/chat/completions"),
+        ("https://api.example.com/v1", "  https://api.example.com/v1  "),
+    ],
+)
 def test_same_base_ignores_spelling(first: str, second: str) -> None:
     assert same_base(first, second)
 
 
-@pytest.mark.parametrize(("first", "second"), [
-    ("https://api.example.com/v1", "http://api.example.com/v1"),
-    ("https://api.example.com/v1", "https://api.example.com:8443/v1"),
-    ("https://api.example.com/v1", "https://api.example.com.evil.io/v1"),
-    ("https://api.example.com/v1", "https://api.example.com@evil.io/v1"),
-    ("https://api.example.com/v1", "https://evil.io/v1?https://api.example.com/v1"),
-    ("https://api.example.com/v1", "https://api.example.com/v2"),
-    ("https://api.example.com/v1", "https://api.example.com/V1"),
-    ("https://api.example.com/v1", "https://api.example.com"),
-])
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        ("https://api.example.com/v1", "http://api.example.com/v1"),
+        ("https://api.example.com/v1", "https://api.example.com:8443/v1"),
+        ("https://api.example.com/v1", "https://api.example.com.evil.io/v1"),
+        ("https://api.example.com/v1", "https://api.example.com@evil.io/v1"),
+        ("https://api.example.com/v1", "https://evil.io/v1?https://api.example.com/v1"),
+        ("https://api.example.com/v1", "https://api.example.com/v2"),
+        ("https://api.example.com/v1", "https://api.example.com/V1"),
+        ("https://api.example.com/v1", "https://api.example.com"),
+    ],
+)
 def test_same_base_tells_other_endpoints_apart(first: str, second: str) -> None:
     assert not same_base(first, second)
 
@@ -145,11 +151,17 @@ def test_shown_base_drops_credentials() -> None:
     assert shown_base("https://api.example.com/v1") == "https://api.example.com/v1"
 
 
-@pytest.mark.parametrize(("content", "problem"), [
-    (b"", "是空文件"), (b"{broken", "不是合法的 JSON"), (b"[1]", "不是 JSON 对象"),
-    (b'{"apiKey": 5}', "apiKey 不是一行字符串"), (b'\xff\xfe', "不是合法的 JSON"),
-    (b'{"apiKey": "sk", "boundApiBase": 3}', "boundApiBase 不是字符串"),
-])
+@pytest.mark.parametrize(
+    ("content", "problem"),
+    [
+        (b"", "是空文件"),
+        (b"{broken", "不是合法的 JSON"),
+        (b"[1]", "不是 JSON 对象"),
+        (b'{"apiKey": 5}', "apiKey 不是一行字符串"),
+        (b"\xff\xfe", "不是合法的 JSON"),
+        (b'{"apiKey": "sk", "boundApiBase": 3}', "boundApiBase 不是字符串"),
+    ],
+)
 def test_unusable_key_file_is_invalid_not_missing(content: bytes, problem: str) -> None:
     paths = DataPaths.default()
     paths.ensure()
@@ -166,18 +178,23 @@ def test_key_for_endpoint_binds_an_original_file_then_refuses_others() -> None:
     paths.side_secret.write_text(json.dumps({"apiKey": "sk-legacy"}))
     assert read_key_file(paths).bound_base == ""
     assert key_for_endpoint(paths, "https://api.example.com/v1") == (
-        "sk-legacy", "https://api.example.com/v1")
+        "sk-legacy",
+        "https://api.example.com/v1",
+    )
     assert json.loads(paths.side_secret.read_text()) == {
-        "apiKey": "sk-legacy", "boundApiBase": "https://api.example.com/v1"}
+        "apiKey": "sk-legacy",
+        "boundApiBase": "https://api.example.com/v1",
+    }
     assert stat.S_IMODE(paths.side_secret.stat().st_mode) == 0o600
     # Another spelling of the same endpoint: the request goes to the bound spelling.
     assert key_for_endpoint(paths, "HTTPS://api.example.com:443/v1/") == (
-        "sk-legacy", "https://api.example.com/v1")
+        "sk-legacy",
+        "https://api.example.com/v1",
+    )
     with pytest.raises(KeyEndpointMismatch) as info:
         key_for_endpoint(paths, "https://evil.io/v1")
     assert "sk-legacy" not in str(info.value) and "memself key set" in str(info.value)
-    assert "side-key-bound" in paths.log_file.read_text() and "sk-legacy" not in \
-        paths.log_file.read_text()
+    assert "side-key-bound" in paths.log_file.read_text() and "sk-legacy" not in paths.log_file.read_text()
 
 
 def test_key_state() -> None:

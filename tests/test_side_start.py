@@ -25,11 +25,25 @@ from tests.side_helpers import NOW, configure
 PROMPT = "记住：以后回答都用中文"
 
 
-def start(paths: DataPaths, prompt: str = PROMPT, session: str = "sess-1", turn: str = "g1",
-          agent: str = "cursor", spawned: list | None = None) -> str | None:
+def start(
+    paths: DataPaths,
+    prompt: str = PROMPT,
+    session: str = "sess-1",
+    turn: str = "g1",
+    agent: str = "cursor",
+    spawned: list | None = None,
+) -> str | None:
     record = spawned if spawned is not None else []
-    return maybe_start_judge(paths, load_config(paths), agent, session, turn, prompt, NOW,
-                             spawn=lambda p, run_lock: record.append(p))
+    return maybe_start_judge(
+        paths,
+        load_config(paths),
+        agent,
+        session,
+        turn,
+        prompt,
+        NOW,
+        spawn=lambda p, run_lock: record.append(p),
+    )
 
 
 @pytest.fixture
@@ -70,13 +84,16 @@ def test_no_session_key_fails_closed_checklist_16(paths) -> None:
     assert "旁路分析缺少稳定会话 ID，已跳过" in paths.log_file.read_text()
 
 
-@pytest.mark.parametrize("prompt", [
-    "MEMORY_CONFIRM_V1\n插件已直接写入记忆。",
-    "memory-self-evolution 捕捉到了新的记忆：\n结果：",
-    "<question_answer>落成</question_answer>",
-    "好的",
-    "/compact",
-])
+@pytest.mark.parametrize(
+    "prompt",
+    [
+        "MEMORY_CONFIRM_V1\n插件已直接写入记忆。",
+        "memory-self-evolution 捕捉到了新的记忆：\n结果：",
+        "<question_answer>落成</question_answer>",
+        "好的",
+        "/compact",
+    ],
+)
 def test_filtered_prompts_start_nothing(paths, prompt: str) -> None:
     spawned: list = []
     assert start(paths, prompt, spawned=spawned) is None
@@ -124,8 +141,12 @@ def test_two_identical_hooks_in_two_processes_spawn_one_judge(paths, tmp_path: P
         print(sid)
     """)
     go = str(time.time() + 1.5)
-    procs = [subprocess.Popen([sys.executable, "-c", script, go], stdout=subprocess.PIPE,
-                              text=True, env=dict(os.environ)) for _ in range(4)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", script, go], stdout=subprocess.PIPE, text=True, env=dict(os.environ)
+        )
+        for _ in range(4)
+    ]
     ids = {p.communicate(timeout=60)[0].strip() for p in procs}
     assert all(p.returncode == 0 for p in procs)
     assert len(ids) == 1 and next(iter(ids)).startswith("s_")

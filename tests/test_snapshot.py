@@ -29,28 +29,53 @@ QUOTE_ID = "mem-q\"'><marquee onmouseover=\"document.title='pwned'\">x"
 QUOTE_EVIDENCE = "\"><img src=x onerror=\"document.title='pwned'\"> 依据 & 'quotes'"
 
 
-def mem(mem_id: str, text: str, confidence: float, *, category: str = "rule",
-        deprecated: bool = False, evidence: str = "", last: str = "2026-11-29T08:00:00.000Z",
-        created: str = "2026-10-01T02:00:00.000Z") -> SimpleNamespace:
+def mem(
+    mem_id: str,
+    text: str,
+    confidence: float,
+    *,
+    category: str = "rule",
+    deprecated: bool = False,
+    evidence: str = "",
+    last: str = "2026-11-29T08:00:00.000Z",
+    created: str = "2026-10-01T02:00:00.000Z",
+) -> SimpleNamespace:
     # Duck-typed record with the original's field names; the real Memory is covered separately.
-    return SimpleNamespace(id=mem_id, text=text, confidence=confidence, category=category,
-                           evidence=evidence, firstSeen=created, lastSeen=last,
-                           deprecated=deprecated, createdAt=created)
+    return SimpleNamespace(
+        id=mem_id,
+        text=text,
+        confidence=confidence,
+        category=category,
+        evidence=evidence,
+        firstSeen=created,
+        lastSeen=last,
+        deprecated=deprecated,
+        createdAt=created,
+    )
 
 
 def sample_groups() -> dict[str, list[SimpleNamespace]]:
     return {
         "rule": [
             mem("mem-r-zh", "回答一律使用中文", 0.5, evidence="用户通过 CLI 直接添加"),
-            mem("mem-r-commit", "改完代码不要自动 commit，先让我看 diff", 1.0,
-                evidence="用户说：改完别自动提交"),
+            mem(
+                "mem-r-commit",
+                "改完代码不要自动 commit，先让我看 diff",
+                1.0,
+                evidence="用户说：改完别自动提交",
+            ),
             mem("mem-r-script", SCRIPT_TEXT, 0.7),
             mem(QUOTE_ID, "带引号的 id 和依据也要转义", 0.6, evidence=QUOTE_EVIDENCE),
             mem("mem-r-old", "旧规则：缩进一律用 tab", 0.4, deprecated=True, evidence="早期偏好"),
         ],
         "project": [
-            mem("mem-p-flag", "支付页新流程的灰度开关是 pay_new_flow", 0.6, category="project",
-                evidence="用户在讨论支付页时说明"),
+            mem(
+                "mem-p-flag",
+                "支付页新流程的灰度开关是 pay_new_flow",
+                0.6,
+                category="project",
+                evidence="用户在讨论支付页时说明",
+            ),
             mem("mem-p-img", "ImageLoader 负责图片加载与缓存", 0.55, category="project"),
         ],
     }
@@ -118,23 +143,29 @@ def test_groups_sorted_by_confidence_then_last_activity() -> None:
             mem("mem-top", "置信度最高的规则内容", 0.95),
             mem("mem-tie-new", "同分且最近活跃的规则", 0.8, last="2026-11-28T00:00:00.000Z"),
             # No lastSeen: createdAt stands in, as in the original's sort.
-            mem("mem-tie-created", "同分只有创建时间的规则", 0.8, last="",
-                created="2026-11-20T00:00:00.000Z"),
+            mem(
+                "mem-tie-created", "同分只有创建时间的规则", 0.8, last="", created="2026-11-20T00:00:00.000Z"
+            ),
         ],
-        "project": [mem("mem-p1", "项目事实甲乙丙丁", 0.5, category="project"),
-                    mem("mem-p2", "项目事实戊己庚辛", 0.9, category="project")],
+        "project": [
+            mem("mem-p1", "项目事实甲乙丙丁", 0.5, category="project"),
+            mem("mem-p2", "项目事实戊己庚辛", 0.9, category="project"),
+        ],
     }
     ids = [c["id"] for c in parse(render_html(groups, NOW)).cards]
-    assert ids == ["mem-top", "mem-tie-new", "mem-tie-created", "mem-tie-old", "mem-low",
-                   "mem-p2", "mem-p1"]
+    assert ids == ["mem-top", "mem-tie-new", "mem-tie-created", "mem-tie-old", "mem-low", "mem-p2", "mem-p1"]
 
 
 def test_float_drift_does_not_break_ties() -> None:
     # 0.45 + 0.05 - 0.05 style arithmetic must still tie with a stored 0.45.
     drifted = 0.1 + 0.35
     assert drifted != 0.45
-    groups = {"rule": [mem("mem-a", "漂移的置信度规则", drifted, last="2026-11-01T00:00:00.000Z"),
-                       mem("mem-b", "存储的置信度规则", 0.45, last="2026-11-02T00:00:00.000Z")]}
+    groups = {
+        "rule": [
+            mem("mem-a", "漂移的置信度规则", drifted, last="2026-11-01T00:00:00.000Z"),
+            mem("mem-b", "存储的置信度规则", 0.45, last="2026-11-02T00:00:00.000Z"),
+        ]
+    }
     assert [c["id"] for c in parse(render_html(groups, NOW)).cards] == ["mem-b", "mem-a"]
 
 
@@ -156,8 +187,7 @@ def test_every_text_is_escaped_in_text_and_attributes() -> None:
 def test_deprecated_memories_are_marked_and_counted() -> None:
     groups = sample_groups()
     # Confidence at the line without the flag (legacy data) counts as deprecated too.
-    groups["project"].append(mem("mem-p-sunk", "置信度已经跌到零点四的事实", 0.4,
-                                 category="project"))
+    groups["project"].append(mem("mem-p-sunk", "置信度已经跌到零点四的事实", 0.4, category="project"))
     parsed = parse(render_html(groups, NOW))
     dead = {c["id"] for c in parsed.cards if "deprecated" in str(c["class"]).split()}
     assert dead == {"mem-r-old", "mem-p-sunk"}
@@ -168,8 +198,7 @@ def test_deprecated_memories_are_marked_and_counted() -> None:
     assert "项目事实 <b>3</b> 条（其中已废弃 1 条）" in page
 
 
-def test_card_shows_id_confidence_local_times_and_evidence(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_card_shows_id_confidence_local_times_and_evidence(monkeypatch: pytest.MonkeyPatch) -> None:
     parsed = parse(render_html(sample_groups(), NOW))
     card = next(c for c in parsed.cards if c["id"] == "mem-r-commit")
     text = str(card["text"])
@@ -189,8 +218,12 @@ def test_card_shows_id_confidence_local_times_and_evidence(
 
 
 def test_odd_values_render_without_crashing() -> None:
-    groups = {"rule": [mem("mem-odd", "时间和置信度都不规整", 1.15, last="not-a-time"),
-                       SimpleNamespace(id="mem-bare", text="只有最少字段的记录", confidence="x")]}
+    groups = {
+        "rule": [
+            mem("mem-odd", "时间和置信度都不规整", 1.15, last="not-a-time"),
+            SimpleNamespace(id="mem-bare", text="只有最少字段的记录", confidence="x"),
+        ]
+    }
     parsed = parse(render_html(groups, NOW))
     text = {c["id"]: str(c["text"]) for c in parsed.cards}
     assert "1.15" in text["mem-odd"] and "not-a-time" in text["mem-odd"]
@@ -208,7 +241,7 @@ def test_empty_groups_and_self_contained() -> None:
     # Nothing that loads: no linking tags, no src/href attribute anywhere, no URLs in the CSS.
     assert not [t for t, _ in parsed.tags if t in {"link", "script", "img", "iframe", "object"}]
     assert not [(t, k) for t, a in parsed.tags for k in a if k in {"src", "href", "srcset"}]
-    css = full[full.index("<style>"):full.index("</style>")].lower()
+    css = full[full.index("<style>") : full.index("</style>")].lower()
     for needle in ("http", "url(", "@import", "@font-face"):
         assert needle not in css, needle
     assert "default-src 'none'" in full and "Content-Security-Policy" in full
@@ -216,10 +249,18 @@ def test_empty_groups_and_self_contained() -> None:
 
 def test_real_memory_records_render() -> None:
     created = Memory.create("回答一律使用中文，包括代码注释", "rule", NOW, evidence="CLI")
-    legacy = Memory.from_json({"id": "mem-legacy1-abcdef", "text": "旧版本留下的记录 <b>粗</b>",
-                               "confidence": 0.35, "category": "project", "deprecated": True,
-                               "observations": 20, "createdAt": "2025-01-01T00:00:00.000Z"},
-                              "project")
+    legacy = Memory.from_json(
+        {
+            "id": "mem-legacy1-abcdef",
+            "text": "旧版本留下的记录 <b>粗</b>",
+            "confidence": 0.35,
+            "category": "project",
+            "deprecated": True,
+            "observations": 20,
+            "createdAt": "2025-01-01T00:00:00.000Z",
+        },
+        "project",
+    )
     assert legacy is not None
     parsed = parse(render_html({"rule": [created], "project": [legacy]}, NOW))
     assert [c["id"] for c in parsed.cards] == [created.id, "mem-legacy1-abcdef"]
@@ -228,8 +269,7 @@ def test_real_memory_records_render() -> None:
     assert "已废弃" in str(parsed.cards[1]["text"])
 
 
-def test_write_snapshot_is_atomic_and_removes_legacy_markdown(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_write_snapshot_is_atomic_and_removes_legacy_markdown(monkeypatch: pytest.MonkeyPatch) -> None:
     paths = DataPaths.default()
     paths.ensure()
     paths.legacy_markdown.write_text("# 旧快照\n", encoding="utf-8")
@@ -263,31 +303,45 @@ def test_write_snapshot_creates_the_data_directory() -> None:
 def test_snapshot_module_imports_only_the_standard_library() -> None:
     # The store (hook path) regenerates the page, so this module must not pull heavy packages.
     root = str(Path(snapshot.__file__).resolve().parent.parent)
-    code = (f"import sys; sys.path.insert(0, {root!r}); import memself.snapshot; "
-            "heavy = {'numpy', 'torch', 'sentence_transformers', 'httpx', 'mcp', 'click', 'jieba'}"
-            "; print(sorted(heavy & set(sys.modules)))")
-    out = subprocess.run([sys.executable, "-I", "-S", "-c", code], capture_output=True,
-                         text=True, check=True)
+    code = (
+        f"import sys; sys.path.insert(0, {root!r}); import memself.snapshot; "
+        "heavy = {'numpy', 'torch', 'sentence_transformers', 'httpx', 'mcp', 'click', 'jieba'}"
+        "; print(sorted(heavy & set(sys.modules)))"
+    )
+    out = subprocess.run([sys.executable, "-I", "-S", "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
 
 
 # --- real headless Chromium -----------------------------------------------------------------
 
 
-def run_chromium(page: Path, workdir: Path, width: int = 1000,
-                 height: int = 1400) -> tuple[str, Path]:
+def run_chromium(page: Path, workdir: Path, width: int = 1000, height: int = 1400) -> tuple[str, Path]:
     """Render ``page`` in headless Chromium; return the DOM after load and the screenshot."""
     assert CHROMIUM.exists(), "Debian chromium missing: run ./scripts/install.sh (apt chromium)"
     png = workdir / "shot.png"
-    env = dict(os.environ, XDG_CONFIG_HOME=str(workdir / "xdg-config"),
-               XDG_CACHE_HOME=str(workdir / "xdg-cache"))
-    cmd = [str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-           "--no-first-run", "--disable-background-networking", "--disable-component-update",
-           "--disable-sync", "--hide-scrollbars", f"--user-data-dir={workdir / 'profile'}",
-           f"--screenshot={png}", f"--window-size={width},{height}", "--dump-dom",
-           page.resolve().as_uri()]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120,
-                          stdin=subprocess.DEVNULL, env=env, check=False)
+    env = dict(
+        os.environ, XDG_CONFIG_HOME=str(workdir / "xdg-config"), XDG_CACHE_HOME=str(workdir / "xdg-cache")
+    )
+    cmd = [
+        str(CHROMIUM),
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--hide-scrollbars",
+        f"--user-data-dir={workdir / 'profile'}",
+        f"--screenshot={png}",
+        f"--window-size={width},{height}",
+        "--dump-dom",
+        page.resolve().as_uri(),
+    ]
+    proc = subprocess.run(
+        cmd, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL, env=env, check=False
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert png.is_file(), proc.stderr[-2000:]
     return proc.stdout, png
@@ -298,9 +352,9 @@ def decode_png(data: bytes) -> tuple[int, int, int, list[bytes]]:
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
     pos, idat, header = 8, b"", b""
     while pos < len(data):
-        (length,) = struct.unpack(">I", data[pos:pos + 4])
-        kind = data[pos + 4:pos + 8]
-        body = data[pos + 8:pos + 8 + length]
+        (length,) = struct.unpack(">I", data[pos : pos + 4])
+        kind = data[pos + 4 : pos + 8]
+        body = data[pos + 8 : pos + 8 + length]
         if kind == b"IHDR":
             header = body
         elif kind == b"IDAT":
@@ -316,7 +370,7 @@ def decode_png(data: bytes) -> tuple[int, int, int, list[bytes]]:
     for y in range(height):
         start = y * (stride + 1)
         ftype = raw[start]
-        line = bytearray(raw[start + 1:start + 1 + stride])
+        line = bytearray(raw[start + 1 : start + 1 + stride])
         if ftype == 1:
             for i in range(bpp, stride):
                 line[i] = (line[i] + line[i - bpp]) & 0xFF

@@ -42,8 +42,17 @@ def test_create_writes_original_format(store: MemoryStore) -> None:
     memory = store.create("改完代码不要自动 commit", "rule", T0, evidence="cli")
     line = store.paths.group_file("rule").read_text("utf-8").splitlines()[0]
     raw = json.loads(line)
-    assert list(raw)[:9] == ["id", "text", "confidence", "category", "evidence", "firstSeen",
-                             "lastSeen", "deprecated", "createdAt"]
+    assert list(raw)[:9] == [
+        "id",
+        "text",
+        "confidence",
+        "category",
+        "evidence",
+        "firstSeen",
+        "lastSeen",
+        "deprecated",
+        "createdAt",
+    ]
     assert raw["confidence"] == 0.5 and raw["createdAt"] == "2026-11-02T12:00:00.000Z"
     assert memory.id.startswith("mem-") and len(memory.id.split("-")[2]) == 6
 
@@ -97,8 +106,9 @@ def test_delete_of_only_unknown_ids_is_an_error(store: MemoryStore) -> None:
 
 
 def test_batch_recall_reward(store: MemoryStore) -> None:
-    write_records(store, "rule", [record("a", "回答使用中文", 0.5),
-                                  record("d", "已废弃的规则", 0.3, deprecated=True)])
+    write_records(
+        store, "rule", [record("a", "回答使用中文", 0.5), record("d", "已废弃的规则", 0.3, deprecated=True)]
+    )
     write_records(store, "project", [record("p", "支付灰度开关 pay_new_flow", 0.5, group="project")])
     gains = store.reward_recall(["a", "a", "p", "missing", "d"], T0)
     assert gains == {"a": pytest.approx(0.05), "p": pytest.approx(0.05)}
@@ -152,8 +162,9 @@ def test_read_only_directory_gives_clear_error_and_keeps_file(store: MemoryStore
     before = store.paths.group_file("rule").read_bytes()
     root = str(store.paths.root)
     # A read-only bind mount is a real read-only folder even for root (mode bits are not).
-    script = (f"mount --bind {root} {root} && mount -o remount,bind,ro {root} && "
-              f"{sys.executable} -c '{_CHILD}' ro")
+    script = (
+        f"mount --bind {root} {root} && mount -o remount,bind,ro {root} && {sys.executable} -c '{_CHILD}' ro"
+    )
     result = _run_child(["unshare", "-m", "sh", "-c", script])
     assert "ERR 写入记忆失败，原文件保持不变" in result.stdout, result.stderr
     assert store.paths.group_file("rule").read_bytes() == before

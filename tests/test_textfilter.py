@@ -31,19 +31,33 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 
 SKIPPED = [
     # The plugin's own continuations and notices.
-    ("confirm-block", f"{CONFIRM_MARKER}\n本轮已结束，有 1 条记忆待确认。请调用 AskUserQuestion……",
-     "plugin-continuation"),
-    ("confirm-block-inside-stop-hook",
-     f"Stop hook: 建议新增记忆「回答用中文」。\n\n{CONFIRM_MARKER}\n第 1 条\nsessionID：abc",
-     "plugin-continuation"),
-    ("notice-header", f"{NOTICE_HEADER}\n结果：\n记忆插件memory-self-evolution新增了一条记忆："
-                      "\"回答用中文\"。", "plugin-notice"),
+    (
+        "confirm-block",
+        f"{CONFIRM_MARKER}\n本轮已结束，有 1 条记忆待确认。请调用 AskUserQuestion……",
+        "plugin-continuation",
+    ),
+    (
+        "confirm-block-inside-stop-hook",
+        f"Stop hook: 建议新增记忆「回答用中文」。\n\n{CONFIRM_MARKER}\n第 1 条\nsessionID：abc",
+        "plugin-continuation",
+    ),
+    (
+        "notice-header",
+        f'{NOTICE_HEADER}\n结果：\n记忆插件memory-self-evolution新增了一条记忆："回答用中文"。',
+        "plugin-notice",
+    ),
     ("notice-header-leading-space", f"  \n{NOTICE_HEADER}\n结果：……", "plugin-notice"),
     # CodeBuddy.
-    ("question-answer", "<question_answer>\n落成，使用推荐标签 rule「回答用中文」\n</question_answer>",
-     "question-answer"),
-    ("question-answer-after-text", "我的选择如下 <question_answer>不落成</question_answer>",
-     "question-answer"),
+    (
+        "question-answer",
+        "<question_answer>\n落成，使用推荐标签 rule「回答用中文」\n</question_answer>",
+        "question-answer",
+    ),
+    (
+        "question-answer-after-text",
+        "我的选择如下 <question_answer>不落成</question_answer>",
+        "question-answer",
+    ),
     ("stop-hook-payload", "Stop hook: MARKER-STOP show popup", "stop-hook"),
     ("stop-hook-chinese", "Stop hook: 建议新增记忆「改完不要自动 commit」。", "stop-hook"),
     ("stop-hook-feedback", "Stop hook feedback: 插件已直接写入记忆。", "stop-hook"),
@@ -54,19 +68,39 @@ SKIPPED = [
     ("slash-dash-and-newline", "/pr-comments\n看一下", "slash-command"),
     ("slash-leading-whitespace", "   /init", "slash-command"),
     # Client-injected tags at the start.
-    ("task-notification", "<task-notification>\n<task-id>b7x2</task-id>\n<status>completed</status>"
-                          "\n<summary>Agent \"Explore\" completed</summary>\n</task-notification>",
-     "leading-tag"),
-    ("system-reminder-after-blank", "\n\n  <system-reminder>\nPlan mode is active.\n"
-                                    "</system-reminder>", "leading-tag"),
-    ("command-name", "<command-name>/review</command-name>\n<command-message>review</command-message>"
-                     "\n<command-args>42</command-args>", "leading-tag"),
-    ("local-command-stdout", "<local-command-stdout>Compacted (ctrl+o to see full summary)"
-                             "</local-command-stdout>", "leading-tag"),
-    ("tag-with-attributes", "<system-reminder data-role=\"hook\">记忆由插件在后台判断。</system-reminder>",
-     "leading-tag"),
-    ("unknown-lowercase-tag", "<pr-instructions>\nCreate a pull request for the current branch. "
-                              "Follow the repository template…\n</pr-instructions>", "leading-tag"),
+    (
+        "task-notification",
+        "<task-notification>\n<task-id>b7x2</task-id>\n<status>completed</status>"
+        '\n<summary>Agent "Explore" completed</summary>\n</task-notification>',
+        "leading-tag",
+    ),
+    (
+        "system-reminder-after-blank",
+        "\n\n  <system-reminder>\nPlan mode is active.\n</system-reminder>",
+        "leading-tag",
+    ),
+    (
+        "command-name",
+        "<command-name>/review</command-name>\n<command-message>review</command-message>"
+        "\n<command-args>42</command-args>",
+        "leading-tag",
+    ),
+    (
+        "local-command-stdout",
+        "<local-command-stdout>Compacted (ctrl+o to see full summary)</local-command-stdout>",
+        "leading-tag",
+    ),
+    (
+        "tag-with-attributes",
+        '<system-reminder data-role="hook">记忆由插件在后台判断。</system-reminder>',
+        "leading-tag",
+    ),
+    (
+        "unknown-lowercase-tag",
+        "<pr-instructions>\nCreate a pull request for the current branch. "
+        "Follow the repository template…\n</pr-instructions>",
+        "leading-tag",
+    ),
     # Empty and short.
     ("empty", "", "empty"),
     ("whitespace-only", " \n\t\u3000 ", "empty"),
@@ -76,8 +110,11 @@ SKIPPED = [
     ("only-code", "```python\nprint('hello')\n```", "too-short"),
     ("only-log", "2026-11-30 08:48:06,123 ERROR [main] Application run failed", "too-short"),
     # Too long after cleaning: a pasted document, not a request.
-    ("long-prose-paste", "需求背景：" + "支付页需要支持分期付款，并在灰度期间只对白名单用户开放。" * 20,
-     "too-long-paste"),
+    (
+        "long-prose-paste",
+        "需求背景：" + "支付页需要支持分期付款，并在灰度期间只对白名单用户开放。" * 20,
+        "too-long-paste",
+    ),
     ("long-english-paste", "Create a pull request. " * 30, "too-long-paste"),
 ]
 
@@ -104,139 +141,252 @@ GO_HANDLER = """func (s *Server) Handle(w http.ResponseWriter, r *http.Request) 
 KEPT = [
     # Ordinary prose survives untouched (apart from whitespace).
     ("rule-chinese", "以后回答都用中文，代码注释也用中文", "以后回答都用中文，代码注释也用中文"),
-    ("project-fact-identifier", "记住：支付页灰度开关是 pay_new_flow",
-     "记住：支付页灰度开关是 pay_new_flow"),
+    ("project-fact-identifier", "记住：支付页灰度开关是 pay_new_flow", "记住：支付页灰度开关是 pay_new_flow"),
     ("six-chars", "不要自动提交", "不要自动提交"),
-    ("english", "Please refactor the payment module and keep the pay_new_flow switch",
-     "Please refactor the payment module and keep the pay_new_flow switch"),
+    (
+        "english",
+        "Please refactor the payment module and keep the pay_new_flow switch",
+        "Please refactor the payment module and keep the pay_new_flow switch",
+    ),
     ("inline-code", "把 `fetchUser` 改成带重试的，最多三次", "把 `fetchUser` 改成带重试的，最多三次"),
-    ("numbered-list", "需求：\n1. 登录页加验证码\n2. 密码错误三次锁定\n3. 记住我功能保留 7 天",
-     "需求： 1. 登录页加验证码 2. 密码错误三次锁定 3. 记住我功能保留 7 天"),
-    ("rules-list", "1. 不要自动 commit\n2. 改完先跑测试\n3. 提交信息用中文",
-     "1. 不要自动 commit 2. 改完先跑测试 3. 提交信息用中文"),
-    ("git-command-in-prose", "先 git pull --rebase 再 push，别用 merge",
-     "先 git pull --rebase 再 push，别用 merge"),
-    ("level-word-in-prose", "线上一直报 ERROR 但是不知道原因，帮我排查",
-     "线上一直报 ERROR 但是不知道原因，帮我排查"),
-    ("time-in-prose", "2026-11-30 10:00 上线的版本有问题，回滚一下",
-     "2026-11-30 10:00 上线的版本有问题，回滚一下"),
+    (
+        "numbered-list",
+        "需求：\n1. 登录页加验证码\n2. 密码错误三次锁定\n3. 记住我功能保留 7 天",
+        "需求： 1. 登录页加验证码 2. 密码错误三次锁定 3. 记住我功能保留 7 天",
+    ),
+    (
+        "rules-list",
+        "1. 不要自动 commit\n2. 改完先跑测试\n3. 提交信息用中文",
+        "1. 不要自动 commit 2. 改完先跑测试 3. 提交信息用中文",
+    ),
+    (
+        "git-command-in-prose",
+        "先 git pull --rebase 再 push，别用 merge",
+        "先 git pull --rebase 再 push，别用 merge",
+    ),
+    (
+        "level-word-in-prose",
+        "线上一直报 ERROR 但是不知道原因，帮我排查",
+        "线上一直报 ERROR 但是不知道原因，帮我排查",
+    ),
+    (
+        "time-in-prose",
+        "2026-11-30 10:00 上线的版本有问题，回滚一下",
+        "2026-11-30 10:00 上线的版本有问题，回滚一下",
+    ),
     ("keyword-word-in-prose", "import 的顺序按 isort 规范来", "import 的顺序按 isort 规范来"),
-    ("exception-name-in-prose", "遇到 NullPointerException 时先查登录态",
-     "遇到 NullPointerException 时先查登录态"),
+    (
+        "exception-name-in-prose",
+        "遇到 NullPointerException 时先查登录态",
+        "遇到 NullPointerException 时先查登录态",
+    ),
     # Paths and lookalikes of commands and tags are the user's words.
-    ("path-not-slash-command", "/usr/local/bin 下的脚本报错了，帮我看看权限",
-     "/usr/local/bin 下的脚本报错了，帮我看看权限"),
+    (
+        "path-not-slash-command",
+        "/usr/local/bin 下的脚本报错了，帮我看看权限",
+        "/usr/local/bin 下的脚本报错了，帮我看看权限",
+    ),
     ("root-dir-not-slash-command", "/tmp 目录满了，清理一下日志", "/tmp 目录满了，清理一下日志"),
     ("slash-glued-to-chinese", "/compact一下上下文再继续", "/compact一下上下文再继续"),
     ("comment-slashes", "// TODO 这里的超时时间改成可配置", "// TODO 这里的超时时间改成可配置"),
     ("html-tag-question", "<div> 里面的内容为什么不能垂直居中", "<div> 里面的内容为什么不能垂直居中"),
     ("generic-angle", "<T> 泛型参数在 TypeScript 里怎么约束", "<T> 泛型参数在 TypeScript 里怎么约束"),
     ("less-than", "< 5 的时候直接返回空数组", "< 5 的时候直接返回空数组"),
-    ("stop-hook-in-middle", "CodeBuddy 的 Stop hook: 续轮会再触发一次提交吗",
-     "CodeBuddy 的 Stop hook: 续轮会再触发一次提交吗"),
-    ("header-not-at-start", "为什么会弹出 memory-self-evolution 捕捉到了新的记忆：这个提示",
-     "为什么会弹出 memory-self-evolution 捕捉到了新的记忆：这个提示"),
+    (
+        "stop-hook-in-middle",
+        "CodeBuddy 的 Stop hook: 续轮会再触发一次提交吗",
+        "CodeBuddy 的 Stop hook: 续轮会再触发一次提交吗",
+    ),
+    (
+        "header-not-at-start",
+        "为什么会弹出 memory-self-evolution 捕捉到了新的记忆：这个提示",
+        "为什么会弹出 memory-self-evolution 捕捉到了新的记忆：这个提示",
+    ),
     # Fenced code blocks.
-    ("fenced-go", f"下单接口偶尔超时，帮我看看这段代码\n```go\n{GO_HANDLER}\n```\n是不是连接池配置的问题",
-     "下单接口偶尔超时，帮我看看这段代码 是不是连接池配置的问题"),
-    ("fenced-tilde", "~~~python\nprint('x')\nraise SystemExit(1)\n~~~\n退出码要用常量，不要写死数字",
-     "退出码要用常量，不要写死数字"),
-    ("fence-mid-line", "看下这段 ```python\nimport os\nprint(os.getcwd())\n``` 为什么输出不对",
-     "看下这段 为什么输出不对"),
-    ("fence-unclosed", "没闭合的代码块也要去掉\n```js\nconst a = 1;\nconsole.log(a)\n",
-     "没闭合的代码块也要去掉"),
+    (
+        "fenced-go",
+        f"下单接口偶尔超时，帮我看看这段代码\n```go\n{GO_HANDLER}\n```\n是不是连接池配置的问题",
+        "下单接口偶尔超时，帮我看看这段代码 是不是连接池配置的问题",
+    ),
+    (
+        "fenced-tilde",
+        "~~~python\nprint('x')\nraise SystemExit(1)\n~~~\n退出码要用常量，不要写死数字",
+        "退出码要用常量，不要写死数字",
+    ),
+    (
+        "fence-mid-line",
+        "看下这段 ```python\nimport os\nprint(os.getcwd())\n``` 为什么输出不对",
+        "看下这段 为什么输出不对",
+    ),
+    (
+        "fence-unclosed",
+        "没闭合的代码块也要去掉\n```js\nconst a = 1;\nconsole.log(a)\n",
+        "没闭合的代码块也要去掉",
+    ),
     ("fence-one-line", "行内 ```x = 1``` 也算代码块吗，这个要处理", "行内 也算代码块吗，这个要处理"),
     ("fence-word-in-prose", "用 ~~~ 围起来的代码也要去掉", "用 ~~~ 围起来的代码也要去掉"),
-    ("fence-with-chinese-inside", "```\n// 计算总价\ntotal := sum(items)\n```\n总价要按分存整数",
-     "总价要按分存整数"),
+    (
+        "fence-with-chinese-inside",
+        "```\n// 计算总价\ntotal := sum(items)\n```\n总价要按分存整数",
+        "总价要按分存整数",
+    ),
     # Runs of unfenced code.
     ("go-run", f"这段为什么会 panic\n{GO_HANDLER}\n连接池是 20", "这段为什么会 panic 连接池是 20"),
-    ("python-run-with-chinese-comment",
-     "def load(path):\n    # 先校验参数\n    with open(path) as f:\n        data = json.load(f)\n"
-     "    return data[\"items\"]\n这个函数读大文件很慢怎么优化", "这个函数读大文件很慢怎么优化"),
-    ("ts-run-with-chinese-string",
-     "export async function fetchUser(id: string): Promise<User> {\n"
-     "  const res = await fetch(`/api/users/${id}`);\n  if (!res.ok) throw new Error(\"请求失败\");\n"
-     "  return res.json();\n}\nfetch 失败时要重试三次", "fetch 失败时要重试三次"),
-    ("java-run", "@Override\npublic void run() {\n    log.info(\"开始同步\");\n    sync();\n}\n"
-                 "同步任务不要在主线程跑", "同步任务不要在主线程跑"),
-    ("sql-run", "SELECT o.id, o.amount\nFROM orders o\nLEFT JOIN users u ON u.id = o.user_id\n"
-                "WHERE o.status = 'paid'\nORDER BY o.created_at DESC;\n这个查询很慢，加什么索引",
-     "这个查询很慢，加什么索引"),
-    ("json-run", "{\n  \"name\": \"web\",\n  \"version\": \"1.0.0\",\n  \"scripts\": {\"build\": \"vite\"}\n}"
-                 "\npackage.json 里的 build 脚本要加 typecheck",
-     "package.json 里的 build 脚本要加 typecheck"),
-    ("yaml-run", "server:\n  port: 8080\n  host: 0.0.0.0\n  tls:\n    enabled: true\n配置里端口改成 9090",
-     "配置里端口改成 9090"),
-    ("html-run", "<div class=\"a\">\n  <span>你好</span>\n</div>\n为什么 span 不居中", "为什么 span 不居中"),
-    ("code-with-blank-lines", "import os\n\nimport sys\n\n\ndef main():\n    pass\n以后脚本入口都叫 main",
-     "以后脚本入口都叫 main"),
+    (
+        "python-run-with-chinese-comment",
+        "def load(path):\n    # 先校验参数\n    with open(path) as f:\n        data = json.load(f)\n"
+        '    return data["items"]\n这个函数读大文件很慢怎么优化',
+        "这个函数读大文件很慢怎么优化",
+    ),
+    (
+        "ts-run-with-chinese-string",
+        "export async function fetchUser(id: string): Promise<User> {\n"
+        '  const res = await fetch(`/api/users/${id}`);\n  if (!res.ok) throw new Error("请求失败");\n'
+        "  return res.json();\n}\nfetch 失败时要重试三次",
+        "fetch 失败时要重试三次",
+    ),
+    (
+        "java-run",
+        '@Override\npublic void run() {\n    log.info("开始同步");\n    sync();\n}\n同步任务不要在主线程跑',
+        "同步任务不要在主线程跑",
+    ),
+    (
+        "sql-run",
+        "SELECT o.id, o.amount\nFROM orders o\nLEFT JOIN users u ON u.id = o.user_id\n"
+        "WHERE o.status = 'paid'\nORDER BY o.created_at DESC;\n这个查询很慢，加什么索引",
+        "这个查询很慢，加什么索引",
+    ),
+    (
+        "json-run",
+        '{\n  "name": "web",\n  "version": "1.0.0",\n  "scripts": {"build": "vite"}\n}'
+        "\npackage.json 里的 build 脚本要加 typecheck",
+        "package.json 里的 build 脚本要加 typecheck",
+    ),
+    (
+        "yaml-run",
+        "server:\n  port: 8080\n  host: 0.0.0.0\n  tls:\n    enabled: true\n配置里端口改成 9090",
+        "配置里端口改成 9090",
+    ),
+    ("html-run", '<div class="a">\n  <span>你好</span>\n</div>\n为什么 span 不居中', "为什么 span 不居中"),
+    (
+        "code-with-blank-lines",
+        "import os\n\nimport sys\n\n\ndef main():\n    pass\n以后脚本入口都叫 main",
+        "以后脚本入口都叫 main",
+    ),
     ("two-code-lines-kept", "改成\nx = load()\ny = parse(x)\n可以吗", "改成 x = load() y = parse(x) 可以吗"),
     # Logs and stack traces.
-    ("python-traceback",
-     "跑测试的时候报错了：\nTraceback (most recent call last):\n"
-     "  File \"/app/svc/order.py\", line 42, in create\n    total = compute(items)\n"
-     "  File \"/app/svc/price.py\", line 7, in compute\n"
-     "    return sum(i.price for i in items) / len(items)\n"
-     "           ~~~~~~~~~~~~~~~~~~~~~~~~~~~~^~~~~~~~~~~\n"
-     "ZeroDivisionError: division by zero\n空购物车应该返回 0",
-     "跑测试的时候报错了： 空购物车应该返回 0"),
-    ("java-log-and-trace",
-     "线上一直报错，日志如下\n"
-     "2026-11-30 08:48:06.123 ERROR [http-nio-8080-exec-3] c.e.order.OrderService - 下单失败 id=123\n"
-     "2026-11-30 08:48:06.125 WARN  [http-nio-8080-exec-3] c.e.order.Retry - retry 1/3\n"
-     "java.lang.NullPointerException: Cannot invoke \"User.getId()\" because \"user\" is null\n"
-     "\tat com.example.order.OrderService.create(OrderService.java:88)\n"
-     "\tat com.example.order.OrderController.post(OrderController.java:41)\n"
-     "Caused by: java.lang.IllegalStateException: session expired\n"
-     "\tat com.example.auth.Session.get(Session.java:19)\n\t... 23 more\n看起来是 user 没登录",
-     "线上一直报错，日志如下 看起来是 user 没登录"),
-    ("node-trace",
-     "TypeError: Cannot read properties of undefined (reading 'map')\n"
-     "    at UserList (webpack-internal:///./src/components/UserList.tsx:12:23)\n"
-     "    at renderWithHooks (/app/node_modules/react-dom/cjs/react-dom.development.js:16305:18)\n"
-     "    at async Promise.all (index 0)\n    at /app/server.js:7:3\n列表为空时不要渲染",
-     "列表为空时不要渲染"),
-    ("go-panic",
-     "panic: runtime error: invalid memory address or nil pointer dereference\n"
-     "[signal SIGSEGV: segmentation violation code=0x1 addr=0x0 pc=0x4a2b3c]\n\n"
-     "goroutine 1 [running]:\nmain.(*Server).Handle(0x0, {0x5c1e20, 0xc0000a4000})\n"
-     "\t/home/dev/project/server.go:42 +0x1d\nmain.main()\n\t/home/dev/project/main.go:12 +0x25\n"
-     "exit status 2\nserver 没初始化就用了", "server 没初始化就用了"),
-    ("rust-compiler",
-     "error[E0382]: borrow of moved value: `v`\n --> src/main.rs:4:20\n  |\n"
-     "2 |     let v = vec![1, 2, 3];\n  |         - move occurs because `v` has type `Vec<i32>`\n"
-     "4 |     println!(\"{:?}\", v);\n  |                    ^ value borrowed here after move\n"
-     "rust 的所有权规则我总是搞混，解释一下", "rust 的所有权规则我总是搞混，解释一下"),
-    ("python-logging", "ERROR:root:connection refused\nWARNING:urllib3.connectionpool:Retrying\n"
-                       "重试逻辑要加指数退避", "重试逻辑要加指数退避"),
-    ("logfmt", "time=\"2026-11-30T08:48:06Z\" level=error msg=\"dial tcp 10.0.0.3:6379: refused\"\n"
-               "redis 连不上，检查一下", "redis 连不上，检查一下"),
-    ("json-log", "{\"level\":\"error\",\"ts\":1764492486.1,\"msg\":\"upstream timeout\"}\n支付接口超时了",
-     "支付接口超时了"),
-    ("nginx-access", "10.0.0.1 - - [30/Nov/2026:08:48:06 +0000] \"GET /api/pay HTTP/1.1\" 502 157\n"
-                     "nginx 一直返回 502", "nginx 一直返回 502"),
-    ("syslog", "Nov 30 08:48:06 web01 kernel: Out of memory: Killed process 1234 (java)\n"
-               "机器内存不够了吗", "机器内存不够了吗"),
-    ("bracket-level", "[ERROR] Failed to execute goal on project order-service\n"
-                      "[INFO] BUILD FAILURE\nmaven 构建失败了", "maven 构建失败了"),
-    ("glog", "E1130 08:48:06.123456    1234 controller.go:114] sync failed\n控制器同步失败",
-     "控制器同步失败"),
-    ("npm-err", "npm ERR! code ELIFECYCLE\nnpm ERR! errno 1\n构建失败了，node 版本是 18",
-     "构建失败了，node 版本是 18"),
-    ("docker-compose", "web-1  | 2026-11-30 08:48:06 ERROR boom\nweb-1  | retrying\ncompose 起不来",
-     "compose 起不来"),
-    ("chinese-log-message", "2026-11-30 08:48:06 INFO 订单 123 支付成功\n这条日志要降到 DEBUG",
-     "这条日志要降到 DEBUG"),
+    (
+        "python-traceback",
+        "跑测试的时候报错了：\nTraceback (most recent call last):\n"
+        '  File "/app/svc/order.py", line 42, in create\n    total = compute(items)\n'
+        '  File "/app/svc/price.py", line 7, in compute\n'
+        "    return sum(i.price for i in items) / len(items)\n"
+        "           ~~~~~~~~~~~~~~~~~~~~~~~~~~~~^~~~~~~~~~~\n"
+        "ZeroDivisionError: division by zero\n空购物车应该返回 0",
+        "跑测试的时候报错了： 空购物车应该返回 0",
+    ),
+    (
+        "java-log-and-trace",
+        "线上一直报错，日志如下\n"
+        "2026-11-30 08:48:06.123 ERROR [http-nio-8080-exec-3] c.e.order.OrderService - 下单失败 id=123\n"
+        "2026-11-30 08:48:06.125 WARN  [http-nio-8080-exec-3] c.e.order.Retry - retry 1/3\n"
+        'java.lang.NullPointerException: Cannot invoke "User.getId()" because "user" is null\n'
+        "\tat com.example.order.OrderService.create(OrderService.java:88)\n"
+        "\tat com.example.order.OrderController.post(OrderController.java:41)\n"
+        "Caused by: java.lang.IllegalStateException: session expired\n"
+        "\tat com.example.auth.Session.get(Session.java:19)\n\t... 23 more\n看起来是 user 没登录",
+        "线上一直报错，日志如下 看起来是 user 没登录",
+    ),
+    (
+        "node-trace",
+        "TypeError: Cannot read properties of undefined (reading 'map')\n"
+        "    at UserList (webpack-internal:///./src/components/UserList.tsx:12:23)\n"
+        "    at renderWithHooks (/app/node_modules/react-dom/cjs/react-dom.development.js:16305:18)\n"
+        "    at async Promise.all (index 0)\n    at /app/server.js:7:3\n列表为空时不要渲染",
+        "列表为空时不要渲染",
+    ),
+    (
+        "go-panic",
+        "panic: runtime error: invalid memory address or nil pointer dereference\n"
+        "[signal SIGSEGV: segmentation violation code=0x1 addr=0x0 pc=0x4a2b3c]\n\n"
+        "goroutine 1 [running]:\nmain.(*Server).Handle(0x0, {0x5c1e20, 0xc0000a4000})\n"
+        "\t/home/dev/project/server.go:42 +0x1d\nmain.main()\n\t/home/dev/project/main.go:12 +0x25\n"
+        "exit status 2\nserver 没初始化就用了",
+        "server 没初始化就用了",
+    ),
+    (
+        "rust-compiler",
+        "error[E0382]: borrow of moved value: `v`\n --> src/main.rs:4:20\n  |\n"
+        "2 |     let v = vec![1, 2, 3];\n  |         - move occurs because `v` has type `Vec<i32>`\n"
+        '4 |     println!("{:?}", v);\n  |                    ^ value borrowed here after move\n'
+        "rust 的所有权规则我总是搞混，解释一下",
+        "rust 的所有权规则我总是搞混，解释一下",
+    ),
+    (
+        "python-logging",
+        "ERROR:root:connection refused\nWARNING:urllib3.connectionpool:Retrying\n重试逻辑要加指数退避",
+        "重试逻辑要加指数退避",
+    ),
+    (
+        "logfmt",
+        'time="2026-11-30T08:48:06Z" level=error msg="dial tcp 10.0.0.3:6379: refused"\n'
+        "redis 连不上，检查一下",
+        "redis 连不上，检查一下",
+    ),
+    (
+        "json-log",
+        '{"level":"error","ts":1764492486.1,"msg":"upstream timeout"}\n支付接口超时了',
+        "支付接口超时了",
+    ),
+    (
+        "nginx-access",
+        '10.0.0.1 - - [30/Nov/2026:08:48:06 +0000] "GET /api/pay HTTP/1.1" 502 157\nnginx 一直返回 502',
+        "nginx 一直返回 502",
+    ),
+    (
+        "syslog",
+        "Nov 30 08:48:06 web01 kernel: Out of memory: Killed process 1234 (java)\n机器内存不够了吗",
+        "机器内存不够了吗",
+    ),
+    (
+        "bracket-level",
+        "[ERROR] Failed to execute goal on project order-service\n[INFO] BUILD FAILURE\nmaven 构建失败了",
+        "maven 构建失败了",
+    ),
+    (
+        "glog",
+        "E1130 08:48:06.123456    1234 controller.go:114] sync failed\n控制器同步失败",
+        "控制器同步失败",
+    ),
+    (
+        "npm-err",
+        "npm ERR! code ELIFECYCLE\nnpm ERR! errno 1\n构建失败了，node 版本是 18",
+        "构建失败了，node 版本是 18",
+    ),
+    (
+        "docker-compose",
+        "web-1  | 2026-11-30 08:48:06 ERROR boom\nweb-1  | retrying\ncompose 起不来",
+        "compose 起不来",
+    ),
+    (
+        "chinese-log-message",
+        "2026-11-30 08:48:06 INFO 订单 123 支付成功\n这条日志要降到 DEBUG",
+        "这条日志要降到 DEBUG",
+    ),
     # Client blocks that trail the user's words, and Windows line endings.
-    ("embedded-system-reminder",
-     "接口名叫 createOrder，不要改\n<system-reminder>hook context</system-reminder>",
-     "接口名叫 createOrder，不要改"),
+    (
+        "embedded-system-reminder",
+        "接口名叫 createOrder，不要改\n<system-reminder>hook context</system-reminder>",
+        "接口名叫 createOrder，不要改",
+    ),
     ("crlf", "第一行说明\r\n第二行说明", "第一行说明 第二行说明"),
     ("bom", "\ufeff以后都用 pnpm 安装依赖", "以后都用 pnpm 安装依赖"),
     ("exactly-500", "长" * 500, "长" * 500),
-    ("long-paste-mostly-code", "这个服务启动慢\n```python\n" + "x = compute(1)\n" * 200 + "```",
-     "这个服务启动慢"),
+    (
+        "long-paste-mostly-code",
+        "这个服务启动慢\n```python\n" + "x = compute(1)\n" * 200 + "```",
+        "这个服务启动慢",
+    ),
 ]
 
 
@@ -265,12 +415,13 @@ FAKE_OPENAI = "sk-proj-Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4zAb7cDe0f"
 FAKE_ANTHROPIC = "sk-ant-api03-Zx8Yw7Vu6Ts5Rq4Po3Nm2Lk1Ji0HgFeDcBa-AbCdEfGh"
 FAKE_DEEPSEEK = "sk-4f9a8c1e2b3d4e5f6a7b8c9d0e1f2a3b"
 FAKE_GHP = "ghp_A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
-FAKE_JWT = ("eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0."
-            "dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U")
-FAKE_PEM = ("-----BEGIN OPENSSH PRIVATE KEY-----\n"
-            "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAAAAAAAAABAAAAMwAAAAtzc2gtZW\n"
-            "QyNTUxOQAAACDxq9ZfakeFAKEfakeFAKEfakeFAKEfakeFAKEfakeFAKE0\n"
-            "-----END OPENSSH PRIVATE KEY-----")
+FAKE_JWT = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U"
+FAKE_PEM = (
+    "-----BEGIN OPENSSH PRIVATE KEY-----\n"
+    "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAAAAAAAAABAAAAMwAAAAtzc2gtZW\n"
+    "QyNTUxOQAAACDxq9ZfakeFAKEfakeFAKEfakeFAKEfakeFAKEfakeFAKE0\n"
+    "-----END OPENSSH PRIVATE KEY-----"
+)
 
 REDACTIONS = [
     ("openai-env", f"OPENAI_API_KEY={FAKE_OPENAI}", f"OPENAI_API_KEY={R}"),
@@ -278,13 +429,14 @@ REDACTIONS = [
     ("deepseek-key", f"deepseek 的 key 是 {FAKE_DEEPSEEK}", f"deepseek 的 key 是 {R}"),
     ("github-pat-classic", f"git remote 用 {FAKE_GHP} 推送", f"git remote 用 {R} 推送"),
     ("github-oauth", "gho_Zy9Xw8Vu7Ts6Rq5Po4Nm3Lk2Ji1Hg0FeDcBa98 过期了", f"{R} 过期了"),
-    ("github-pat-fine",
-     "token github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUV12",
-     f"token {R}"),
+    (
+        "github-pat-fine",
+        "token github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUV12",
+        f"token {R}",
+    ),
     ("aws-access-key", "AKIAIOSFODNN7EXAMPLE 是测试账号的", f"{R} 是测试账号的"),
     ("aws-secret-bare", "secret 是 wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", f"secret 是 {R}"),
-    ("slack-bot", "xoxb-123456789012-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx 发到群里",
-     f"{R} 发到群里"),
+    ("slack-bot", "xoxb-123456789012-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx 发到群里", f"{R} 发到群里"),
     ("gitlab", "CI 里用 glpat-Ab12Cd34Ef56Gh78Ij90Kl", f"CI 里用 {R}"),
     ("google-api", "地图 key AIzaSyA1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q", f"地图 key {R}"),
     ("huggingface", "hf_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789 下载模型", f"{R} 下载模型"),
@@ -297,22 +449,30 @@ REDACTIONS = [
     ("json-password", '{"password": "hunter2", "user": "admin"}', f'{{"password": "{R}", "user": "admin"}}'),
     ("yaml-secret", "client_secret: 8Kq2mZx7Lp", f"client_secret: {R}"),
     ("fullwidth-colon", "access_token：abc123def456", f"access_token：{R}"),
-    ("query-token", "回调地址 https://api.example.com/cb?access_token=abc123XYZ&page=2",
-     f"回调地址 https://api.example.com/cb?access_token={R}&page=2"),
+    (
+        "query-token",
+        "回调地址 https://api.example.com/cb?access_token=abc123XYZ&page=2",
+        f"回调地址 https://api.example.com/cb?access_token={R}&page=2",
+    ),
     ("token-shi", "token 是 abc123def456", f"token 是 {R}"),
     ("chinese-password-shi", "redis 密码是 r3d1s-Pa55 记一下", f"redis 密码是 {R} 记一下"),
     ("chinese-password-colon", "测试库密码：123456", f"测试库密码：{R}"),
     ("chinese-koling-bare", "测试环境口令 Zx9!kq27", f"测试环境口令 {R}"),
     ("chinese-key-wei", "签名密钥为 s3cr3tKey", f"签名密钥为 {R}"),
-    ("url-credentials", "postgres://admin:S3cr3t!pw@db.internal:5432/app",
-     f"postgres://admin:{R}@db.internal:5432/app"),
-    ("url-credentials-https", "git clone https://deploy:tok3nValue@git.example.com/team/app.git",
-     f"git clone https://deploy:{R}@git.example.com/team/app.git"),
+    (
+        "url-credentials",
+        "postgres://admin:S3cr3t!pw@db.internal:5432/app",
+        f"postgres://admin:{R}@db.internal:5432/app",
+    ),
+    (
+        "url-credentials-https",
+        "git clone https://deploy:tok3nValue@git.example.com/team/app.git",
+        f"git clone https://deploy:{R}@git.example.com/team/app.git",
+    ),
     ("pem-block", f"{FAKE_PEM}\n这个是跳板机的", f"{R}\n这个是跳板机的"),
     ("pem-collapsed", " ".join(FAKE_PEM.split()) + " 这个是跳板机的", f"{R} 这个是跳板机的"),
     ("pem-truncated", "-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA1fakefake", R),
-    ("long-hex", "完整 sha 是 9fceb02d0ae598e95dc970b74767f19372d61af8",
-     f"完整 sha 是 {R}"),
+    ("long-hex", "完整 sha 是 9fceb02d0ae598e95dc970b74767f19372d61af8", f"完整 sha 是 {R}"),
     ("hex-32", "app secret 3f2a9c8e7d6b5a4f3e2d1c0b9a8f7e6d", f"app secret {R}"),
     ("long-base64", "dGhpcyBpcyBhIHNlY3JldCBrZXkgd2l0aCAxMjM0NTY3ODkwIGRpZ2l0cw==", R),
     # Credential phrases: the key and the link stay, only the value goes.
@@ -333,10 +493,18 @@ REDACTIONS = [
     ("mysqldump-quoted", "mysqldump -u root -p'Qw3rty!@#' shop", f"mysqldump -u root -p'{R}' shop"),
     ("flag-space", "mongo --username admin --password M0ngoPass!", f"mongo --username admin --password {R}"),
     ("sshpass", "sshpass -p 'Ssh!2024pw' ssh root@10.0.0.9", f"sshpass -p '{R}' ssh root@10.0.0.9"),
-    ("curl-user", "curl -u admin:Adm1nPass https://api.internal/", f"curl -u admin:{R} https://api.internal/"),
+    (
+        "curl-user",
+        "curl -u admin:Adm1nPass https://api.internal/",
+        f"curl -u admin:{R} https://api.internal/",
+    ),
     ("export", "export PGPASSWORD=Xy9#kLm2", f"export PGPASSWORD={R}"),
     ("env-short-key", "REDIS_PASS=redis123", f"REDIS_PASS={R}"),
-    ("url-at-in-password", "mongodb://root:p@ss@w0rd@mongo:27017/admin", f"mongodb://root:{R}@mongo:27017/admin"),
+    (
+        "url-at-in-password",
+        "mongodb://root:p@ss@w0rd@mongo:27017/admin",
+        f"mongodb://root:{R}@mongo:27017/admin",
+    ),
     ("url-empty-user", "redis://:R3disPass@10.0.0.3:6379/0", f"redis://:{R}@10.0.0.3:6379/0"),
     # Personal numbers.
     ("national-id", "身份证 11010519491231002X 已绑定", f"身份证 {R} 已绑定"),
@@ -346,8 +514,7 @@ REDACTIONS = [
 ]
 
 
-@pytest.mark.parametrize(("text", "expected"), [c[1:] for c in REDACTIONS],
-                         ids=[c[0] for c in REDACTIONS])
+@pytest.mark.parametrize(("text", "expected"), [c[1:] for c in REDACTIONS], ids=[c[0] for c in REDACTIONS])
 def test_redact(text: str, expected: str) -> None:
     assert redact(text) == expected
 
@@ -403,8 +570,7 @@ SURVIVES_REDACTION = [
 ]
 
 
-@pytest.mark.parametrize("text", [c[1] for c in SURVIVES_REDACTION],
-                         ids=[c[0] for c in SURVIVES_REDACTION])
+@pytest.mark.parametrize("text", [c[1] for c in SURVIVES_REDACTION], ids=[c[0] for c in SURVIVES_REDACTION])
 def test_redact_leaves_ordinary_text(text: str) -> None:
     assert redact(text) == text
 
@@ -415,10 +581,12 @@ def test_redact_leaves_ordinary_text(text: str) -> None:
 
 JUDGE = [
     ("plain-rule", "以后回答都用中文", "以后回答都用中文"),
-    ("key-hidden", f"记住：测试环境的 OPENAI_API_KEY={FAKE_OPENAI}",
-     f"记住：测试环境的 OPENAI_API_KEY={R}"),
-    ("code-and-key", f"这段代码里的 key 别提交\n```python\nclient = OpenAI(api_key=\"{FAKE_OPENAI}\")\n```",
-     "这段代码里的 key 别提交"),
+    ("key-hidden", f"记住：测试环境的 OPENAI_API_KEY={FAKE_OPENAI}", f"记住：测试环境的 OPENAI_API_KEY={R}"),
+    (
+        "code-and-key",
+        f'这段代码里的 key 别提交\n```python\nclient = OpenAI(api_key="{FAKE_OPENAI}")\n```',
+        "这段代码里的 key 别提交",
+    ),
     ("pem-multiline", f"跳板机私钥如下\n{FAKE_PEM}\n以后用这个登录", f"跳板机私钥如下 {R} 以后用这个登录"),
     # "[已隐去]" alone is 5 characters: below the floor, nothing is sent.
     ("only-secret-left", f"  {FAKE_GHP}  ", ""),
@@ -440,13 +608,14 @@ def test_prepare_for_judge_needs_six_chars_after_redaction() -> None:
 
 @pytest.mark.parametrize(
     "secret",
-    [FAKE_OPENAI, FAKE_ANTHROPIC, FAKE_DEEPSEEK, FAKE_GHP, FAKE_JWT, "Tr0ub4dor&3",
-     "S3cr3t!pw"],
+    [FAKE_OPENAI, FAKE_ANTHROPIC, FAKE_DEEPSEEK, FAKE_GHP, FAKE_JWT, "Tr0ub4dor&3", "S3cr3t!pw"],
 )
 def test_no_secret_reaches_the_judge(secret: str) -> None:
-    text = (f"把这些记下来：key {FAKE_OPENAI}，anthropic {FAKE_ANTHROPIC}，ds {FAKE_DEEPSEEK}，"
-            f"gh {FAKE_GHP}，jwt {FAKE_JWT}，DB_PASSWORD=Tr0ub4dor&3，"
-            f"dsn mysql://root:S3cr3t!pw@10.0.0.5/app")
+    text = (
+        f"把这些记下来：key {FAKE_OPENAI}，anthropic {FAKE_ANTHROPIC}，ds {FAKE_DEEPSEEK}，"
+        f"gh {FAKE_GHP}，jwt {FAKE_JWT}，DB_PASSWORD=Tr0ub4dor&3，"
+        f"dsn mysql://root:S3cr3t!pw@10.0.0.5/app"
+    )
     sent = prepare_for_judge(text)
     assert sent.startswith("把这些记下来")
     assert secret not in sent
@@ -485,8 +654,9 @@ def test_imports_only_the_standard_library() -> None:
         "new = {m.split('.')[0] for m in set(sys.modules) - before}\n"
         "print(sorted(new - set(sys.stdlib_module_names) - {'memself'}))\n"
     )
-    out = subprocess.run([sys.executable, "-I", "-S", "-c", code], capture_output=True, text=True,
-                         check=True, timeout=30)
+    out = subprocess.run(
+        [sys.executable, "-I", "-S", "-c", code], capture_output=True, text=True, check=True, timeout=30
+    )
     assert out.stdout.strip() == "[]"
 
 
@@ -495,4 +665,5 @@ def test_large_paste_is_handled() -> None:
     log = "2026-11-30 08:48:06,123 INFO [worker-7] processed batch id=42 in 12ms\n" * 1500
     assert classify_input("帮我看下为什么这么慢\n" + log).recall_text == "帮我看下为什么这么慢"
     assert classify_input("帮我看下为什么这么慢\n" + "普通的一句话。\n" * 1500).skip_reason == (
-        "too-long-paste")
+        "too-long-paste"
+    )

@@ -28,8 +28,9 @@ class Mem:
 class FakeEncoder:
     """Deterministic vectors from the text hash; records what it encoded; can be made to fail."""
 
-    def __init__(self, model_id: str = "fake-a", dim: int = 8, fail_on: str | None = None,
-                 broken: bool = False) -> None:
+    def __init__(
+        self, model_id: str = "fake-a", dim: int = 8, fail_on: str | None = None, broken: bool = False
+    ) -> None:
         self.model_id = model_id
         self.dim = dim
         self.fail_on = fail_on
@@ -96,7 +97,8 @@ def test_index_round_trips_through_disk(index_dir):
     header = json.loads((index_dir / HEADER).read_text())
     assert header["model"] == "fake-a" and header["dim"] == 8 and header["count"] == 3
     assert sorted(p.name for p in index_dir.glob("*.npy")) == sorted(
-        [header["vectors"], header["ids"], header["hashes"]])
+        [header["vectors"], header["ids"], header["hashes"]]
+    )
     for mmap in (True, False):
         loaded = VectorIndex.load(index_dir, mmap=mmap)
         assert loaded.model_id == "fake-a" and loaded.dim == 8 and loaded.problem == ""
@@ -144,8 +146,9 @@ def _pickled_ids(d: Path) -> None:
     np.save(path, np.array([{"a": 1}, 2, 3], dtype=object), allow_pickle=True)
 
 
-@pytest.mark.parametrize("damage", [_corrupt_header, _truncate_vectors, _wrong_count,
-                                    _missing_ids, _pickled_ids])
+@pytest.mark.parametrize(
+    "damage", [_corrupt_header, _truncate_vectors, _wrong_count, _missing_ids, _pickled_ids]
+)
 def test_corrupt_index_is_rebuilt_and_memories_survive(tmp_path, damage):
     paths = DataPaths(tmp_path / "data")
     store = MemoryStore(paths)
@@ -208,8 +211,7 @@ def test_rebuild_backs_up_the_old_files_and_keeps_three(index_dir):
     for hours in range(1, 5):
         idx.rebuild(three(), FakeEncoder(), NOW + timedelta(hours=hours))
     backups = sorted(p.name for p in index_dir.iterdir() if p.name.startswith("backup-"))
-    assert backups == ["backup-20261130T110000", "backup-20261130T120000",
-                       "backup-20261130T130000"]
+    assert backups == ["backup-20261130T110000", "backup-20261130T120000", "backup-20261130T130000"]
     # Only the live generation's arrays are left in the index folder itself.
     assert len(list(index_dir.glob("*.npy"))) == 3
 
@@ -234,8 +236,13 @@ def test_legacy_embeddings_imported_once_for_bge(tmp_path):
     bge = FakeEncoder("BAAI/bge-base-zh-v1.5", dim=768)
     rng = np.random.default_rng(1)
     v1, v2 = rng.normal(size=768), rng.normal(size=768)
-    lines = [_legacy_line("m1", v1), _legacy_line("m2", v2, ev=3),  # old version: dropped
-             _legacy_line("m3", v1[:10]), "{broken", _legacy_line("gone", v2)]
+    lines = [
+        _legacy_line("m1", v1),
+        _legacy_line("m2", v2, ev=3),  # old version: dropped
+        _legacy_line("m3", v1[:10]),
+        "{broken",
+        _legacy_line("gone", v2),
+    ]
     paths.legacy_embeddings.write_text("\n".join(lines), encoding="utf-8")
     idx = VectorIndex.for_paths(paths)
     result = idx.sync(three(), bge)
@@ -270,17 +277,18 @@ def test_scores_equal_centred_matmul(index_dir):
     expected = centre(np.asarray(idx.matrix), mean) @ q
     assert np.allclose(idx.scores(q, mean), expected, atol=1e-5)
     other_mean = mean * 0.5  # the per-row norm cache follows the mean
-    assert np.allclose(idx.scores(q, other_mean), centre(np.asarray(idx.matrix), other_mean) @ q,
-                       atol=1e-5)
+    assert np.allclose(idx.scores(q, other_mean), centre(np.asarray(idx.matrix), other_mean) @ q, atol=1e-5)
 
 
 def test_real_model_index_ranks_the_relevant_memory_first(e5_encoder, tmp_path):
     paths = DataPaths(tmp_path / "data")
     store = MemoryStore(paths)
-    texts = [("改完代码不要自动 git commit，由我来提交", "rule"),
-             ("回答一律用中文", "rule"),
-             ("订单服务的数据库是 PostgreSQL 14", "project"),
-             ("前端用 React 18 和 Vite 构建", "project")]
+    texts = [
+        ("改完代码不要自动 git commit，由我来提交", "rule"),
+        ("回答一律用中文", "rule"),
+        ("订单服务的数据库是 PostgreSQL 14", "project"),
+        ("前端用 React 18 和 Vite 构建", "project"),
+    ]
     for text, group in texts:
         store.create(text, group, NOW)
     idx = VectorIndex.for_paths(paths)

@@ -22,10 +22,16 @@ SMALL = {
     "memories": [
         {"key": "r1", "group": "rule", "text": "写 Dockerfile 用多阶段构建，基础镜像不要用 latest 标签。"},
         {"key": "r2", "group": "rule", "text": "回答和代码注释里都不要用 emoji。"},
-        {"key": "p1", "group": "project",
-         "text": "订单服务的日志统一在 Kibana 查：kibana.example-corp.com，索引按服务名拆分。"},
-        {"key": "p2", "group": "project",
-         "text": "测试环境的管理员账号是 admin_test，密码在 1Password 的 QA 保险库里。"},
+        {
+            "key": "p1",
+            "group": "project",
+            "text": "订单服务的日志统一在 Kibana 查：kibana.example-corp.com，索引按服务名拆分。",
+        },
+        {
+            "key": "p2",
+            "group": "project",
+            "text": "测试环境的管理员账号是 admin_test，密码在 1Password 的 QA 保险库里。",
+        },
     ],
     "relevant": [
         {"prompt": "帮我给订单服务写个 Dockerfile", "expect": ["r1"]},
@@ -38,8 +44,14 @@ SMALL = {
         {"prompt": "Kibana 的 KQL 语法怎么写", "near": ["p1"]},
     ],
     "single_memory": [
-        {"memory": {"group": "project", "text": "订单服务的日志统一在 Kibana 查：kibana.example-corp.com。"},
-         "relevant": ["订单服务的日志在哪里查"], "irrelevant": ["周末去哪里爬山比较好"]},
+        {
+            "memory": {
+                "group": "project",
+                "text": "订单服务的日志统一在 Kibana 查：kibana.example-corp.com。",
+            },
+            "relevant": ["订单服务的日志在哪里查"],
+            "irrelevant": ["周末去哪里爬山比较好"],
+        },
     ],
 }
 
@@ -74,8 +86,13 @@ def test_small_dev_file_counts_and_sweep(recaller, tmp_path: Path) -> None:
     lowest = res.sweep["project"][0]
     assert lowest.leaks >= 1
     names = {t.name: t.met for t in res.targets}
-    assert names == {"project-hits": True, "project-leaks": True, "rule-hits": True,
-                     "rule-leaks": True, "single-hits": True}
+    assert names == {
+        "project-hits": True,
+        "project-leaks": True,
+        "rule-hits": True,
+        "rule-leaks": True,
+        "single-hits": True,
+    }
     assert res.passed
     text = render_text(res)
     assert "项目事实" in text and "规则" in text and "结论：通过" in text
@@ -99,12 +116,20 @@ def test_original_format_against_own_pool(recaller, tmp_path: Path) -> None:
     deprecated = Memory.create("测试环境数据库只读账号是 reader，已废弃的旧记忆。", "project", NOW)
     deprecated.deprecated = True
     path = tmp_path / "verify-cases.json"
-    path.write_text(json.dumps({
-        "relevant": [["帮我给订单服务写个 Dockerfile", "多阶段构建"],
-                     ["测试环境的管理员账号是哪个", "admin_test"],
-                     ["随便问一句", "根本不存在的片段"]],
-        "minHit": 2,
-    }, ensure_ascii=False), encoding="utf-8")
+    path.write_text(
+        json.dumps(
+            {
+                "relevant": [
+                    ["帮我给订单服务写个 Dockerfile", "多阶段构建"],
+                    ["测试环境的管理员账号是哪个", "admin_test"],
+                    ["随便问一句", "根本不存在的片段"],
+                ],
+                "minHit": 2,
+            },
+            ensure_ascii=False,
+        ),
+        encoding="utf-8",
+    )
     res = run_verify(path, recaller, e5_params(), NOW, pool=[*pool, deprecated])
     assert res.fmt == "original" and res.relevant_total == 3
     assert res.relevant_hits == 2
@@ -124,8 +149,12 @@ def test_bad_case_files_are_refused(tmp_path: Path) -> None:
     with pytest.raises(InvalidInput, match="无法识别"):
         parse_cases({"foo": 1})
     with pytest.raises(InvalidInput, match="不存在的记忆"):
-        parse_cases({"memories": [{"key": "a", "group": "rule", "text": "xxxxxxxx"}],
-                     "relevant": [{"prompt": "p", "expect": ["zz"]}]})
+        parse_cases(
+            {
+                "memories": [{"key": "a", "group": "rule", "text": "xxxxxxxx"}],
+                "relevant": [{"prompt": "p", "expect": ["zz"]}],
+            }
+        )
     with pytest.raises(InvalidInput, match="relevant\\[0\\]"):
         parse_cases({"relevant": [["only one"]]})
     with pytest.raises(InvalidInput, match="找不到"):
@@ -151,15 +180,19 @@ def test_dev_cases_meet_rule_and_project_targets(recaller) -> None:
     assert res.single_hits >= 16, render_text(res)
 
 
-def _result_with_sweep(rule: list[tuple[float, int, int, int]],
-                       project: list[tuple[float, int, int, int]], single_cases: int,
-                       single_hits: int):
+def _result_with_sweep(
+    rule: list[tuple[float, int, int, int]],
+    project: list[tuple[float, int, int, int]],
+    single_cases: int,
+    single_hits: int,
+):
     from memself.verify import GroupReport, SweepPoint, VerifyResult
 
     groups = {g: GroupReport(g, 0.4, cases=10, irrelevant=20) for g in ("rule", "project")}
     sweep = {"rule": [SweepPoint(*p) for p in rule], "project": [SweepPoint(*p) for p in project]}
-    result = VerifyResult("dev", "cases.json", OFFLINE_MODEL, e5_params(), groups, sweep,
-                          {"rule": None, "project": None}, [])
+    result = VerifyResult(
+        "dev", "cases.json", OFFLINE_MODEL, e5_params(), groups, sweep, {"rule": None, "project": None}, []
+    )
     result.single_cases, result.single_hits = single_cases, single_hits
     return result
 

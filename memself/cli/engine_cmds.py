@@ -46,7 +46,8 @@ def render_status(info: dict, same_code: bool) -> list[str]:
         state += f"：{info['error']}"
     transport = "Unix 套接字" if info.get("transport") == "unix" else "本机 TCP（带口令）"
     version = f"{info.get('version')}（" + (
-        "与当前安装一致）" if same_code else "与当前安装不一致，下次召回时会自动重启）")
+        "与当前安装一致）" if same_code else "与当前安装不一致，下次召回时会自动重启）"
+    )
     idle_limit = float(info.get("idle_limit_s") or 0)
     lines = [
         "召回引擎运行中",
@@ -64,8 +65,10 @@ def render_status(info: dict, same_code: bool) -> list[str]:
         lines.append(f"  加载耗时  {info['warm_up_s']} 秒")
     fallback = info.get("runtime_fallback")
     if isinstance(fallback, dict):
-        lines.append(f"  运行目录  {fallback.get('unsafe')} 不安全（{fallback.get('reason')}），"
-                     f"改用私有目录 {fallback.get('using')}")
+        lines.append(
+            f"  运行目录  {fallback.get('unsafe')} 不安全（{fallback.get('reason')}），"
+            f"改用私有目录 {fallback.get('using')}"
+        )
     return lines
 
 
@@ -101,8 +104,14 @@ def status_cmd(as_json: bool) -> None:
 
 
 @engine_group.command("start")
-@click.option("--timeout", "timeout_s", type=float, default=120.0, show_default=True,
-              help="最多等待多少秒（首次启动要加载模型）")
+@click.option(
+    "--timeout",
+    "timeout_s",
+    type=float,
+    default=120.0,
+    show_default=True,
+    help="最多等待多少秒（首次启动要加载模型）",
+)
 def start_cmd(timeout_s: float) -> None:
     """启动引擎并等到模型加载完毕。"""
     paths = DataPaths.default()
@@ -127,8 +136,7 @@ def _wait_ready(client: EngineClient, deadline: float) -> dict:
             return info
         if info.get("state") == "failed":
             status = client.status()
-            raise EngineRequestError(ERR_WARM_UP_FAILED,
-                                     f"召回引擎加载模型失败：{status.get('error')}")
+            raise EngineRequestError(ERR_WARM_UP_FAILED, f"召回引擎加载模型失败：{status.get('error')}")
         if time.monotonic() > deadline:
             raise EngineRequestError(ERR_NOT_READY, "召回引擎在限定时间内没有加载完毕")
         time.sleep(0.1)
@@ -142,8 +150,9 @@ def stop_cmd() -> None:
 
 
 @engine_group.command("serve")
-@click.option("--idle-minutes", type=float, default=None,
-              help="闲置多少分钟后退出（默认取配置 engineIdleMinutes）")
+@click.option(
+    "--idle-minutes", type=float, default=None, help="闲置多少分钟后退出（默认取配置 engineIdleMinutes）"
+)
 def serve_cmd(idle_minutes: float | None) -> None:
     """在前台运行引擎（调试用；平时由 hook 自动在后台启动）。"""
     from memself.engine.server import run_engine

@@ -12,8 +12,9 @@ from memself.hosts import HOSTS
 
 
 @main.command("hook")
-@click.option("--agent", default="", metavar="|".join(HOSTS),
-              help="哪个客户端调用的 hook：" + "、".join(HOSTS))
+@click.option(
+    "--agent", default="", metavar="|".join(HOSTS), help="哪个客户端调用的 hook：" + "、".join(HOSTS)
+)
 def hook_cmd(agent: str) -> None:
     """读 stdin 的 hook 事件，输出该客户端要的 JSON；无论发生什么都以 0 退出。"""
     from memself.hookdeadline import arm

@@ -32,8 +32,7 @@ def _valid_base(base: str) -> str:
 
 def _read_key() -> str:
     if sys.stdin.isatty():
-        return str(click.prompt("apiKey（输入时不显示）", hide_input=True, default="",
-                                show_default=False))
+        return str(click.prompt("apiKey（输入时不显示）", hide_input=True, default="", show_default=False))
     return sys.stdin.readline()
 
 
@@ -44,8 +43,9 @@ def key_set(base: str | None) -> None:
     paths = DataPaths.default()
     target = _valid_base(base) if base else str(load_config(paths).sideApiBase or "").strip()
     if not target:
-        raise InvalidInput("还没有判别接口地址：先运行 memself config sideApiBase <地址>，"
-                           "或用 memself key set --base <地址>")
+        raise InvalidInput(
+            "还没有判别接口地址：先运行 memself config sideApiBase <地址>，或用 memself key set --base <地址>"
+        )
     _valid_base(target)
     key = _read_key().strip()
     if not key:
@@ -71,7 +71,9 @@ def key_status() -> None:
     elif state == "unbound":
         click.echo("apiKey：已设置，还没有绑定地址（旧格式），第一次使用时绑定到当前的 sideApiBase")
     elif state == "mismatch":
-        click.echo(f"apiKey：绑定的是 {shown_base(found.bound_base)}，与 sideApiBase 不同，"
-                   "记忆沉淀已暂停。确认新地址可信后运行 memself key set 重新输入")
+        click.echo(
+            f"apiKey：绑定的是 {shown_base(found.bound_base)}，与 sideApiBase 不同，"
+            "记忆沉淀已暂停。确认新地址可信后运行 memself key set 重新输入"
+        )
     else:
         click.echo(f"apiKey：已设置，绑定 {shown_base(found.bound_base)}")

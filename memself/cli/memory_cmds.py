@@ -27,8 +27,7 @@ def list_cmd(as_json: bool) -> None:
     """两组记忆各有多少条。"""
     store = _store()
     loaded = {g: store.load_group(g) for g in GROUPS}
-    problems = [{"file": name, "line": b.line_no, "reason": b.reason}
-                for name, b in store.quarantined()]
+    problems = [{"file": name, "line": b.line_no, "reason": b.reason} for name, b in store.quarantined()]
     counts = {g: len(gf.memories) for g, gf in loaded.items()}
     if as_json:
         echo_json({**counts, "total": sum(counts.values()), "problems": problems})
@@ -37,8 +36,11 @@ def list_cmd(as_json: bool) -> None:
     click.echo(f"project {counts['project']} 条（按相关性自动召回）")
     click.echo(f"共 {sum(counts.values())} 条")
     for problem in problems:
-        click.echo(f"注意：{problem['file']} 第 {problem['line']} 行无法读取（{problem['reason']}），"
-                   "已隔离：这一行原样保留在文件里，其余记忆照常使用；修好或删掉这一行即可", err=True)
+        click.echo(
+            f"注意：{problem['file']} 第 {problem['line']} 行无法读取（{problem['reason']}），"
+            "已隔离：这一行原样保留在文件里，其余记忆照常使用；修好或删掉这一行即可",
+            err=True,
+        )
     if any(p["file"] != store.paths.trash.name for p in problems):
         click.echo("每日衰减在这些行修好之前暂停（不会改动有问题的文件）", err=True)
 
@@ -58,8 +60,10 @@ def read_cmd(group: str, as_json: bool) -> None:
     click.echo(f"{group}（共 {len(memories)} 条）")
     for number, memory in enumerate(memories, start=1):
         mark = "[已废弃] " if not memory.active else ""
-        click.echo(f"{number}. {mark}{one_line(memory.text)}（置信度 {fmt_confidence(memory.confidence)}，"
-                   f"id {memory.id}）")
+        click.echo(
+            f"{number}. {mark}{one_line(memory.text)}（置信度 {fmt_confidence(memory.confidence)}，"
+            f"id {memory.id}）"
+        )
 
 
 def _add(group: str, text: str) -> None:
@@ -124,8 +128,10 @@ def trash_cmd(as_json: bool) -> None:
         return
     click.echo(f"回收站（共 {len(entries)} 条，保留 30 天）")
     for entry in entries:
-        click.echo(f"- [{entry.memory.category}] {one_line(entry.memory.text)}（id {entry.memory.id}，"
-                   f"删除于 {entry.deleted_at}）")
+        click.echo(
+            f"- [{entry.memory.category}] {one_line(entry.memory.text)}（id {entry.memory.id}，"
+            f"删除于 {entry.deleted_at}）"
+        )
 
 
 @main.command("restore")
@@ -133,8 +139,10 @@ def trash_cmd(as_json: bool) -> None:
 def restore_cmd(mem_id: str) -> None:
     """从回收站恢复一条记忆。"""
     memory = _store().restore(mem_id, now_utc())
-    click.echo(f"已恢复到 {memory.category}：{one_line(memory.text)}（置信度 "
-               f"{fmt_confidence(memory.confidence)}，id {memory.id}）")
+    click.echo(
+        f"已恢复到 {memory.category}：{one_line(memory.text)}（置信度 "
+        f"{fmt_confidence(memory.confidence)}，id {memory.id}）"
+    )
 
 
 @main.command("config")
@@ -172,8 +180,10 @@ def _warn_key_binding(paths: DataPaths, base: str) -> None:
     """A key entered for another endpoint is not sent to this one until the user re-enters it."""
     found = read_key_file(paths)
     if key_state(found, base) == "mismatch":
-        click.echo(f"注意：apiKey 是为 {shown_base(found.bound_base)} 录入的，不会发往新地址，记忆沉淀暂停；"
-                   "确认新地址可信后运行 memself key set 重新输入 apiKey。")
+        click.echo(
+            f"注意：apiKey 是为 {shown_base(found.bound_base)} 录入的，不会发往新地址，记忆沉淀暂停；"
+            "确认新地址可信后运行 memself key set 重新输入 apiKey。"
+        )
 
 
 def _show(value: object) -> str:

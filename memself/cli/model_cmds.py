@@ -32,8 +32,13 @@ def prepare_with_progress(model: str, *, force: bool = False) -> None:
     from memself.progress import progress_bar
 
     with progress_bar("准备向量模型", STEPS) as advance:
-        found = prepare(model, force=force, progress=advance, now=now_utc(),
-                        echo=lambda message: click.echo(message, err=True))
+        found = prepare(
+            model,
+            force=force,
+            progress=advance,
+            now=now_utc(),
+            echo=lambda message: click.echo(message, err=True),
+        )
     if found.fresh:
         click.echo(found.done_message(model), err=True)
 
@@ -57,14 +62,18 @@ def status_cmd(model: str | None, as_json: bool) -> None:
 
 def render_status(info: dict) -> list[str]:
     if not info["prepared"]:
-        return [f"向量模型 {info['model']}：未准备（{info['reason']}）",
-                f"  位置    {info['folder']}",
-                "  运行 memself model prepare 准备（首次使用时也会自动准备）"]
+        return [
+            f"向量模型 {info['model']}：未准备（{info['reason']}）",
+            f"  位置    {info['folder']}",
+            "  运行 memself model prepare 准备（首次使用时也会自动准备）",
+        ]
     cosine = info.get("min_cosine")
     checked = f"与 sentence-transformers 比对通过，最小余弦 {cosine:.7f}" if cosine is not None else ""
-    return [f"向量模型 {info['model']}：已准备（{checked}）",
-            f"  位置    {info['folder']}",
-            f"  大小    {info['size_bytes'] / 1e6:.0f} MB",
-            f"  版本    {info['revision']}，准备于 {info['prepared_at']}",
-            f"  运行时  onnxruntime；输入 {info['input']}，分词器 {info['tokenizer']}，"
-            f"池化 {info['pooling']}，最长 {info['max_tokens']} 个词元，维度 {info['dim']}"]
+    return [
+        f"向量模型 {info['model']}：已准备（{checked}）",
+        f"  位置    {info['folder']}",
+        f"  大小    {info['size_bytes'] / 1e6:.0f} MB",
+        f"  版本    {info['revision']}，准备于 {info['prepared_at']}",
+        f"  运行时  onnxruntime；输入 {info['input']}，分词器 {info['tokenizer']}，"
+        f"池化 {info['pooling']}，最长 {info['max_tokens']} 个词元，维度 {info['dim']}",
+    ]

@@ -28,8 +28,12 @@ def recall_cmd(text: str, as_json: bool) -> None:
 
 
 @main.command("verify")
-@click.option("--cases", type=click.Path(path_type=Path, dir_okay=False), default=None,
-              help="用例文件（dev-cases.json 格式或原插件的 verify-cases.json 格式）")
+@click.option(
+    "--cases",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="用例文件（dev-cases.json 格式或原插件的 verify-cases.json 格式）",
+)
 @click.option("--json", "as_json", is_flag=True, help="输出 JSON")
 def verify_cmd(cases: Path | None, as_json: bool) -> None:
     """用标注用例评测召回：命中、泄漏、单条记忆召回和逐组阈值扫描。"""
@@ -59,8 +63,9 @@ def rebuild_index_cmd() -> None:
         raise InvalidInput("记忆库为空，没有可重建的向量")
     encoder = memory_side(load_encoder(load_config(paths).model, threads=batch_threads()))
     with progress_bar("重建向量", len(memories)) as advance:
-        result = VectorIndex.for_paths(paths).rebuild(memories, encoder, now_utc(),
-                                                      progress=lambda n: advance(n, ""))
+        result = VectorIndex.for_paths(paths).rebuild(
+            memories, encoder, now_utc(), progress=lambda n: advance(n, "")
+        )
     click.echo(f"已重建 {result.encoded} 条向量，模型 {encoder.model_id}，维度 {encoder.dim}")
     if result.backup:
         click.echo(f"旧索引备份在 {result.backup}")
@@ -82,6 +87,8 @@ def build_background_cmd() -> None:
     # A calibrated model scores in a space built from the shipped general prompts; it has its own
     # cache, rebuilt here too so both stay in step with the model and the sentence files.
     recaller = load_recaller(encoder, model, rebuild_space=True)
-    click.echo(f"已生成 {background.model_id} 的背景均值（维度 {background.mean.shape[0]}），"
-               f"召回空间去掉了 {len(recaller.space.components)} 个公共方向；"
-               "请再运行 memself verify 检查阈值")
+    click.echo(
+        f"已生成 {background.model_id} 的背景均值（维度 {background.mean.shape[0]}），"
+        f"召回空间去掉了 {len(recaller.space.components)} 个公共方向；"
+        "请再运行 memself verify 检查阈值"
+    )

@@ -42,10 +42,12 @@ def setup(mode: str | None, only: str | None, dry_run: bool) -> None:
     from memself.installers.setup_flow import SetupOptions, run_setup
 
     if mode == "blocking":
-        raise MemselfError("阻塞模式已经移除，记忆只经旁路判别沉淀；请运行 memself setup 或 "
-                           "memself setup sidepath")
-    options = SetupOptions(only=only, dry_run=dry_run, sidepath=mode == "sidepath",
-                           interactive=_has_terminal())
+        raise MemselfError(
+            "阻塞模式已经移除，记忆只经旁路判别沉淀；请运行 memself setup 或 memself setup sidepath"
+        )
+    options = SetupOptions(
+        only=only, dry_run=dry_run, sidepath=mode == "sidepath", interactive=_has_terminal()
+    )
     sys.exit(run_setup(options, ClickPrompter(), click.echo))
 
 

@@ -65,8 +65,7 @@ def load_service(paths: DataPaths, spec: str | None = None) -> EngineService:
         raise MemselfError(f"召回引擎的服务配置无效：{spec}（应为 模块:函数）")
     factory = getattr(importlib.import_module(module_name), attr)
     service = factory(paths)
-    missing = [name for name in ("warm_up", "handle", "reload") if not callable(
-        getattr(service, name, None))]
+    missing = [name for name in ("warm_up", "handle", "reload") if not callable(getattr(service, name, None))]
     if missing:
         raise MemselfError(f"召回引擎的服务缺少方法：{', '.join(missing)}")
     return service

@@ -73,8 +73,9 @@ class EngineRequestError(EngineUnavailable):
 class EngineClient:
     """One data directory's engine, seen from a client. Each request is one short connection."""
 
-    def __init__(self, paths: DataPaths, *, version: str | None = None,
-                 fingerprint: str | None = None) -> None:
+    def __init__(
+        self, paths: DataPaths, *, version: str | None = None, fingerprint: str | None = None
+    ) -> None:
         import memself
 
         self.paths = paths
@@ -82,16 +83,22 @@ class EngineClient:
         self.version = version if version is not None else memself.__version__
         self.fingerprint = fingerprint if fingerprint is not None else code_fingerprint()
 
-    def request(self, op: str, payload: dict | None = None, timeout_s: float = 2.0, *,
-                wait_ready_s: float = 0.0) -> dict:
+    def request(
+        self, op: str, payload: dict | None = None, timeout_s: float = 2.0, *, wait_ready_s: float = 0.0
+    ) -> dict:
         """Send ``op`` and return the engine's result dict; EngineRequestError on any failure.
 
         ``wait_ready_s``: how long a service op may wait for a warming-up engine (capped by
         ``timeout_s``); 0 means "answer not-ready at once".
         """
         deadline = time.monotonic() + max(0.0, timeout_s)
-        message: dict = {"v": PROTOCOL_VERSION, "op": op, "payload": payload or {},
-                         "version": self.version, "fingerprint": self.fingerprint}
+        message: dict = {
+            "v": PROTOCOL_VERSION,
+            "op": op,
+            "payload": payload or {},
+            "version": self.version,
+            "fingerprint": self.fingerprint,
+        }
         if wait_ready_s > 0:
             message["wait_s"] = round(max(0.0, min(wait_ready_s, timeout_s - _REPLY_MARGIN_S)), 3)
         sock, token = self._connect(deadline)
@@ -118,8 +125,9 @@ class EngineClient:
             return result
         code = response.get("error")
         text = response.get("message")
-        raise EngineRequestError(code if isinstance(code, str) else ERR_PROTOCOL,
-                                 text if isinstance(text, str) and text else None)
+        raise EngineRequestError(
+            code if isinstance(code, str) else ERR_PROTOCOL, text if isinstance(text, str) and text else None
+        )
 
     def ping(self, timeout_s: float = 0.5) -> dict:
         """``{"version", "fingerprint", "pid", "ready", "state"}`` of the running engine."""
@@ -149,8 +157,9 @@ class EngineClient:
                 if sock is not None:
                     return sock, None
             if state == "unsafe":
-                raise EngineRequestError(ERR_UNSAFE_DIR, f"{MESSAGES[ERR_UNSAFE_DIR]}："
-                                         f"{location.runtime_dir}")
+                raise EngineRequestError(
+                    ERR_UNSAFE_DIR, f"{MESSAGES[ERR_UNSAFE_DIR]}：{location.runtime_dir}"
+                )
         return _connect_tcp(location.port_file, deadline)
 
 
@@ -216,8 +225,7 @@ def _connect_tcp(port_file: str, deadline: float) -> tuple[_socket.socket, str |
     return sock, token
 
 
-def spawn_engine(paths: DataPaths, *, idle_minutes: float | None = None,
-                 replace: bool = False) -> int | None:
+def spawn_engine(paths: DataPaths, *, idle_minutes: float | None = None, replace: bool = False) -> int | None:
     """Start an engine for ``paths`` detached from the caller; its pid, or None if one is
     already starting or running.
 
@@ -302,12 +310,21 @@ def _spawn_subprocess(command: list[str], env: dict[str, str], keep_fd: int | No
     if os.name == "posix":
         detach: dict = {"start_new_session": True}
     else:
-        detach = {"creationflags": subprocess.DETACHED_PROCESS  # type: ignore[attr-defined]
-                  | subprocess.CREATE_NEW_PROCESS_GROUP}  # type: ignore[attr-defined]
+        detach = {
+            "creationflags": subprocess.DETACHED_PROCESS  # type: ignore[attr-defined]
+            | subprocess.CREATE_NEW_PROCESS_GROUP
+        }  # type: ignore[attr-defined]
     process = subprocess.Popen(
-        command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL, close_fds=True, cwd=os.path.abspath(os.sep), env=env,
-        pass_fds=(keep_fd,) if keep_fd is not None else (), **detach)
+        command,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        close_fds=True,
+        cwd=os.path.abspath(os.sep),
+        env=env,
+        pass_fds=(keep_fd,) if keep_fd is not None else (),
+        **detach,
+    )
     _SPAWNED.append(process)
     return process.pid
 
@@ -327,8 +344,9 @@ def _reap() -> None:
             _SPAWNED_PIDS.remove(pid)
 
 
-def ensure_started(paths: DataPaths, *, idle_minutes: float | None = None,
-                   client: EngineClient | None = None) -> str:
+def ensure_started(
+    paths: DataPaths, *, idle_minutes: float | None = None, client: EngineClient | None = None
+) -> str:
     """Make sure an engine of this code serves ``paths``, without waiting for it.
 
     Returns "running" (a matching engine answered), "starting" (one holds the lock but does not
@@ -355,8 +373,14 @@ def ensure_started(paths: DataPaths, *, idle_minutes: float | None = None,
     return "restarted"
 
 
-def recall_or_none(paths: DataPaths, text: str, budget_s: float, *,
-                   options: dict | None = None, client: EngineClient | None = None) -> dict | None:
+def recall_or_none(
+    paths: DataPaths,
+    text: str,
+    budget_s: float,
+    *,
+    options: dict | None = None,
+    client: EngineClient | None = None,
+) -> dict | None:
     """The hook's recall: the service's ``recall`` result, or None within ``budget_s``.
 
     None means "answer without recall this turn": no engine (one is spawned for the next turn),
@@ -380,8 +404,7 @@ def recall_or_none(paths: DataPaths, text: str, budget_s: float, *,
         return None
 
 
-def call_engine(paths: DataPaths, op: str, payload: dict | None = None,
-                timeout_s: float = 60.0) -> dict:
+def call_engine(paths: DataPaths, op: str, payload: dict | None = None, timeout_s: float = 60.0) -> dict:
     """For callers that can wait (CLI, MCP, judge): start the engine if needed, wait until it is
     ready (the first start loads the model: seconds) and return the result of ``op``."""
     client = EngineClient(paths)

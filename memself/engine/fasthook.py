@@ -43,8 +43,14 @@ _REPLY_MARGIN_S = 0.1
 # The environment the host adapters and hookrun read (project directory fallbacks for the cwd,
 # Cursor detection, a fixed clock); only these travel to the engine, never the rest (keys).
 # tests/test_hook_fastpath.py checks that the adapters read nothing else.
-FORWARDED_ENV = ("CLAUDE_PROJECT_DIR", "CURSOR_PROJECT_DIR", "CODEBUDDY_PROJECT_DIR",
-                 "WORKBUDDY_PROJECT_DIR", "CURSOR_VERSION", "MEMSELF_NOW")
+FORWARDED_ENV = (
+    "CLAUDE_PROJECT_DIR",
+    "CURSOR_PROJECT_DIR",
+    "CODEBUDDY_PROJECT_DIR",
+    "WORKBUDDY_PROJECT_DIR",
+    "CURSOR_VERSION",
+    "MEMSELF_NOW",
+)
 # Lower-cased host event names of session start and prompt (hosts.base._KIND_BY_NAME; a test
 # keeps them in sync).
 ENGINE_EVENT_NAMES = (b"sessionstart", b"userpromptsubmit", b"beforesubmitprompt")
@@ -88,20 +94,28 @@ def run(argv: list[str]) -> None:
     from memself.hookrun import main
 
     error = outcome[1] if outcome is not None and outcome[0] == "error" else None
-    main(argv, prefetched=(raw, truncated, timed_out), engine_error=error,
-         spent_s=max(0.0, time.time() - started))
+    main(
+        argv,
+        prefetched=(raw, truncated, timed_out),
+        engine_error=error,
+        spent_s=max(0.0, time.time() - started),
+    )
 
 
 def _cold(outcome: tuple[str, bytes | str] | None) -> bool:
     """No engine answered the prompt, or one is still loading: worth starting and waiting."""
     from memself.engine.protocol import ERR_NOT_READY, ERR_UNREACHABLE, ERR_VERSION_MISMATCH
 
-    return outcome is not None and outcome[0] == "error" and outcome[1] in (
-        ERR_UNREACHABLE, ERR_NOT_READY, ERR_VERSION_MISMATCH)
+    return (
+        outcome is not None
+        and outcome[0] == "error"
+        and outcome[1] in (ERR_UNREACHABLE, ERR_NOT_READY, ERR_VERSION_MISMATCH)
+    )
 
 
-def _start_and_forward(host: str, raw: bytes, started: float,
-                       outcome: tuple[str, bytes | str] | None) -> tuple[str, bytes | str] | None:
+def _start_and_forward(
+    host: str, raw: bytes, started: float, outcome: tuple[str, bytes | str] | None
+) -> tuple[str, bytes | str] | None:
     """The first prompt of a working session usually meets no engine (it exits when idle) or a
     starting one: start it if nobody has, then wait for it to be ready within the hook's
     deadline (less a local run's share), so that this prompt gets its recall too.
@@ -138,8 +152,14 @@ def may_be_engine_event(raw: bytes) -> bool:
     return any(name in lowered for name in ENGINE_EVENT_NAMES)
 
 
-def forward(host: str, raw: bytes, started: float, timeout_s: float = ENGINE_HOOK_TIMEOUT_S,
-            *, wait_ready: bool = False) -> tuple[str, bytes | str] | None:
+def forward(
+    host: str,
+    raw: bytes,
+    started: float,
+    timeout_s: float = ENGINE_HOOK_TIMEOUT_S,
+    *,
+    wait_ready: bool = False,
+) -> tuple[str, bytes | str] | None:
     """Ask the engine to run the hook for ``raw``.
 
     ``("out", stdout bytes)`` when it did; ``("local", "")`` when the event must run here (Stop,
@@ -231,8 +251,9 @@ def _request(host: str, raw: bytes, started: float, wait_ready_s: float = 0.0) -
     from memself.engine.protocol import PROTOCOL_VERSION
 
     local = time.localtime(started)
-    env = ",".join(f"{_json_str(key)}:{_json_str(os.environ[key])}"
-                   for key in FORWARDED_ENV if key in os.environ)
+    env = ",".join(
+        f"{_json_str(key)}:{_json_str(os.environ[key])}" for key in FORWARDED_ENV if key in os.environ
+    )
     payload = (
         f'{{"host":{_json_str(host)},'
         f'"stdin":"{binascii.b2a_base64(raw, newline=False).decode("ascii")}",'
@@ -241,9 +262,11 @@ def _request(host: str, raw: bytes, started: float, wait_ready_s: float = 0.0) -
         f'"zone":{_json_str(local.tm_zone or "")}}}'
     )
     wait = f'"wait_s":{round(max(0.0, wait_ready_s - _REPLY_MARGIN_S), 3)!r},' if wait_ready_s else ""
-    text = (f'{{"v":{PROTOCOL_VERSION},"op":"{OP_HOOK_FORWARD}","payload":{payload},{wait}'
-            f'"version":{_json_str(memself.__version__)},'
-            f'"fingerprint":{_json_str(code_fingerprint())}}}')
+    text = (
+        f'{{"v":{PROTOCOL_VERSION},"op":"{OP_HOOK_FORWARD}","payload":{payload},{wait}'
+        f'"version":{_json_str(memself.__version__)},'
+        f'"fingerprint":{_json_str(code_fingerprint())}}}'
+    )
     return text.encode("utf-8", errors="backslashreplace")
 
 
@@ -267,7 +290,7 @@ def _parse_reply(reply: bytes) -> tuple[str, bytes | str]:
         import binascii
 
         try:
-            return ("out", binascii.a2b_base64(reply[len(_REPLY_PREFIX):-len(_REPLY_SUFFIX)]))
+            return ("out", binascii.a2b_base64(reply[len(_REPLY_PREFIX) : -len(_REPLY_SUFFIX)]))
         except (binascii.Error, ValueError):
             return ("error", ERR_PROTOCOL)
     import json  # any other shape: an error, or "run it locally"
@@ -322,9 +345,7 @@ def agent_arg(argv: list[str]) -> str:
     return ""
 
 
-def read_bounded(
-    stream: BinaryIO | None, limit: int, timeout_s: float
-) -> tuple[bytes, bool, bool]:
+def read_bounded(stream: BinaryIO | None, limit: int, timeout_s: float) -> tuple[bytes, bool, bool]:
     """Read at most ``limit`` bytes; drain and drop the rest (the host must not block on a full
     pipe). Returns ``(data, truncated, timed_out)``."""
     if stream is None:

@@ -31,8 +31,7 @@ class EngineLocation:
     """The files of one engine: socket, single-instance lock, the record of where the socket
     is, and the TCP fallback's port file."""
 
-    __slots__ = ("data_dir", "key", "lock_path", "port_file", "record_path", "runtime_dir",
-                 "socket_path")
+    __slots__ = ("data_dir", "key", "lock_path", "port_file", "record_path", "runtime_dir", "socket_path")
 
     def __init__(self, data_dir: str, runtime_dir: str, key: str) -> None:
         self.data_dir = data_dir
@@ -112,15 +111,17 @@ def recorded_socket(location: EngineLocation) -> str | None:
     caller still checks the peer's uid on the socket.
     """
     try:
-        fd = os.open(location.record_path,
-                     os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+        fd = os.open(
+            location.record_path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+        )
     except OSError:
         return None
     try:
         info = os.fstat(fd)
         uid = own_uid()
         if not stat.S_ISREG(info.st_mode) or (
-                uid is not None and (info.st_uid != uid or info.st_mode & 0o022)):
+            uid is not None and (info.st_uid != uid or info.st_mode & 0o022)
+        ):
             return None
         data = os.read(fd, _RECORD_MAX_BYTES)
     except OSError:
@@ -143,8 +144,7 @@ def make_fallback_dir(location: EngineLocation) -> str:
     engine of this data directory used, if it is still ours, else a new one. ``mkdtemp``
     creates it 0700 under a random name, so nobody can plant it first. Engine side only."""
     previous = recorded_socket(location)
-    if previous is not None and os.path.basename(
-            os.path.dirname(previous)).startswith(fallback_prefix()):
+    if previous is not None and os.path.basename(os.path.dirname(previous)).startswith(fallback_prefix()):
         return os.path.dirname(previous)
     import tempfile
 
@@ -173,7 +173,7 @@ def dir_problem(path: str) -> str:
 
 
 def dir_state(path: str) -> str:
-    """"missing", "private" (a real directory, no symlink, ours, closed to others) or "unsafe".
+    """ "missing", "private" (a real directory, no symlink, ours, closed to others) or "unsafe".
 
     One lstat, so a directory created by a concurrent engine between two checks cannot make a
     missing directory look unsafe.

@@ -106,9 +106,17 @@ class EngineServer:
     the same code answers meanwhile, ``acquire`` returns False at once.
     """
 
-    def __init__(self, paths: DataPaths, *, idle_s: float, location: EngineLocation | None = None,
-                 transport: str | None = None, allowed_uid: int | None = None,
-                 max_connections: int = 32, lock_wait_s: float = 5.0) -> None:
+    def __init__(
+        self,
+        paths: DataPaths,
+        *,
+        idle_s: float,
+        location: EngineLocation | None = None,
+        transport: str | None = None,
+        allowed_uid: int | None = None,
+        max_connections: int = 32,
+        lock_wait_s: float = 5.0,
+    ) -> None:
         self.paths = paths
         self.idle_s = idle_s
         self.location = location or locate(paths.root)
@@ -191,8 +199,13 @@ class EngineServer:
         self.location = self.location.moved_to(make_fallback_dir(self.location))
         ensure_private_dir(self.location.runtime_dir)
         self.runtime_fallback = (wanted, reason)
-        log(self.paths, "engine-runtime-fallback", unsafe=wanted, reason=reason,
-            using=self.location.runtime_dir)
+        log(
+            self.paths,
+            "engine-runtime-fallback",
+            unsafe=wanted,
+            reason=reason,
+            using=self.location.runtime_dir,
+        )
 
     def _same_engine_answers(self) -> bool:
         from memself.engine.client import EngineClient, EngineRequestError
@@ -222,8 +235,14 @@ class EngineServer:
             self._watched = [Path(path) for path in watched()]
         self._stamps = [_stamp(path) for path in self._watched]
         self._last_activity = time.monotonic()
-        log(self.paths, "engine-start", pid=self.pid, transport=self.transport,
-            address=self.address, version=self.version)
+        log(
+            self.paths,
+            "engine-start",
+            pid=self.pid,
+            transport=self.transport,
+            address=self.address,
+            version=self.version,
+        )
         self._start_warm_up()
         return True
 
@@ -258,8 +277,10 @@ class EngineServer:
             port = listener.getsockname()[1]
             self._token = secrets.token_urlsafe(32)
             self.paths.ensure()
-            write_atomic(Path(self.location.port_file),
-                         json.dumps({"port": port, "token": self._token, "pid": self.pid}))
+            write_atomic(
+                Path(self.location.port_file),
+                json.dumps({"port": port, "token": self._token, "pid": self.pid}),
+            )
         except BaseException:
             listener.close()
             raise
@@ -375,8 +396,13 @@ class EngineServer:
         if callable(close):
             with contextlib.suppress(Exception):
                 close()
-        log(self.paths, "engine-exit", pid=self.pid, reason=self.stop_reason or "unknown",
-            requests=self._requests)
+        log(
+            self.paths,
+            "engine-exit",
+            pid=self.pid,
+            reason=self.stop_reason or "unknown",
+            requests=self._requests,
+        )
         self.release()
         for end in (self._wake_r, self._wake_w):
             if end is not None:
@@ -390,8 +416,9 @@ class EngineServer:
                 os.unlink(self.location.record_path)
         except OSError:
             pass
-        if self.runtime_fallback is not None and os.path.basename(
-                self.location.runtime_dir).startswith(fallback_prefix()):
+        if self.runtime_fallback is not None and os.path.basename(self.location.runtime_dir).startswith(
+            fallback_prefix()
+        ):
             with contextlib.suppress(OSError):
                 os.rmdir(self.location.runtime_dir)  # ours, and empty unless someone added files
 
@@ -447,7 +474,8 @@ class EngineServer:
         if not isinstance(op, str) or not isinstance(payload, dict):
             return _error(ERR_BAD_REQUEST)
         if self.transport == "tcp" and not hmac.compare_digest(
-                str(request.get("token", "")).encode(), self._token.encode()):
+            str(request.get("token", "")).encode(), self._token.encode()
+        ):
             log(self.paths, "engine-refused", reason="bad-token")
             return _error(ERR_REFUSED)
         if op == OP_PING:
@@ -458,8 +486,12 @@ class EngineServer:
             self.shutdown("stop")
             return _ok({"stopping": True, "pid": self.pid})
         if request.get("version") != self.version or request.get("fingerprint") != self.fingerprint:
-            log(self.paths, "engine-version-mismatch", ours=self.fingerprint,
-                theirs=str(request.get("fingerprint"))[:80])
+            log(
+                self.paths,
+                "engine-version-mismatch",
+                ours=self.fingerprint,
+                theirs=str(request.get("fingerprint"))[:80],
+            )
             self.shutdown("version-mismatch")
             return _error(ERR_VERSION_MISMATCH)
         return self._service_op(op, payload, request.get("wait_s", 0))
@@ -517,8 +549,13 @@ class EngineServer:
     # -- answers of the engine's own ops -------------------------------------------------------
 
     def ping_info(self) -> dict:
-        return {"version": self.version, "fingerprint": self.fingerprint, "pid": self.pid,
-                "ready": self._state == STATE_READY, "state": self._state}
+        return {
+            "version": self.version,
+            "fingerprint": self.fingerprint,
+            "pid": self.pid,
+            "ready": self._state == STATE_READY,
+            "state": self._state,
+        }
 
     def status_info(self) -> dict:
         now = time.monotonic()
@@ -526,25 +563,28 @@ class EngineServer:
             idle_for = now - self._last_activity
             requests = self._requests
         info = self.ping_info()
-        info.update({
-            "transport": self.transport,
-            "address": self.address,
-            "data_dir": str(self.paths.root),
-            "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z",
-                                        time.localtime(self._started_wall)),
-            "uptime_s": round(time.time() - self._started_wall, 1),
-            "idle_s": round(idle_for, 1),
-            "idle_limit_s": self.idle_s,
-            "requests": requests,
-            "reloads": self._reloads,
-            "warm_up_s": self._warm_seconds,
-            "error": self._warm_error or None,
-            "service": self._describe_service(),
-        })
+        info.update(
+            {
+                "transport": self.transport,
+                "address": self.address,
+                "data_dir": str(self.paths.root),
+                "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(self._started_wall)),
+                "uptime_s": round(time.time() - self._started_wall, 1),
+                "idle_s": round(idle_for, 1),
+                "idle_limit_s": self.idle_s,
+                "requests": requests,
+                "reloads": self._reloads,
+                "warm_up_s": self._warm_seconds,
+                "error": self._warm_error or None,
+                "service": self._describe_service(),
+            }
+        )
         if self.runtime_fallback is not None:
-            info["runtime_fallback"] = {"unsafe": self.runtime_fallback[0],
-                                        "reason": self.runtime_fallback[1],
-                                        "using": self.location.runtime_dir}
+            info["runtime_fallback"] = {
+                "unsafe": self.runtime_fallback[0],
+                "reason": self.runtime_fallback[1],
+                "using": self.location.runtime_dir,
+            }
         return info
 
     def _describe_service(self) -> dict:
@@ -620,8 +660,12 @@ def _where(exc: BaseException) -> str:
     return f"{type(exc).__name__} at {os.path.basename(code.co_filename)}:{frame.tb_lineno}"
 
 
-def run_engine(paths: DataPaths, idle_minutes: float | None = None,
-               service_spec: str | None = None, lock_fd: int | None = None) -> int:
+def run_engine(
+    paths: DataPaths,
+    idle_minutes: float | None = None,
+    service_spec: str | None = None,
+    lock_fd: int | None = None,
+) -> int:
     """The engine process's main: serve ``paths`` until idle or stopped. Returns an exit code.
 
     ``lock_fd``: the single-instance lock handed over by the spawning client (``--lock-fd``).

@@ -74,8 +74,7 @@ class RecallService:
             from memself import lexical
 
             lexical.warm_up()
-        self.recaller.score(WARM_UP_PROMPT, self.pool, self.index.matrix,
-                            matrix_key=self.index.generation)
+        self.recaller.score(WARM_UP_PROMPT, self.pool, self.index.matrix, matrix_key=self.index.generation)
 
     def _load_model(self, config: Config) -> None:
         from memself.encoder import load_encoder
@@ -86,7 +85,8 @@ class RecallService:
         # A model not prepared yet is prepared in a child process; the engine's stderr goes
         # nowhere, so the log says why this start is slow.
         self.encoder = load_encoder(
-            config.model, notify=lambda _msg: log(self.paths, "model-prepare", model=config.model))
+            config.model, notify=lambda _msg: log(self.paths, "model-prepare", model=config.model)
+        )
         self.memory_encoder = memory_side(self.encoder)
         self.recaller = load_recaller(self.encoder, config.model)
         self.index = VectorIndex.for_paths(self.paths)
@@ -108,12 +108,15 @@ class RecallService:
         from memself.model.runtime import heavy_modules_loaded
 
         prepared = getattr(self.encoder, "prepared", None)
-        return {"model": self.model, "memories": len(self.memories),
-                "indexed": len(self.index) if self.index is not None else 0,
-                "encoder": type(self.encoder).__name__,
-                "prepared": str(prepared.folder) if prepared is not None else None,
-                # What the runtime must never load (torch and friends); a test asserts it is empty.
-                "heavy_modules": heavy_modules_loaded()}
+        return {
+            "model": self.model,
+            "memories": len(self.memories),
+            "indexed": len(self.index) if self.index is not None else 0,
+            "encoder": type(self.encoder).__name__,
+            "prepared": str(prepared.folder) if prepared is not None else None,
+            # What the runtime must never load (torch and friends); a test asserts it is empty.
+            "heavy_modules": heavy_modules_loaded(),
+        }
 
     # ----- ops -----
 
@@ -123,8 +126,12 @@ class RecallService:
         if op == OP_PREVIEW:
             return self.preview(str(payload.get("text", "")))
         if op == OP_NEAREST:
-            return {"items": [{"id": m.id, "score": s} for m, s in
-                              self.nearest(str(payload.get("text", "")), int(payload.get("k", 3)))]}
+            return {
+                "items": [
+                    {"id": m.id, "score": s}
+                    for m, s in self.nearest(str(payload.get("text", "")), int(payload.get("k", 3)))
+                ]
+            }
         if op == OP_HOOK:
             return self.hook(payload)
         if op == OP_HOOK_FORWARD:
@@ -145,8 +152,7 @@ class RecallService:
 
     def nearest(self, text: str, k: int) -> list[tuple[Memory, float]]:
         """The k nearest active memories, ungated and unrewarded (the judge's dedup)."""
-        return self.recaller.top_k(text, self.pool, self.index.matrix, k,
-                                   matrix_key=self.index.generation)
+        return self.recaller.top_k(text, self.pool, self.index.matrix, k, matrix_key=self.index.generation)
 
     def preview(self, text: str) -> dict[str, Any]:
         """What ``text`` would recall, with each group's line, and no reward."""
@@ -155,8 +161,9 @@ class RecallService:
 
         config = load_config(self.paths)
         params = gate_params(config, resolve_model(config.model))
-        return self.recaller.recall(text, self.pool, self.index.matrix, params,
-                                    matrix_key=self.index.generation).to_detail()
+        return self.recaller.recall(
+            text, self.pool, self.index.matrix, params, matrix_key=self.index.generation
+        ).to_detail()
 
     def recall(self, text: str, now: datetime) -> dict[str, Any]:
         """Gated per-group recall; the hits are rewarded (once per memory per day)."""
@@ -165,8 +172,9 @@ class RecallService:
 
         config = load_config(self.paths)
         params = gate_params(config, resolve_model(config.model))
-        result = self.recaller.recall(text, self.pool, self.index.matrix, params,
-                                      matrix_key=self.index.generation).to_json()
+        result = self.recaller.recall(
+            text, self.pool, self.index.matrix, params, matrix_key=self.index.generation
+        ).to_json()
         gains = self.store.reward_recall([h["id"] for g in GROUPS for h in result[g]], now)
         for hits in result.values():
             for hit in hits:
@@ -180,9 +188,14 @@ class RecallService:
         raw = dict(payload.get("event") or {})
         raw["kind"] = EventKind(raw.get("kind", "unknown"))
         event = HookEvent(**raw)
-        reply = handle(event, _now(payload), self.paths,
-                       recall=lambda text, now: self.recall(text, now), in_engine=True,
-                       store=self.store)
+        reply = handle(
+            event,
+            _now(payload),
+            self.paths,
+            recall=lambda text, now: self.recall(text, now),
+            in_engine=True,
+            store=self.store,
+        )
         return reply._asdict()
 
     def hook_forward(self, payload: dict[str, Any]) -> dict[str, Any]:
@@ -191,8 +204,14 @@ class RecallService:
         from memself.hosts.base import HookEvent, HookReply
 
         def core(event: HookEvent, now: datetime, paths: DataPaths) -> HookReply:
-            return handle(event, now, paths, recall=lambda text, when: self.recall(text, when),
-                          in_engine=True, store=self.store)
+            return handle(
+                event,
+                now,
+                paths,
+                recall=lambda text, when: self.recall(text, when),
+                in_engine=True,
+                store=self.store,
+            )
 
         return run_forwarded(payload, self.paths, core)
 

@@ -298,12 +298,24 @@ def status(model: str, settings: ModelSettings, cache_dir: Path | None = None) -
     try:
         found = find_prepared(settings, cache_dir)
     except PreparedInvalid as exc:
-        return {"model": model, "prepared": False, "reason": str(exc),
-                "folder": str(model_folder(settings, cache_dir))}
+        return {
+            "model": model,
+            "prepared": False,
+            "reason": str(exc),
+            "folder": str(model_folder(settings, cache_dir)),
+        }
     manifest = found.manifest
-    return {"model": model, "prepared": True, "folder": str(found.folder),
-            "size_bytes": found.size_bytes(), "revision": manifest.get("revision"),
-            "prepared_at": manifest.get("prepared_at"), "dim": manifest.get("dim"),
-            "pooling": manifest.get("pooling"), "input": manifest.get("input"),
-            "tokenizer": manifest.get("tokenizer"), "max_tokens": manifest.get("max_tokens"),
-            "min_cosine": (manifest.get("check") or {}).get("min_cosine")}
+    return {
+        "model": model,
+        "prepared": True,
+        "folder": str(found.folder),
+        "size_bytes": found.size_bytes(),
+        "revision": manifest.get("revision"),
+        "prepared_at": manifest.get("prepared_at"),
+        "dim": manifest.get("dim"),
+        "pooling": manifest.get("pooling"),
+        "input": manifest.get("input"),
+        "tokenizer": manifest.get("tokenizer"),
+        "max_tokens": manifest.get("max_tokens"),
+        "min_cosine": (manifest.get("check") or {}).get("min_cosine"),
+    }

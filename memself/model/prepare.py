@@ -68,9 +68,16 @@ def _no_progress(_n: int, _what: str = "") -> None:
 # --------------------------------------------------------------------------- the whole preparation
 
 
-def prepare(model: str, cache_dir: Path | None = None, *, settings: ModelSettings | None = None,
-            force: bool = False, progress: Progress | None = None, echo: Echo = _stderr,
-            now: datetime | None = None) -> Prepared:
+def prepare(
+    model: str,
+    cache_dir: Path | None = None,
+    *,
+    settings: ModelSettings | None = None,
+    force: bool = False,
+    progress: Progress | None = None,
+    echo: Echo = _stderr,
+    now: datetime | None = None,
+) -> Prepared:
     """Prepare ``model`` (a table key, hub id or folder) unless a good preparation exists.
 
     ``settings`` overrides the table's (tests force another pooling). Raises ``MemselfError``
@@ -103,8 +110,9 @@ def prepare(model: str, cache_dir: Path | None = None, *, settings: ModelSetting
         lock.release()
 
 
-def _prepare_locked(settings: ModelSettings, cache_dir: Path | None, step: Progress,
-                    now: datetime) -> Prepared:
+def _prepare_locked(
+    settings: ModelSettings, cache_dir: Path | None, step: Progress, now: datetime
+) -> Prepared:
     step(0, "加载模型")
     st_model = load_sentence_transformer(settings, cache_dir)
     revision = cache.current_revision(settings) or "unknown"
@@ -115,8 +123,9 @@ def _prepare_locked(settings: ModelSettings, cache_dir: Path | None, step: Progr
     tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=parent))
     try:
         manifest = export(st_model, settings, tmp, step)
-        manifest.update(revision=revision, prepared_at=now.isoformat(timespec="seconds"),
-                        versions=_versions())
+        manifest.update(
+            revision=revision, prepared_at=now.isoformat(timespec="seconds"), versions=_versions()
+        )
         _finish(tmp, manifest)
         step(1, "完成")
         target = cache.revision_folder(settings, revision, cache_dir)
@@ -144,8 +153,9 @@ def _finish(folder: Path, manifest: dict[str, Any]) -> None:
         if path.is_file() and not path.name.startswith("."):
             files[path.name] = {"size": path.stat().st_size, "sha256": cache.file_sha256(path)}
     manifest["files"] = files
-    (folder / MANIFEST).write_text(json.dumps(manifest, ensure_ascii=False, indent=2) + "\n",
-                                   encoding="utf-8")
+    (folder / MANIFEST).write_text(
+        json.dumps(manifest, ensure_ascii=False, indent=2) + "\n", encoding="utf-8"
+    )
     cache.write_stamps(folder, cache.stamps_for(folder, files))
     for path in folder.iterdir():
         fd = os.open(path, os.O_RDONLY)
@@ -211,7 +221,8 @@ def _load_local(folder: Path, settings: ModelSettings) -> Any:
     except Exception as exc:
         raise ModelUnavailable(
             f"无法加载本地模型文件夹 {folder}：{error_reason(exc)}。请确认它是 sentence-transformers "
-            f"格式的模型文件夹，或改用离线模型：memself config model {OFFLINE_MODEL}") from exc
+            f"格式的模型文件夹，或改用离线模型：memself config model {OFFLINE_MODEL}"
+        ) from exc
     return apply_pooling(model, settings)
 
 
@@ -261,8 +272,9 @@ def apply_pooling(model: Any, settings: ModelSettings) -> Any:
     for idx, module in enumerate(model):
         if isinstance(module, Pooling):
             if module.pooling_mode != "mean":
-                model[idx] = Pooling(module.embedding_dimension, pooling_mode="mean",
-                                     include_prompt=module.include_prompt)
+                model[idx] = Pooling(
+                    module.embedding_dimension, pooling_mode="mean", include_prompt=module.include_prompt
+                )
             return model
     return model
 
@@ -299,9 +311,16 @@ class ReferenceEncoder:
     def encode_raw(self, texts: Sequence[str]) -> np.ndarray:
         import numpy as np
 
-        vecs = np.asarray(self.model.encode(list(texts), batch_size=8, convert_to_numpy=True,
-                                            normalize_embeddings=False, show_progress_bar=False),
-                          dtype=np.float32)
+        vecs = np.asarray(
+            self.model.encode(
+                list(texts),
+                batch_size=8,
+                convert_to_numpy=True,
+                normalize_embeddings=False,
+                show_progress_bar=False,
+            ),
+            dtype=np.float32,
+        )
         return vecs / np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
 
 
@@ -309,16 +328,21 @@ class ReferenceEncoder:
 
 
 def pipeline_pooling(st_model: Any) -> str:
-    """"mean" or "cls" for a [Transformer, Pooling, Normalize?] model; ``PrepareFailed`` else."""
+    """ "mean" or "cls" for a [Transformer, Pooling, Normalize?] model; ``PrepareFailed`` else."""
     from sentence_transformers.sentence_transformer.modules import Normalize, Pooling, Transformer
 
     modules = list(st_model)
     names = " + ".join(type(m).__name__ for m in modules)
-    if len(modules) < 2 or not isinstance(modules[0], Transformer) or \
-            not isinstance(modules[1], Pooling) or \
-            not all(isinstance(m, Normalize) for m in modules[2:]):
-        raise PrepareFailed(f"不支持的模型结构（{names}）：memself 只支持 Transformer + Pooling "
-                            f"(+ Normalize) 的 sentence-transformers 模型")
+    if (
+        len(modules) < 2
+        or not isinstance(modules[0], Transformer)
+        or not isinstance(modules[1], Pooling)
+        or not all(isinstance(m, Normalize) for m in modules[2:])
+    ):
+        raise PrepareFailed(
+            f"不支持的模型结构（{names}）：memself 只支持 Transformer + Pooling "
+            f"(+ Normalize) 的 sentence-transformers 模型"
+        )
     mode = str(modules[1].pooling_mode)
     if mode not in ("mean", "cls") or not getattr(modules[1], "include_prompt", True):
         raise PrepareFailed(f"不支持的池化方式 {mode}：memself 只支持 mean 和 cls")
@@ -341,11 +365,18 @@ def export(st_model: Any, settings: ModelSettings, folder: Path, step: Progress)
 
     _write_tokenizer(hf_tokenizer, max_tokens, pad_id, folder)
     manifest: dict[str, Any] = {
-        "format": FORMAT_VERSION, "model_id": settings.model_id, "kind": settings.kind,
-        "source": settings.source, "pooling": pooling, "normalize": True,
-        "query_prefix": settings.query_prefix, "passage_prefix": settings.passage_prefix,
-        "max_tokens": max_tokens, "pad_id": pad_id,
-        "tokenizer": "tokenizers", "input": "inputs_embeds",
+        "format": FORMAT_VERSION,
+        "model_id": settings.model_id,
+        "kind": settings.kind,
+        "source": settings.source,
+        "pooling": pooling,
+        "normalize": True,
+        "query_prefix": settings.query_prefix,
+        "passage_prefix": settings.passage_prefix,
+        "max_tokens": max_tokens,
+        "pad_id": pad_id,
+        "tokenizer": "tokenizers",
+        "input": "inputs_embeds",
     }
     manifest["tokenizer"] = _write_compact_tokenizer(folder)
     step(1, "导出计算图")
@@ -367,7 +398,8 @@ def export(st_model: Any, settings: ModelSettings, folder: Path, step: Progress)
         failures.append(f"{first}：最小余弦 {result['min_cosine']:.6f}")
     raise PrepareFailed(
         f"导出的模型与 sentence-transformers 的结果不一致（{'；'.join(failures)}，要求 ≥ {MIN_COSINE}），"
-        "准备失败，没有写入任何文件。请换用其他模型，或把这个问题报告给 memself。")
+        "准备失败，没有写入任何文件。请换用其他模型，或把这个问题报告给 memself。"
+    )
 
 
 def _write_tokenizer(hf_tokenizer: Any, max_tokens: int, pad_id: int, folder: Path) -> None:
@@ -386,7 +418,7 @@ def _write_tokenizer(hf_tokenizer: Any, max_tokens: int, pad_id: int, folder: Pa
 
 
 def _write_compact_tokenizer(folder: Path) -> str:
-    """"unigram" when the compact form gives the full tokenizer's ids on every test text."""
+    """ "unigram" when the compact form gives the full tokenizer's ids on every test text."""
     from tokenizers import Tokenizer
 
     spec = json.loads((folder / "tokenizer.json").read_text(encoding="utf-8"))
@@ -413,10 +445,45 @@ def tokenizer_test_texts(count: int = 2000) -> list[str]:
         with contextlib.suppress(OSError, ValueError):
             data = json.loads((resources.files("memself") / "data" / name).read_text(encoding="utf-8"))
             texts += [t for t in data if isinstance(t, str)]
-    pieces = [*"abcxyzABCXYZ0123456789 的是了在支付灰度开关配置上线提交，。！？、“”（）【】《》",
-              "🙂", "🚀", "\t", "\n", "  ", "\u3000", "\u00a0", "\u200b", "ｱ", "ＡＢ", "～", "ー",
-              "…", "ß", "é", "ñ", "Ж", "ж", "Ω", "α", "ئ", "ห", "ᄀ", "<s>", "</s>", "<pad>",
-              "<mask>", "<unk>", "[CLS]", "[UNK]", "'s", "n't", "http://", ".py", "def ", "->"]
+    pieces = [
+        *"abcxyzABCXYZ0123456789 的是了在支付灰度开关配置上线提交，。！？、“”（）【】《》",
+        "🙂",
+        "🚀",
+        "\t",
+        "\n",
+        "  ",
+        "\u3000",
+        "\u00a0",
+        "\u200b",
+        "ｱ",
+        "ＡＢ",
+        "～",
+        "ー",
+        "…",
+        "ß",
+        "é",
+        "ñ",
+        "Ж",
+        "ж",
+        "Ω",
+        "α",
+        "ئ",
+        "ห",
+        "ᄀ",
+        "<s>",
+        "</s>",
+        "<pad>",
+        "<mask>",
+        "<unk>",
+        "[CLS]",
+        "[UNK]",
+        "'s",
+        "n't",
+        "http://",
+        ".py",
+        "def ",
+        "->",
+    ]
     rng = random.Random(20261130)
     for _ in range(count):
         texts.append("".join(rng.choice(pieces) for _ in range(rng.randint(0, 40))))
@@ -434,8 +501,8 @@ def _sample_ids(folder: Path, pad_id: int) -> Any:
     ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
     mask = torch.zeros((len(rows), width), dtype=torch.long)
     for i, row in enumerate(rows):
-        ids[i, :len(row)] = torch.tensor(row)
-        mask[i, :len(row)] = 1
+        ids[i, : len(row)] = torch.tensor(row)
+        mask[i, : len(row)] = 1
     return ids, mask
 
 
@@ -450,8 +517,9 @@ def _export_graph(body: Any, first: str, sample: Any, folder: Path) -> None:
             self.inner = body
 
         def forward(self, head: Any, attention_mask: Any) -> Any:
-            return self.inner(**{first: head}, attention_mask=attention_mask,
-                              return_dict=True).last_hidden_state
+            return self.inner(
+                **{first: head}, attention_mask=attention_mask, return_dict=True
+            ).last_hidden_state
 
     ids, mask = sample
     embeddings = folder / "embeddings.npy"
@@ -465,13 +533,21 @@ def _export_graph(body: Any, first: str, sample: Any, folder: Path) -> None:
     try:
         with torch.inference_mode(), warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the exporter's notes on shape-dependent branches
-            torch.onnx.export(Body().eval(), (head, mask), str(folder / "model.onnx"),
-                              input_names=[first, "attention_mask"],
-                              output_names=["last_hidden_state"],
-                              dynamic_axes={first: {0: "batch", 1: "tokens"},
-                                            "attention_mask": {0: "batch", 1: "tokens"},
-                                            "last_hidden_state": {0: "batch", 1: "tokens"}},
-                              opset_version=ONNX_OPSET, do_constant_folding=True, dynamo=False)
+            torch.onnx.export(
+                Body().eval(),
+                (head, mask),
+                str(folder / "model.onnx"),
+                input_names=[first, "attention_mask"],
+                output_names=["last_hidden_state"],
+                dynamic_axes={
+                    first: {0: "batch", 1: "tokens"},
+                    "attention_mask": {0: "batch", 1: "tokens"},
+                    "last_hidden_state": {0: "batch", 1: "tokens"},
+                },
+                opset_version=ONNX_OPSET,
+                do_constant_folding=True,
+                dynamo=False,
+            )
     except Exception as exc:
         raise PrepareFailed(f"导出 ONNX 计算图失败：{error_reason(exc)}") from exc
 
@@ -498,17 +574,25 @@ def check_against(lean: Any, reference: ReferenceEncoder, settings: ModelSetting
         padded[[longest, short[0]]] = lean.forward([ids[longest], ids[short[0]]])
         padded_rows = sorted({*short, longest})
         padded = padded / np.maximum(np.linalg.norm(padded, axis=1, keepdims=True), 1e-12)
-        for name, got, rows in (("single", single, list(range(len(texts)))),
-                                ("batch", batched, list(range(len(texts)))),
-                                ("padded", padded, padded_rows)):
+        for name, got, rows in (
+            ("single", single, list(range(len(texts)))),
+            ("batch", batched, list(range(len(texts)))),
+            ("padded", padded, padded_rows),
+        ):
             cosines = (got[rows] * expected[rows]).sum(axis=1)
             worst[name] = min(worst.get(name, 2.0), float(cosines.min()))
             if float(cosines.min()) < lowest:
                 lowest = float(cosines.min())
                 worst_text = texts[rows[int(cosines.argmin())]][:40]
-    return {"probes": len(PROBES), "sides": 2 if settings.query_prefix != settings.passage_prefix else 1,
-            "min_cosine": lowest, "by_mode": worst, "threshold": MIN_COSINE,
-            "passed": lowest >= MIN_COSINE, "worst_text": worst_text}
+    return {
+        "probes": len(PROBES),
+        "sides": 2 if settings.query_prefix != settings.passage_prefix else 1,
+        "min_cosine": lowest,
+        "by_mode": worst,
+        "threshold": MIN_COSINE,
+        "passed": lowest >= MIN_COSINE,
+        "worst_text": worst_text,
+    }
 
 
 # --------------------------------------------------------------------------- run as a child

@@ -55,16 +55,20 @@ class LeanEncoder:
         self._input = str(manifest["input"])
         self._pad_id = int(manifest["pad_id"])
         self._tokenizer = load_tokenizer(prepared)
-        self._table = (np.load(prepared.path("embeddings.npy"), mmap_mode="r", allow_pickle=False)
-                       if self._input == "inputs_embeds" else None)
+        self._table = (
+            np.load(prepared.path("embeddings.npy"), mmap_mode="r", allow_pickle=False)
+            if self._input == "inputs_embeds"
+            else None
+        )
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
         options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         options.log_severity_level = 3  # notes on unused initializers would go to stderr
-        self._session = ort.InferenceSession(str(prepared.path("model.onnx")), options,
-                                             providers=["CPUExecutionProvider"])
+        self._session = ort.InferenceSession(
+            str(prepared.path("model.onnx")), options, providers=["CPUExecutionProvider"]
+        )
         # onnxruntime's arena would keep the largest batch's buffers for the life of the
         # process (hundreds of MB after encoding memories); batches give them back after each
         # run, single prompts keep the arena's small buffers warm.
@@ -96,8 +100,11 @@ class LeanEncoder:
         start = 0
         while start < len(order):
             end = start + 1
-            while end < len(order) and end - start < _BATCH and \
-                    (end - start + 1) * len(ids[order[end]]) <= _TOKEN_BUDGET:
+            while (
+                end < len(order)
+                and end - start < _BATCH
+                and (end - start + 1) * len(ids[order[end]]) <= _TOKEN_BUDGET
+            ):
                 end += 1
             chunk = order[start:end]
             out[chunk] = self.forward([ids[i] for i in chunk])
@@ -119,8 +126,8 @@ class LeanEncoder:
         ids = np.full((len(batch), width), self._pad_id, dtype=np.int64)
         mask = np.zeros((len(batch), width), dtype=np.int64)
         for i, row in enumerate(batch):
-            ids[i, :len(row)] = row
-            mask[i, :len(row)] = 1
+            ids[i, : len(row)] = row
+            mask[i, : len(row)] = 1
         if self._table is not None:
             feed = {"inputs_embeds": np.take(self._table, ids, axis=0), "attention_mask": mask}
         else:
@@ -160,8 +167,9 @@ def heavy_modules_loaded() -> list[str]:
 # --------------------------------------------------------------------------- loading
 
 
-def load_lean_encoder(model: str, cache_dir: Path | None = None, threads: int | None = None,
-                      notify: Notify | None = None) -> LeanEncoder:
+def load_lean_encoder(
+    model: str, cache_dir: Path | None = None, threads: int | None = None, notify: Notify | None = None
+) -> LeanEncoder:
     """The runtime encoder for ``model``, preparing it first when needed (with a message)."""
     from memself.encoder import prompt_threads
 
@@ -174,11 +182,13 @@ def load_lean_encoder(model: str, cache_dir: Path | None = None, threads: int | 
     except Exception as exc:  # a graph or tokenizer onnxruntime cannot read despite its checksum
         raise ModelUnavailable(
             f"无法加载已准备的向量模型 {model}（{type(exc).__name__}）：请运行 memself model prepare "
-            f"--force 重新准备") from exc
+            f"--force 重新准备"
+        ) from exc
 
 
-def ensure_prepared(model: str, settings: ModelSettings, cache_dir: Path | None = None,
-                    notify: Notify | None = None) -> Prepared:
+def ensure_prepared(
+    model: str, settings: ModelSettings, cache_dir: Path | None = None, notify: Notify | None = None
+) -> Prepared:
     try:
         return find_prepared(settings, cache_dir)
     except PreparedInvalid as exc:
@@ -209,8 +219,9 @@ def prepare_in_child(model: str, cache_dir: Path | None) -> None:
     finally:
         Path(error_file).unlink(missing_ok=True)
     if code != 0:
-        raise ModelUnavailable(message or f"准备向量模型 {model} 失败（退出码 {code}）："
-                                          f"运行 memself model prepare 查看详情")
+        raise ModelUnavailable(
+            message or f"准备向量模型 {model} 失败（退出码 {code}）：运行 memself model prepare 查看详情"
+        )
 
 
 def _to_stderr(message: str) -> None:

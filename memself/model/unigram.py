@@ -36,10 +36,14 @@ def applicable(spec: dict[str, Any]) -> bool:
     """Whether ``spec`` (a parsed tokenizer.json) has a Unigram model this module reproduces."""
     model = spec.get("model") or {}
     vocab = model.get("vocab")
-    return (model.get("type") == "Unigram" and not model.get("byte_fallback")
-            and isinstance(model.get("unk_id"), int) and isinstance(vocab, list)
-            and len(vocab) >= MIN_VOCAB
-            and all(isinstance(p, str) and p and _SEP not in p for p, _ in vocab))
+    return (
+        model.get("type") == "Unigram"
+        and not model.get("byte_fallback")
+        and isinstance(model.get("unk_id"), int)
+        and isinstance(vocab, list)
+        and len(vocab) >= MIN_VOCAB
+        and all(isinstance(p, str) and p and _SEP not in p for p, _ in vocab)
+    )
 
 
 def write(spec: dict[str, Any], folder: Path) -> None:

@@ -15,8 +15,15 @@ from memself.side import notices
 from memself.store import MemoryStore
 
 
-def apply_proposal(store: MemoryStore, proposal: dict[str, Any], action: str, group: str,
-                   now: datetime, *, resolve_style: bool = False) -> str:
+def apply_proposal(
+    store: MemoryStore,
+    proposal: dict[str, Any],
+    action: str,
+    group: str,
+    now: datetime,
+    *,
+    resolve_style: bool = False,
+) -> str:
     """Apply ``action`` (create | reinforce | merge | replace) and return the result line.
 
     Replace writes the new statement itself over the old one (never a model rewrite), with the
@@ -33,10 +40,8 @@ def apply_proposal(store: MemoryStore, proposal: dict[str, Any], action: str, gr
         return line("reinforce", change.memory.text, change.memory.category, change.gain)
     if action == "merge":
         change = store.merge_into(target, str(proposal["mergedText"]), now)
-        return line("merge", change.memory.text, change.memory.category, change.gain,
-                    change.previous_text)
+        return line("merge", change.memory.text, change.memory.category, change.gain, change.previous_text)
     if action == "replace":
         change = store.replace(target, text, now)
-        return line("replace", change.memory.text, change.memory.category,
-                    previous=change.previous_text)
+        return line("replace", change.memory.text, change.memory.category, previous=change.previous_text)
     raise MemselfError(f"未知的记忆动作「{action}」")

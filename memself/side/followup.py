@@ -45,11 +45,19 @@ DIRECT_INSTRUCTIONS = (
 )
 
 
-def followup(paths: DataPaths, store: MemoryStore, config: Config, agent: str, session_key: str,
-             ask_tool: str, now_fn: Callable[[], datetime],
-             sleep: Callable[[float], None] = time.sleep, *,
-             keep_model_text: bool = False,
-             max_wait_s: float | None = None) -> tuple[str, str] | None:
+def followup(
+    paths: DataPaths,
+    store: MemoryStore,
+    config: Config,
+    agent: str,
+    session_key: str,
+    ask_tool: str,
+    now_fn: Callable[[], datetime],
+    sleep: Callable[[float], None] = time.sleep,
+    *,
+    keep_model_text: bool = False,
+    max_wait_s: float | None = None,
+) -> tuple[str, str] | None:
     """The Stop continuation for this host+session, or ``None``.
 
     ``ask_tool`` is the host's popup tool (``HostAdapter.ASK_TOOL``). ``keep_model_text`` is for
@@ -78,10 +86,18 @@ def followup(paths: DataPaths, store: MemoryStore, config: Config, agent: str, s
     return result
 
 
-def take_followup(paths: DataPaths, config: Config, agent: str, session_key: str,
-                  ask_tool: str, now: datetime, *, keep_model_text: bool = True,
-                  sleep: Callable[[float], None] = time.sleep,
-                  max_wait_s: float | None = None) -> tuple[str, str] | None:
+def take_followup(
+    paths: DataPaths,
+    config: Config,
+    agent: str,
+    session_key: str,
+    ask_tool: str,
+    now: datetime,
+    *,
+    keep_model_text: bool = True,
+    sleep: Callable[[float], None] = time.sleep,
+    max_wait_s: float | None = None,
+) -> tuple[str, str] | None:
     """What the Stop hook calls: ``followup`` with the store and a clock that starts at ``now``.
 
     ``keep_model_text`` defaults to on for every host: hosts that do not feed the visible text
@@ -92,13 +108,28 @@ def take_followup(paths: DataPaths, config: Config, agent: str, session_key: str
     def clock() -> datetime:
         return now + timedelta(seconds=time.monotonic() - started)
 
-    return followup(paths, MemoryStore(paths), config, agent, session_key, ask_tool, clock, sleep,
-                    keep_model_text=keep_model_text, max_wait_s=max_wait_s)
+    return followup(
+        paths,
+        MemoryStore(paths),
+        config,
+        agent,
+        session_key,
+        ask_tool,
+        clock,
+        sleep,
+        keep_model_text=keep_model_text,
+        max_wait_s=max_wait_s,
+    )
 
 
-def _wait_for_jobs(paths: DataPaths, agent: str, session_key: str, wait_s: float,
-                   now_fn: Callable[[], datetime],
-                   sleep: Callable[[float], None]) -> list[jobs.Job]:
+def _wait_for_jobs(
+    paths: DataPaths,
+    agent: str,
+    session_key: str,
+    wait_s: float,
+    now_fn: Callable[[], datetime],
+    sleep: Callable[[float], None],
+) -> list[jobs.Job]:
     deadline = now_fn() + timedelta(seconds=wait_s)
     while True:
         now = now_fn()
@@ -148,8 +179,10 @@ def _pending(job: jobs.Job) -> bool:
 # confirm = false: results only
 # ---------------------------------------------------------------------------------------------
 
-def _direct(paths: DataPaths, store: MemoryStore, shown: list[jobs.Job],
-            now: datetime) -> tuple[str, str] | None:
+
+def _direct(
+    paths: DataPaths, store: MemoryStore, shown: list[jobs.Job], now: datetime
+) -> tuple[str, str] | None:
     lines: list[str] = []
     for job in shown:
         notice = str(job.get("notice") or "")
@@ -163,8 +196,7 @@ def _direct(paths: DataPaths, store: MemoryStore, shown: list[jobs.Job],
                 log(paths, "side-apply-failed", id=job["id"], error=str(exc))
                 jobs.finish(paths, job["id"], now, jobs.NONE, str(exc), force=True)
                 continue
-        jobs.update_job(paths, job["id"], lambda j, n=notice: _mark_shown(j, now, n),
-                        trusted_only=True)
+        jobs.update_job(paths, job["id"], lambda j, n=notice: _mark_shown(j, now, n), trusted_only=True)
         lines.append(notice)
     if not lines:
         return None
@@ -190,32 +222,30 @@ def direct_texts(lines: Sequence[str]) -> tuple[str, str]:
 # confirm = true: the MEMORY_CONFIRM_V1 dialog
 # ---------------------------------------------------------------------------------------------
 
-def _confirm(paths: DataPaths, mine: list[jobs.Job], shown: list[jobs.Job], ask_tool: str,
-             now: datetime) -> tuple[str, str] | None:
+
+def _confirm(
+    paths: DataPaths, mine: list[jobs.Job], shown: list[jobs.Job], ask_tool: str, now: datetime
+) -> tuple[str, str] | None:
     proposals = [j for j in shown if not j.get("applied")]
     notices = [j for j in shown if j.get("applied")]
     if proposals:
         # A new dialog replaces the one this session left unanswered (skipped or closed).
         for old in mine:
-            if (old.get("status") == jobs.READY and old.get("prompted")
-                    and not old.get("applied")):
+            if old.get("status") == jobs.READY and old.get("prompted") and not old.get("applied"):
                 jobs.finish(paths, old["id"], now, jobs.NONE, "superseded", force=True)
     marked: list[jobs.Job] = []
     for job in proposals:
-        done = jobs.update_job(paths, job["id"], lambda j: _mark_prompted(j, now),
-                               trusted_only=True)
+        done = jobs.update_job(paths, job["id"], lambda j: _mark_prompted(j, now), trusted_only=True)
         if done is not None:
             marked.append(done)
     notice_lines: list[str] = []
     for job in notices:
         notice = str(job["notice"])
-        if jobs.update_job(paths, job["id"], lambda j, n=notice: _mark_shown(j, now, n),
-                           trusted_only=True):
+        if jobs.update_job(paths, job["id"], lambda j, n=notice: _mark_shown(j, now, n), trusted_only=True):
             notice_lines.append(notice)
     if not marked:
         return direct_texts(notice_lines) if notice_lines else None
-    return confirm_texts([j["id"] for j in marked], [j["proposal"] for j in marked],
-                         notice_lines, ask_tool)
+    return confirm_texts([j["id"] for j in marked], [j["proposal"] for j in marked], notice_lines, ask_tool)
 
 
 def _mark_prompted(job: jobs.Job, now: datetime) -> bool:
@@ -264,10 +294,12 @@ def options(p: dict[str, Any]) -> list[tuple[str, str]]:
     elif action == "replace" and target:
         head = [(f"用新说法替换已有记忆 「{target}」", "replace")]
         create_verb = "仍新建"
-    return [*head,
-            (f"{create_verb}，使用推荐标签 {group}「{text}」", f"create_{group}"),
-            (f"{create_verb}，把标签改为 {other}「{text}」", f"create_{other}"),
-            (SKIP_OPTION, "discard")]
+    return [
+        *head,
+        (f"{create_verb}，使用推荐标签 {group}「{text}」", f"create_{group}"),
+        (f"{create_verb}，把标签改为 {other}「{text}」", f"create_{other}"),
+        (SKIP_OPTION, "discard"),
+    ]
 
 
 def ask_tool_phrase(ask_tool: str) -> str:
@@ -277,8 +309,12 @@ def ask_tool_phrase(ask_tool: str) -> str:
     return f"你自带的提问工具（让用户在弹窗里点选选项的工具，例如 {ask_tool}）"
 
 
-def confirm_texts(session_ids: Sequence[str], proposals: Sequence[dict[str, Any]],
-                  notice_lines: Sequence[str], ask_tool: str) -> tuple[str, str]:
+def confirm_texts(
+    session_ids: Sequence[str],
+    proposals: Sequence[dict[str, Any]],
+    notice_lines: Sequence[str],
+    ask_tool: str,
+) -> tuple[str, str]:
     """The visible lines and the ``MEMORY_CONFIRM_V1`` instruction for the host's model."""
     notice_lines = [inert(line, limit=None) for line in notice_lines]
     visible = [NOTICE_HEADER]
@@ -303,8 +339,13 @@ def confirm_texts(session_ids: Sequence[str], proposals: Sequence[dict[str, Any]
     if notice_lines:
         model += ["", "另外，插件已直接写入下面的记忆，原样告知用户即可：", *notice_lines]
     for i, (sid, p) in enumerate(zip(session_ids, proposals, strict=True), 1):
-        model += ["", f"第 {i} 条", f"sessionID：{sid}", f"正文：{_quoted(p, 'text')}",
-                  f"推荐标签：{p.get('category') or 'rule'}"]
+        model += [
+            "",
+            f"第 {i} 条",
+            f"sessionID：{sid}",
+            f"正文：{_quoted(p, 'text')}",
+            f"推荐标签：{p.get('category') or 'rule'}",
+        ]
         if p.get("evidence"):
             model.append(f"佐证：{_quoted(p, 'evidence')}")
         if p.get("score") is not None:
@@ -322,19 +363,22 @@ def confirm_texts(session_ids: Sequence[str], proposals: Sequence[dict[str, Any]
 # Cursor: the continuation is a visible user prompt; the model text comes back on that prompt
 # ---------------------------------------------------------------------------------------------
 
+
 def confirm_pair_path(paths: DataPaths, agent: str, session_key: str) -> Path:
     return paths.side_dir / f"confirm-{agent}-{session_key}.json"
 
 
-def save_confirm_pair(paths: DataPaths, agent: str, session_key: str, user_text: str,
-                      model_text: str) -> None:
+def save_confirm_pair(
+    paths: DataPaths, agent: str, session_key: str, user_text: str, model_text: str
+) -> None:
     jobs.ensure_side_dir(paths)
     pair: dict[str, str] = {"userText": user_text, "modelText": model_text}
     secret = read_session_secret(paths)
     if secret is not None:  # without it the pair is not trusted, and the text is rebuilt
         pair[seal.MAC_FIELD] = seal.pair_mac(agent, session_key, user_text, model_text, secret)
-    write_atomic(confirm_pair_path(paths, agent, session_key),
-                 json.dumps(pair, ensure_ascii=False) + "\n", mode=0o600)
+    write_atomic(
+        confirm_pair_path(paths, agent, session_key), json.dumps(pair, ensure_ascii=False) + "\n", mode=0o600
+    )
 
 
 def _sealed_pair(paths: DataPaths, agent: str, session_key: str, saved: object) -> str | None:
@@ -345,15 +389,17 @@ def _sealed_pair(paths: DataPaths, agent: str, session_key: str, saved: object) 
     mac, secret = saved.get(seal.MAC_FIELD), read_session_secret(paths)
     if not isinstance(user_text, str) or not isinstance(model_text, str):
         return None
-    if not isinstance(mac, str) or secret is None or not hmac.compare_digest(
-            mac, seal.pair_mac(agent, session_key, user_text, model_text, secret)):
+    if (
+        not isinstance(mac, str)
+        or secret is None
+        or not hmac.compare_digest(mac, seal.pair_mac(agent, session_key, user_text, model_text, secret))
+    ):
         log(paths, "side-confirm-pair-seal-invalid", agent=agent)
         return None
     return model_text
 
 
-def restore_cursor_prompt(paths: DataPaths, agent: str, session_key: str,
-                          prompt: str) -> str | None:
+def restore_cursor_prompt(paths: DataPaths, agent: str, session_key: str, prompt: str) -> str | None:
     """The model text for a prompt that is our own Stop continuation, or ``None`` if it is not.
 
     Looked up per host and session, so one session can never see another's sessionIDs. With no
@@ -377,9 +423,14 @@ def restore_cursor_prompt(paths: DataPaths, agent: str, session_key: str,
     lines = _result_lines(text)
     if lines:
         return direct_texts(lines)[1]
-    return "\n".join([CONFIRM_MARKER, "这条消息是记忆插件的通知，不是用户的新要求。",
-                      "确认弹窗的说明已失效：不要调用任何工具，不要调用 memory_resolve，"
-                      "只回复「好的」，不要做其他任何操作。"])
+    return "\n".join(
+        [
+            CONFIRM_MARKER,
+            "这条消息是记忆插件的通知，不是用户的新要求。",
+            "确认弹窗的说明已失效：不要调用任何工具，不要调用 memory_resolve，"
+            "只回复「好的」，不要做其他任何操作。",
+        ]
+    )
 
 
 def _result_lines(text: str) -> list[str]:
@@ -387,7 +438,7 @@ def _result_lines(text: str) -> list[str]:
     if RESULT_HEADING not in lines:
         return []
     out: list[str] = []
-    for line in lines[lines.index(RESULT_HEADING) + 1:]:
+    for line in lines[lines.index(RESULT_HEADING) + 1 :]:
         if line == CONFIRM_HEADING:
             break
         if line.strip():

@@ -41,8 +41,16 @@ def _size_text(limit: int) -> str:
     return f"{limit >> 20} MiB" if limit >= 1 << 20 and not limit % (1 << 20) else f"{limit} 字节"
 
 
-def chat(base: str, model: str, api_key: str, system: str, user: str,
-         timeout: float = DEFAULT_TIMEOUT_S, *, max_bytes: int = MAX_RESPONSE_BYTES) -> str:
+def chat(
+    base: str,
+    model: str,
+    api_key: str,
+    system: str,
+    user: str,
+    timeout: float = DEFAULT_TIMEOUT_S,
+    *,
+    max_bytes: int = MAX_RESPONSE_BYTES,
+) -> str:
     """POST one system+user exchange and return the assistant's text.
 
     ``stream`` is requested, but both an SSE stream and a plain JSON body are accepted, since
@@ -52,23 +60,31 @@ def chat(base: str, model: str, api_key: str, system: str, user: str,
     a small gzip body can expand a thousandfold before any count could stop it. No temperature
     is sent.
     """
-    body = {"model": model, "stream": True,
-            "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}]}
-    headers = {"Authorization": f"Bearer {api_key}", "Content-Type": "application/json",
-               "Accept-Encoding": "identity"}
+    body = {
+        "model": model,
+        "stream": True,
+        "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
+    }
+    headers = {
+        "Authorization": f"Bearer {api_key}",
+        "Content-Type": "application/json",
+        "Accept-Encoding": "identity",
+    }
     deadline = time.monotonic() + timeout
     try:
-        with httpx.Client(timeout=httpx.Timeout(timeout), trust_env=False) as client, \
-                client.stream("POST", endpoint(base), json=body, headers=headers) as response:
-            raw = _read_bounded(response, max_bytes, deadline, timeout).decode(
-                "utf-8", errors="replace")
+        with (
+            httpx.Client(timeout=httpx.Timeout(timeout), trust_env=False) as client,
+            client.stream("POST", endpoint(base), json=body, headers=headers) as response,
+        ):
+            raw = _read_bounded(response, max_bytes, deadline, timeout).decode("utf-8", errors="replace")
             status = response.status_code
     except httpx.TimeoutException as exc:
         raise SideApiError(f"旁路接口超时（{timeout:g} 秒）") from exc
     except httpx.HTTPError as exc:
         # Transport messages may echo the URL but never the headers; scrub anyway.
-        raise SideApiError(f"旁路接口请求失败：{_scrub(type(exc).__name__ + ' ' + str(exc), api_key)}"
-                           ) from exc
+        raise SideApiError(
+            f"旁路接口请求失败：{_scrub(type(exc).__name__ + ' ' + str(exc), api_key)}"
+        ) from exc
     if not 200 <= status < 300:
         raise SideApiError(f"旁路接口 {status}: {_scrub(raw, api_key)[:_ERROR_BODY_CHARS]}")
     content = parse_body(raw)
@@ -77,8 +93,7 @@ def chat(base: str, model: str, api_key: str, system: str, user: str,
     return content
 
 
-def _read_bounded(response: httpx.Response, max_bytes: int, deadline: float,
-                  timeout: float) -> bytes:
+def _read_bounded(response: httpx.Response, max_bytes: int, deadline: float, timeout: float) -> bytes:
     """The body as sent (transfer-decoded, never content-decoded), at most ``max_bytes``."""
     too_large = ResponseTooLarge(f"旁路接口的响应超过 {_size_text(max_bytes)}，已停止读取，不沉淀记忆")
     encoding = response.headers.get("content-encoding", "").strip().lower()

@@ -68,8 +68,7 @@ def side_lock(paths: DataPaths) -> Iterator[None]:
         os.close(fd)  # closing releases the flock
 
 
-def new_job(session_id: str, agent: str, session_key: str, turn_id: str, prompt: str,
-            now: datetime) -> Job:
+def new_job(session_id: str, agent: str, session_key: str, turn_id: str, prompt: str, now: datetime) -> Job:
     return {
         "version": 1,
         "id": session_id,
@@ -147,12 +146,12 @@ def load_job(paths: DataPaths, session_id: str) -> Job | None:
 
 
 def save_job(paths: DataPaths, job: Job) -> None:
-    write_atomic(job_path(paths, job["id"]),
-                 json.dumps(job, ensure_ascii=False, indent=2) + "\n", mode=0o600)
+    write_atomic(job_path(paths, job["id"]), json.dumps(job, ensure_ascii=False, indent=2) + "\n", mode=0o600)
 
 
-def update_job(paths: DataPaths, session_id: str, change: Callable[[Job], bool], *,
-               trusted_only: bool = False) -> Job | None:
+def update_job(
+    paths: DataPaths, session_id: str, change: Callable[[Job], bool], *, trusted_only: bool = False
+) -> Job | None:
     """Under the side lock: read the job, let ``change`` mutate it, save if it returns True.
 
     Returns the job as saved, or ``None`` when it is missing, ``change`` declined, or
@@ -184,8 +183,16 @@ def untrusted(paths: DataPaths, job: Job, where: str) -> bool:
     return bool(problem)
 
 
-def finish(paths: DataPaths, session_id: str, now: datetime, status: str, reason: str = "",
-           *, force: bool = False, **fields: object) -> Job | None:
+def finish(
+    paths: DataPaths,
+    session_id: str,
+    now: datetime,
+    status: str,
+    reason: str = "",
+    *,
+    force: bool = False,
+    **fields: object,
+) -> Job | None:
     """End or advance a job. Without ``force`` only a running, unprompted job is touched (§4.8).
 
     The judge finishes without force, so a job that Stop already timed out or superseded is never
@@ -223,12 +230,12 @@ def _job_files(paths: DataPaths, now: datetime) -> list[Path]:
         # Confirm pairs (Cursor's hidden follow-up text) are only useful for the next prompt.
         stale = name.startswith("confirm-") or (
             # A run lock whose job was never created (the disk filled up in between).
-            name.endswith(runlock.SUFFIX) and name[:-len(runlock.SUFFIX)] + ".json" not in names)
+            name.endswith(runlock.SUFFIX) and name[: -len(runlock.SUFFIX)] + ".json" not in names
+        )
         if stale and _mtime_older(paths.side_dir / name, now, TOMBSTONE_TTL):
             with contextlib.suppress(OSError):
                 (paths.side_dir / name).unlink()
-    return [paths.side_dir / n for n in names
-            if n.endswith(".json") and not n.startswith(_SKIP_PREFIXES)]
+    return [paths.side_dir / n for n in names if n.endswith(".json") and not n.startswith(_SKIP_PREFIXES)]
 
 
 def list_jobs(paths: DataPaths, now: datetime) -> list[Job]:
@@ -276,8 +283,9 @@ def _mtime_older(path: Path, now: datetime, age: timedelta) -> bool:
 
 def session_jobs(paths: DataPaths, agent: str, session_key: str, now: datetime) -> list[Job]:
     """Jobs of exactly this host and this session; other sessions' jobs are never returned."""
-    return [j for j in list_jobs(paths, now)
-            if j.get("agent") == agent and j.get("sessionKey") == session_key]
+    return [
+        j for j in list_jobs(paths, now) if j.get("agent") == agent and j.get("sessionKey") == session_key
+    ]
 
 
 def expire_stuck(paths: DataPaths, jobs: list[Job], now: datetime) -> list[str]:
@@ -302,22 +310,27 @@ def cleanup_zombies(paths: DataPaths, now: datetime) -> int:
     for job in list_jobs(paths, now):
         if job.get("status") != READY or not job.get("prompted") or job.get("applied"):
             continue
-        when = (parse_iso(job.get("promptedAt")) or parse_iso(job.get("finishedAt"))
-                or _started(job))
+        when = parse_iso(job.get("promptedAt")) or parse_iso(job.get("finishedAt")) or _started(job)
         if when is None or when >= midnight:
             continue
 
         def change(current: Job) -> bool:
-            return (current.get("status") == READY and bool(current.get("prompted"))
-                    and not current.get("applied"))
+            return (
+                current.get("status") == READY
+                and bool(current.get("prompted"))
+                and not current.get("applied")
+            )
 
-        done = update_job(paths, job["id"], lambda j: change(j) and _set_none(
-            j, now, "daily-zombie-cleanup"))
+        done = update_job(paths, job["id"], lambda j: change(j) and _set_none(j, now, "daily-zombie-cleanup"))
         if done is not None:
             cleaned += 1
     # Proposals whose session never answered again stay unprompted; the log says how many.
-    log(paths, "side-zombie-cleanup", cleaned=cleaned,
-        unprompted_earlier=count_unprompted_before_today(paths, now))
+    log(
+        paths,
+        "side-zombie-cleanup",
+        cleaned=cleaned,
+        unprompted_earlier=count_unprompted_before_today(paths, now),
+    )
     return cleaned
 
 

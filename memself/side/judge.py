@@ -38,9 +38,15 @@ class _Stop(Exception):
         self.reason = reason
 
 
-def run_job(job_file: Path, now_fn: Callable[[], datetime], nearest_fn: NearestFn,
-            store: MemoryStore, config: Config, *,
-            timeout: float = DEFAULT_TIMEOUT_S) -> jobs.Job | None:
+def run_job(
+    job_file: Path,
+    now_fn: Callable[[], datetime],
+    nearest_fn: NearestFn,
+    store: MemoryStore,
+    config: Config,
+    *,
+    timeout: float = DEFAULT_TIMEOUT_S,
+) -> jobs.Job | None:
     """Run one judge job to its end state; returns the job as finally saved (``None`` if it was
     not this process's to run: missing, or no longer ``running``)."""
     paths = store.paths
@@ -82,12 +88,18 @@ def _key_for(paths: DataPaths, sid: str, configured_base: str) -> tuple[str, str
         return key_for_endpoint(paths, configured_base)
     except KeyEndpointMismatch:
         found = read_key_file(paths)
-        log(paths, "side-endpoint-mismatch", id=sid, configured=shown_base(configured_base),
-            bound=shown_base(found.bound_base))
+        log(
+            paths,
+            "side-endpoint-mismatch",
+            id=sid,
+            configured=shown_base(configured_base),
+            bound=shown_base(found.bound_base),
+        )
         raise _Stop("endpoint-mismatch") from None
     except KeyFileInvalid as exc:
-        raise _Stop("api-key-unusable" if read_key_file(paths).state == "invalid"
-                    else "api-not-configured") from exc
+        raise _Stop(
+            "api-key-unusable" if read_key_file(paths).state == "invalid" else "api-not-configured"
+        ) from exc
     except (MemselfError, OSError) as exc:  # binding an original-format key failed to write
         log(paths, "side-key-bind-failed", id=sid, error=str(exc))
         raise _Stop("api-key-bind-failed") from exc
@@ -106,13 +118,15 @@ def build_proposal(job: jobs.Job, call: ChatFn, nearest_fn: NearestFn) -> dict[s
         raise _Stop("invalid-text")
     nearest = [(m, s) for m, s in nearest_fn(text, NEAREST_K) if m.active][:NEAREST_K]
     if nearest:
-        reply = call(prompts.DEDUP_SYSTEM, prompts.dedup_user_message(
-            text, [(m.id, m.text) for m, _ in nearest]))
+        reply = call(
+            prompts.DEDUP_SYSTEM, prompts.dedup_user_message(text, [(m.id, m.text) for m, _ in nearest])
+        )
         decision = parse_dedup(reply, [m.id for m, _ in nearest])
         if decision.action == "merge":
             merged = _checked(decision.merged_text)
-            decision = DedupAnswer("unsure") if merged is None else DedupAnswer(
-                "merge", decision.target_id, merged)
+            decision = (
+                DedupAnswer("unsure") if merged is None else DedupAnswer("merge", decision.target_id, merged)
+            )
     else:
         decision = DedupAnswer("create")
     target: Memory | None = None
@@ -143,8 +157,9 @@ def _checked(text: str) -> str | None:
         return None
 
 
-def _apply_now(paths: DataPaths, store: MemoryStore, sid: str, proposal: dict[str, Any],
-               now_fn: Callable[[], datetime]) -> jobs.Job | None:
+def _apply_now(
+    paths: DataPaths, store: MemoryStore, sid: str, proposal: dict[str, Any], now_fn: Callable[[], datetime]
+) -> jobs.Job | None:
     current = jobs.load_job(paths, sid)
     if current is None or current.get("status") != jobs.RUNNING or current.get("prompted"):
         # Stop already gave up on this job (judge-timeout): writing now would be a surprise.
@@ -157,8 +172,7 @@ def _apply_now(paths: DataPaths, store: MemoryStore, sid: str, proposal: dict[st
         action = "create"
     now = now_fn()
     notice = apply_proposal(store, proposal, action, str(proposal["category"]), now)
-    return jobs.finish(paths, sid, now, jobs.READY, proposal=proposal, applied=True,
-                       notice=notice)
+    return jobs.finish(paths, sid, now, jobs.READY, proposal=proposal, applied=True, notice=notice)
 
 
 def engine_nearest(store: MemoryStore, timeout_s: float = 60.0) -> NearestFn:
@@ -197,5 +211,4 @@ def run_detached(job_file: Path) -> None:
     if job_file.parent != paths.side_dir or not job_file.name.endswith(".json"):
         raise MemselfError(f"不是旁路任务文件：{job_file}")
     store = MemoryStore(paths)
-    run_job(job_file, lambda: datetime.now(timezone.utc), engine_nearest(store), store,
-            load_config(paths))
+    run_job(job_file, lambda: datetime.now(timezone.utc), engine_nearest(store), store, load_config(paths))

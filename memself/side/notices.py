@@ -40,8 +40,7 @@ def direct_line(action: str, body: str, group: str, gain: float = 0.0, previous:
     return f"{line}。{group_suffix(group)}"
 
 
-def resolve_notice(action: str, body: str, group: str, gain: float = 0.0,
-                   previous: str = "") -> str:
+def resolve_notice(action: str, body: str, group: str, gain: float = 0.0, previous: str = "") -> str:
     """What ``memory_resolve`` returns after writing (§4.9, with the actual gain and the group)."""
     body, previous = inert(body), inert(previous)
     if action == "create":

@@ -51,7 +51,7 @@ def _candidates(text: str) -> list[str]:
     found += [m.group(1).strip() for m in _FENCE.finditer(text)]
     start, end = stripped.find("{"), stripped.rfind("}")
     if 0 <= start < end:
-        found.append(stripped[start:end + 1])
+        found.append(stripped[start : end + 1])
     return found
 
 
@@ -101,8 +101,7 @@ def parse_remember(text: str) -> RememberAnswer | None:
     if not body:
         return None  # remember:true without a text is not an answer
     group = _text(data.get("group")) or _text(data.get("category"))
-    return RememberAnswer(True, body, group if group in GROUPS else "rule",
-                          _text(data.get("evidence")))
+    return RememberAnswer(True, body, group if group in GROUPS else "rule", _text(data.get("evidence")))
 
 
 def parse_dedup(text: str, candidate_ids: Sequence[str]) -> DedupAnswer:

@@ -107,6 +107,8 @@ def remember_user_message(safe_prompt: str) -> str:
 
 def dedup_user_message(text: str, candidates: Sequence[tuple[str, str]]) -> str:
     items = [{"id": mem_id, "text": mem_text} for mem_id, mem_text in candidates]
-    return (f"new：{text}\n"
-            f"candidates：{json.dumps(items, ensure_ascii=False)}\n"
-            "candidates 已按余弦相似度从高到低排列。")
+    return (
+        f"new：{text}\n"
+        f"candidates：{json.dumps(items, ensure_ascii=False)}\n"
+        "candidates 已按余弦相似度从高到低排列。"
+    )

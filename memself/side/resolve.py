@@ -26,8 +26,10 @@ MSG_INVALID = "sessionID 或 decision 无效，已拒绝处理。"
 MSG_NOT_FOUND = "未找到可处理的记忆分析会话，可能已处理、过期或不属于当前客户端。"
 MSG_MISMATCH = "decision 与本次记忆分析提供的选项不匹配，已拒绝处理。"
 MSG_DISCARDED = "本次记忆已不落成。"
-MSG_TAMPERED = ("这条记忆分析会话的文件没有通过插件的校验（不是插件生成的，或生成后被改动过），"
-                "已拒绝处理，也不会写入任何记忆。")
+MSG_TAMPERED = (
+    "这条记忆分析会话的文件没有通过插件的校验（不是插件生成的，或生成后被改动过），"
+    "已拒绝处理，也不会写入任何记忆。"
+)
 
 
 class ResolveRejected(MemselfError):
@@ -48,8 +50,9 @@ def allowed_decisions(proposal: dict[str, object]) -> set[str]:
     return allowed
 
 
-def resolve(paths: DataPaths, store: MemoryStore, agent: str, session_id: str, decision: str,
-            now: datetime) -> str:
+def resolve(
+    paths: DataPaths, store: MemoryStore, agent: str, session_id: str, decision: str, now: datetime
+) -> str:
     """Apply ``decision`` to the proposal of ``session_id``; returns the notice for the user.
 
     Raises ``ResolveRejected`` with the original's exact messages. Creates no file when the
@@ -70,9 +73,16 @@ def resolve(paths: DataPaths, store: MemoryStore, agent: str, session_id: str, d
                 jobs.save_job(paths, job)
             raise ResolveRejected(MSG_TAMPERED)
         proposal = job.get("proposal") if job else None
-        if (job is None or secret is None or job.get("agent") != agent or not job.get("prompted")
-                or job.get("applied") or job.get("status") != jobs.READY
-                or not isinstance(proposal, dict) or not proposal.get("text")):
+        if (
+            job is None
+            or secret is None
+            or job.get("agent") != agent
+            or not job.get("prompted")
+            or job.get("applied")
+            or job.get("status") != jobs.READY
+            or not isinstance(proposal, dict)
+            or not proposal.get("text")
+        ):
             raise ResolveRejected(MSG_NOT_FOUND)
         if decision not in allowed_decisions(proposal):
             raise ResolveRejected(MSG_MISMATCH)
@@ -86,8 +96,7 @@ def resolve(paths: DataPaths, store: MemoryStore, agent: str, session_id: str, d
         else:
             action, group = decision, str(proposal.get("category") or "rule")
         notice = apply_proposal(store, proposal, action, group, now, resolve_style=True)
-        job.update(status=jobs.NONE, applied=True, notice=notice, reason=decision,
-                   finishedAt=iso(now))
+        job.update(status=jobs.NONE, applied=True, notice=notice, reason=decision, finishedAt=iso(now))
         seal.seal_job(job, secret)  # re-arming it (applied back to false) breaks the seal
         jobs.save_job(paths, job)
     log(paths, "side-resolved", id=session_id, decision=decision)
@@ -103,8 +112,13 @@ def invalidate_for_memories(paths: DataPaths, ids: Iterable[str], now: datetime)
     count = 0
     for job in jobs.list_jobs(paths, now):
         proposal = job.get("proposal")
-        if (job.get("status") == jobs.READY and not job.get("applied")
-                and isinstance(proposal, dict) and proposal.get("targetId") in wanted):
+        if (
+            job.get("status") == jobs.READY
+            and not job.get("applied")
+            and isinstance(proposal, dict)
+            and proposal.get("targetId") in wanted
+        ):
+
             def change(current: jobs.Job) -> bool:
                 return current.get("status") == jobs.READY and not current.get("applied")
 

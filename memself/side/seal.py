@@ -26,8 +26,21 @@ MAC_FIELD = "mac"
 PROMPT_HASH_FIELD = "promptHash"
 # Everything a popup, a notice or a write is built from; bookkeeping (reason, finishedAt,
 # promptedAt) and fields added later stay outside, so updating them needs no secret.
-COVERED = ("version", "id", "agent", "sessionKey", "generationKey", PROMPT_HASH_FIELD, "prompt",
-           "startedAt", "status", "prompted", "applied", "proposal", "notice")
+COVERED = (
+    "version",
+    "id",
+    "agent",
+    "sessionKey",
+    "generationKey",
+    PROMPT_HASH_FIELD,
+    "prompt",
+    "startedAt",
+    "status",
+    "prompted",
+    "applied",
+    "proposal",
+    "notice",
+)
 _JOB_LABEL = b"memself-job-mac\0v1\0"
 _MASK_LABEL = b"memself-prompt-hash-mask\0v1\0"
 _PAIR_LABEL = b"memself-confirm-pair\0v1\0"

@@ -171,7 +171,8 @@ def _replace_invalid(paths: DataPaths) -> tuple[str, Path | None]:
                     aside = None
                 except OSError as exc:
                     raise SecretUnavailable(
-                        f"本地会话密钥 {target} 内容无效，且无法另存（{exc.strerror or exc}）") from exc
+                        f"本地会话密钥 {target} 内容无效，且无法另存（{exc.strerror or exc}）"
+                    ) from exc
                 else:
                     log(paths, "session-secret-invalid", problem=problem, moved_to=aside.name)
             placed = _link_into_place(tmp, target, fresh)
@@ -283,8 +284,7 @@ def write_api_key(paths: DataPaths, api_key: str, base: str | None = None) -> No
     data = {"apiKey": key}
     if base and base.strip():
         data[BOUND_FIELD] = base.strip()
-    write_atomic(paths.side_secret, json.dumps(data, ensure_ascii=False, indent=2) + "\n",
-                 mode=0o600)
+    write_atomic(paths.side_secret, json.dumps(data, ensure_ascii=False, indent=2) + "\n", mode=0o600)
 
 
 def normalise_base(url: str) -> str:
@@ -330,7 +330,7 @@ def shown_base(url: str) -> str:
 
 
 def key_state(found: KeyFile, configured_base: str) -> str:
-    """"missing", "invalid", "mismatch" (bound to another endpoint), "unbound" or "ok"."""
+    """ "missing", "invalid", "mismatch" (bound to another endpoint), "unbound" or "ok"."""
     if found.state != "ok":
         return found.state
     if not found.bound_base:
@@ -362,5 +362,6 @@ def key_for_endpoint(paths: DataPaths, configured_base: str) -> tuple[str, str]:
         raise KeyEndpointMismatch(
             f"apiKey 是为 {shown_base(found.bound_base)} 录入的，而 config.json 的 sideApiBase 现在是 "
             f"{shown_base(base)}；为防密钥和对话被发往别处，没有发送任何请求。确认新地址可信后运行 "
-            "memself key set 重新输入 apiKey")
+            "memself key set 重新输入 apiKey"
+        )
     return found.key, found.bound_base

@@ -28,8 +28,7 @@ def session_id(agent: str, session_key: str, turn_id: str, prompt: str, secret: 
     return session_id_from_hash(agent, session_key, turn_id, prompt_hash(prompt), secret)
 
 
-def session_id_from_hash(agent: str, session_key: str, turn_id: str, prompt_sha256: str,
-                         secret: str) -> str:
+def session_id_from_hash(agent: str, session_key: str, turn_id: str, prompt_sha256: str, secret: str) -> str:
     """The same id from the prompt's hash: how a stored job's id is checked again later."""
     material = "\0".join((agent, session_key, turn_id, prompt_sha256, _VERSION))
     digest = hmac.new(secret.encode("utf-8"), material.encode("utf-8"), hashlib.sha256)

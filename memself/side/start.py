@@ -108,18 +108,26 @@ def spawn_judge(job_file: Path, run_lock: int | None = None) -> int:
         # numbered 0-2 (a host that closed our stdio) is moved before /dev/null replaces it.
         source = os.dup(run_lock) if run_lock == runlock.RUN_LOCK_FD else run_lock
         actions.append((os.POSIX_SPAWN_DUP2, source, runlock.RUN_LOCK_FD))
-    actions += [(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
-                (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
-                (os.POSIX_SPAWN_DUP2, 1, 2)]
+    actions += [
+        (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+        (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
+        (os.POSIX_SPAWN_DUP2, 1, 2),
+    ]
     try:
         pid = os.posix_spawn(argv[0], argv, env, file_actions=actions, setsid=True)
     except (AttributeError, NotImplementedError):  # pragma: no cover - platforms without it
         import subprocess
 
         process = subprocess.Popen(
-            argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL, close_fds=True, start_new_session=True, env=env,
-            pass_fds=(run_lock,) if run_lock is not None else ())
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            close_fds=True,
+            start_new_session=True,
+            env=env,
+            pass_fds=(run_lock,) if run_lock is not None else (),
+        )
         return process.pid  # subprocess waits for its own children
     finally:
         if source >= 0 and source != run_lock:
@@ -128,9 +136,16 @@ def spawn_judge(job_file: Path, run_lock: int | None = None) -> int:
     return pid
 
 
-def maybe_start_judge(paths: DataPaths, config: Config, agent: str, session_key: str,
-                      turn_id: str, prompt: str, now: datetime,
-                      spawn: Spawner | None = None) -> str | None:
+def maybe_start_judge(
+    paths: DataPaths,
+    config: Config,
+    agent: str,
+    session_key: str,
+    turn_id: str,
+    prompt: str,
+    now: datetime,
+    spawn: Spawner | None = None,
+) -> str | None:
     """Start (at most once per sessionID) a detached judge for this prompt; return the sessionID.
 
     Returns ``None`` when no job exists for this prompt: deposition not configured, the prompt is

@@ -36,8 +36,17 @@ GROUPS = ("rule", "project")
 
 def _record(mem_id: str, text: str, group: str) -> dict[str, Any]:
     stamp = iso(T0 - timedelta(days=3))
-    return {"id": mem_id, "text": text, "confidence": 0.6, "category": group, "evidence": "",
-            "firstSeen": stamp, "lastSeen": stamp, "deprecated": False, "createdAt": stamp}
+    return {
+        "id": mem_id,
+        "text": text,
+        "confidence": 0.6,
+        "category": group,
+        "evidence": "",
+        "firstSeen": stamp,
+        "lastSeen": stamp,
+        "deprecated": False,
+        "createdAt": stamp,
+    }
 
 
 class Scenario:
@@ -184,8 +193,10 @@ class Restore(_Universe):
     """``memself restore``: trash -> group file."""
 
     def seed(self) -> None:
-        trash = [TrashEntry(_memory(mem_id, group), iso(T0), "user-delete").to_json()
-                 for mem_id, group in self.universe]
+        trash = [
+            TrashEntry(_memory(mem_id, group), iso(T0), "user-delete").to_json()
+            for mem_id, group in self.universe
+        ]
         self.write_files({}, trash)
 
     def child(self, rng: random.Random) -> None:
@@ -227,9 +238,13 @@ class JudgeApply(Scenario):
             now = T0 + timedelta(days=day)
             action = rng.choice(("create", "reinforce", "merge", "replace"))
             target = rng.choice(self.seeds)
-            proposal = {"text": f"判别提出的新说法 {rng.getrandbits(40):x}", "targetId": target,
-                        "mergedText": f"合并后的说法 {rng.getrandbits(40):x}", "evidence": "judge",
-                        "category": "rule"}
+            proposal = {
+                "text": f"判别提出的新说法 {rng.getrandbits(40):x}",
+                "targetId": target,
+                "mergedText": f"合并后的说法 {rng.getrandbits(40):x}",
+                "evidence": "judge",
+                "category": "rule",
+            }
             before = {m.id for m in store.all()} if action == "create" else set()
             apply_proposal(store, proposal, action, "rule", now)
             if action == "create":
@@ -259,8 +274,9 @@ class RebuildIndex(Scenario):
 
     def seed(self) -> None:
         self.seeds = [f"x-{i:02d}" for i in range(8)]
-        self.write_files({"rule": [_record(i, f"需要向量的规则 {i}，内容各不相同", "rule")
-                                   for i in self.seeds]}, [])
+        self.write_files(
+            {"rule": [_record(i, f"需要向量的规则 {i}，内容各不相同", "rule") for i in self.seeds]}, []
+        )
         self.before = self.paths.group_file("rule").read_bytes()
 
     def child(self, rng: random.Random) -> None:
@@ -270,14 +286,16 @@ class RebuildIndex(Scenario):
             self.round += 1
             # The same steps as the command: read the store, re-encode, write a new generation.
             memories = MemoryStore(self.paths).all()
-            VectorIndex.for_paths(self.paths).rebuild(memories, self.encoder,
-                                                      T0 + timedelta(seconds=self.round))
+            VectorIndex.for_paths(self.paths).rebuild(
+                memories, self.encoder, T0 + timedelta(seconds=self.round)
+            )
 
     def finish(self) -> None:
         from memself.vector_index import VectorIndex
 
-        VectorIndex.for_paths(self.paths).rebuild(MemoryStore(self.paths).all(), self.encoder,
-                                                  datetime.now(timezone.utc))
+        VectorIndex.for_paths(self.paths).rebuild(
+            MemoryStore(self.paths).all(), self.encoder, datetime.now(timezone.utc)
+        )
 
     def check(self, state: dict[str, Any]) -> tuple[int, int]:
         from memself.vector_index import VectorIndex
@@ -292,7 +310,10 @@ class RebuildIndex(Scenario):
 
 
 SCENARIOS: dict[str, Callable[[DataPaths], Scenario]] = {
-    "add": Add, "delete": Delete, "restore": Restore, "judge-apply": JudgeApply,
+    "add": Add,
+    "delete": Delete,
+    "restore": Restore,
+    "judge-apply": JudgeApply,
     "rebuild-index": RebuildIndex,
 }
 
@@ -303,8 +324,16 @@ def run(kind: str, kills: int, seed: int) -> dict[str, Any]:
     scenario = SCENARIOS[kind](paths)
     scenario.seed()
     rng = random.Random(seed)
-    totals = {"kind": kind, "kills": 0, "exited": 0, "lost": 0, "duplicated": 0, "unreadable": 0,
-              "reseeds": 0, "acked": 0}
+    totals = {
+        "kind": kind,
+        "kills": 0,
+        "exited": 0,
+        "lost": 0,
+        "duplicated": 0,
+        "unreadable": 0,
+        "reseeds": 0,
+        "acked": 0,
+    }
     started = time.monotonic()
     for n in range(kills):
         child_seed = rng.getrandbits(32)
@@ -368,8 +397,11 @@ def _leftovers_after_maintenance(paths: DataPaths) -> list[str]:
         if not folder.is_dir():
             continue
         for path in folder.iterdir():
-            if ".tmp." in path.name or path.name.startswith(".memory-write-") \
-                    or path.name.startswith(".memory-write.intent"):
+            if (
+                ".tmp." in path.name
+                or path.name.startswith(".memory-write-")
+                or path.name.startswith(".memory-write.intent")
+            ):
                 left.append(path.name)
     header = paths.index_dir / "header.json"
     if header.exists():

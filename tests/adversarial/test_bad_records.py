@@ -25,8 +25,10 @@ def _line(raw: dict) -> bytes:
 
 
 def _bad_conf(value: str) -> bytes:
-    return (b'{"id":"bad","text":"\xe7\xbd\xae\xe4\xbf\xa1\xe5\xba\xa6\xe5\x9d\x8f\xe4\xba\x86\xe7\x9a\x84'
-            b'\xe8\xae\xb0\xe5\xbf\x86","confidence":' + value.encode() + b',"category":"rule"}\n')
+    return (
+        b'{"id":"bad","text":"\xe7\xbd\xae\xe4\xbf\xa1\xe5\xba\xa6\xe5\x9d\x8f\xe4\xba\x86\xe7\x9a\x84'
+        b'\xe8\xae\xb0\xe5\xbf\x86","confidence":' + value.encode() + b',"category":"rule"}\n'
+    )
 
 
 BAD_LINES = {
@@ -62,7 +64,8 @@ def no_engine(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.mark.parametrize("kind", list(BAD_LINES))
 def test_bad_line_is_quarantined_and_the_rest_loads_writes_and_is_injected(
-        store: MemoryStore, kind: str, no_engine: None) -> None:
+    store: MemoryStore, kind: str, no_engine: None
+) -> None:
     bad = BAD_LINES[kind]
     _seed(store, bad)
     loaded = store.load_group("rule")
@@ -81,8 +84,9 @@ def test_bad_line_is_quarantined_and_the_rest_loads_writes_and_is_injected(
     assert {m.id for m in store.read_group("rule")} == {"a", "b", created.id}
 
 
-def test_a_20_mb_line_is_not_parsed(store: MemoryStore, monkeypatch: pytest.MonkeyPatch,
-                                    no_engine: None) -> None:
+def test_a_20_mb_line_is_not_parsed(
+    store: MemoryStore, monkeypatch: pytest.MonkeyPatch, no_engine: None
+) -> None:
     huge = b'{"id":"huge","text":"' + b"x" * (20 * 1024 * 1024) + b'","confidence":0.5}\n'
     _seed(store, huge)
     sizes: list[int] = []
@@ -130,8 +134,13 @@ def test_a_record_with_a_line_separator_in_its_text_is_one_record(store: MemoryS
 
 
 def _memself(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "memself", *args], capture_output=True, text=True,
-                          timeout=60, env=os.environ.copy())
+    return subprocess.run(
+        [sys.executable, "-m", "memself", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=os.environ.copy(),
+    )
 
 
 def test_list_names_file_line_and_reason(store: MemoryStore) -> None:

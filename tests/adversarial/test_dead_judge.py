@@ -27,8 +27,7 @@ SESSION = "sess-dead-judge"
 
 
 def stop_payload() -> bytes:
-    return json.dumps({"hook_event_name": "Stop", "session_id": SESSION,
-                       "stop_hook_active": False}).encode()
+    return json.dumps({"hook_event_name": "Stop", "session_id": SESSION, "stop_hook_active": False}).encode()
 
 
 def test_stop_does_not_wait_for_a_killed_judge(hook_data: DataPaths) -> None:
@@ -37,9 +36,16 @@ def test_stop_does_not_wait_for_a_killed_judge(hook_data: DataPaths) -> None:
     with running_judge() as judge:
         configure(paths, judge.url)
         judge.script(Reply("hang"))  # the judge sits in its HTTP call until it is killed
-        sid = maybe_start_judge(paths, load_config(paths), "claude", SESSION, "p-1", PROMPT,
-                                datetime.now(timezone.utc),
-                                spawn=lambda *args: pids.append(spawn_judge(*args)))
+        sid = maybe_start_judge(
+            paths,
+            load_config(paths),
+            "claude",
+            SESSION,
+            "p-1",
+            PROMPT,
+            datetime.now(timezone.utc),
+            spawn=lambda *args: pids.append(spawn_judge(*args)),
+        )
         assert sid is not None and len(pids) == 1
         deadline = time.monotonic() + 60
         while not judge.requests and time.monotonic() < deadline:
@@ -82,9 +88,16 @@ def test_a_judge_started_by_the_real_prompt_hook_holds_its_run_lock(hook_data: D
     with running_judge() as judge:
         configure(paths, judge.url)
         judge.script(Reply("hang"))
-        payload = json.dumps({"hook_event_name": "UserPromptSubmit", "session_id": SESSION,
-                              "prompt": PROMPT, "prompt_id": "p-2", "cwd": "/tmp"},
-                             ensure_ascii=False).encode()
+        payload = json.dumps(
+            {
+                "hook_event_name": "UserPromptSubmit",
+                "session_id": SESSION,
+                "prompt": PROMPT,
+                "prompt_id": "p-2",
+                "cwd": "/tmp",
+            },
+            ensure_ascii=False,
+        ).encode()
         assert run_entry("claude", payload).rc == 0
         [job_file] = [str(p) for p in paths.side_dir.glob("s_*.json")]
         sid = jobs.read_job(Path(job_file))["id"]

@@ -36,14 +36,21 @@ def two_runtime_dirs() -> Iterator[tuple[Path, Path]]:
 
 
 def prompt_payload() -> bytes:
-    return json.dumps({"hook_event_name": "UserPromptSubmit", "session_id": "sess-two",
-                       "prompt": "回答应该用什么语言", "cwd": "/tmp"}, ensure_ascii=False).encode()
+    return json.dumps(
+        {
+            "hook_event_name": "UserPromptSubmit",
+            "session_id": "sess-two",
+            "prompt": "回答应该用什么语言",
+            "cwd": "/tmp",
+        },
+        ensure_ascii=False,
+    ).encode()
 
 
 @pytest.mark.parametrize("variable", [RUNTIME_ENV, "XDG_RUNTIME_DIR"])
 def test_a_second_runtime_dir_reaches_the_one_engine(
-        variable: str, hook_data: DataPaths, two_runtime_dirs: tuple[Path, Path],
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    variable: str, hook_data: DataPaths, two_runtime_dirs: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
     paths = hook_data
     first, second = two_runtime_dirs
     monkeypatch.setenv("MEMSELF_ENGINE_SERVICE", "tests.hookcore_service:make")
@@ -53,8 +60,16 @@ def test_a_second_runtime_dir_reaches_the_one_engine(
     engine_pid = call_engine(paths, "echo", {}, timeout_s=30)["pid"]
     try:
         monkeypatch.setenv(variable, str(second))
-        command = [sys.executable, "-m", "memself.engine", "serve", "--data-dir", str(paths.root),
-                   "--idle-minutes", "1"]
+        command = [
+            sys.executable,
+            "-m",
+            "memself.engine",
+            "serve",
+            "--data-dir",
+            str(paths.root),
+            "--idle-minutes",
+            "1",
+        ]
         other = subprocess.Popen(command, stdin=subprocess.DEVNULL)
         try:
             code = other.wait(timeout=10)

@@ -31,8 +31,10 @@ def test_status_of_an_engine_with_every_slot_taken(paths: DataPaths) -> None:
     client = EngineClient(paths)
     answers: list[dict] = []
     with in_process(paths, max_connections=2) as server:
-        holders = [threading.Thread(target=lambda: answers.append(
-            client.request("sleep", {"s": 3}, 10.0))) for _ in range(2)]
+        holders = [
+            threading.Thread(target=lambda: answers.append(client.request("sleep", {"s": 3}, 10.0)))
+            for _ in range(2)
+        ]
         for holder in holders:
             holder.start()
         wait_for(lambda: server._active == 2, 5)

@@ -45,13 +45,19 @@ def zombies(pid: int) -> list[int]:
 
 def prompt_payload(i: int) -> bytes:
     prompt = f"记住：第 {i} 号服务的端口固定为 {8000 + i}"
-    return json.dumps({"hook_event_name": "UserPromptSubmit", "session_id": "sess-zombies",
-                       "prompt": prompt, "prompt_id": f"p-{i}", "cwd": "/tmp"},
-                      ensure_ascii=False).encode()
+    return json.dumps(
+        {
+            "hook_event_name": "UserPromptSubmit",
+            "session_id": "sess-zombies",
+            "prompt": prompt,
+            "prompt_id": f"p-{i}",
+            "cwd": "/tmp",
+        },
+        ensure_ascii=False,
+    ).encode()
 
 
-def test_engine_leaves_no_zombie_judges(hook_data: DataPaths,
-                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_engine_leaves_no_zombie_judges(hook_data: DataPaths, monkeypatch: pytest.MonkeyPatch) -> None:
     paths = hook_data
     monkeypatch.setenv("MEMSELF_ENGINE_SERVICE", "tests.hookcore_service:make")
     with running_judge() as judge:

@@ -45,8 +45,9 @@ def starved(argv: list[str], stdin: bytes, stop_s: float, timeout: float = 60) -
     """Run ``argv`` stopped for ``stop_s`` right after the spawn: what CPU starvation does to a
     hook's start, with a real signal."""
     started = time.monotonic()
-    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, cwd="/tmp")
+    proc = subprocess.Popen(
+        argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd="/tmp"
+    )
     os.kill(proc.pid, signal.SIGSTOP)
     time.sleep(stop_s)
     os.kill(proc.pid, signal.SIGCONT)
@@ -84,16 +85,29 @@ def test_starved_cursor_prompt_with_a_stuck_engine_answers_within_4s(hook_data: 
 
 
 @pytest.mark.parametrize("host", list(HOSTS))
-def test_starved_stuck_core_answers_nothing_at_the_deadline(host: str, tmp_path: Path,
-                                                            hook_data: DataPaths) -> None:
+def test_starved_stuck_core_answers_nothing_at_the_deadline(
+    host: str, tmp_path: Path, hook_data: DataPaths
+) -> None:
     """A core that never returns, in a process that started 2 s late: the deadline still counts
     from the process start, so the host gets its "no answer" at 80 % of its prompt timeout."""
     replies = tmp_path / "replies.json"
     replies.write_text(json.dumps({"prompt_submit": {"sleep": 60, "context": "late"}}))
-    argv = [sys.executable, "-I", "-S", str(REPO_ROOT / "tests" / "hook_harness.py"),
-            "--agent", host, "--replies", str(replies)]
-    payload = {"hook_event_name": HOSTS[host].EVENT_NAMES[EventKind.PROMPT_SUBMIT],
-               "session_id": "s", "conversation_id": "s", "prompt": "以后回答都用中文"}
+    argv = [
+        sys.executable,
+        "-I",
+        "-S",
+        str(REPO_ROOT / "tests" / "hook_harness.py"),
+        "--agent",
+        host,
+        "--replies",
+        str(replies),
+    ]
+    payload = {
+        "hook_event_name": HOSTS[host].EVENT_NAMES[EventKind.PROMPT_SUBMIT],
+        "session_id": "s",
+        "conversation_id": "s",
+        "prompt": "以后回答都用中文",
+    }
     proc = starved(argv, json.dumps(payload).encode(), 2.0)
     limit = deadline_for(host, EventKind.PROMPT_SUBMIT)
     assert proc.rc == 0
@@ -111,8 +125,14 @@ def test_stop_waiting_for_a_hung_judge_answers_before_its_deadline(hook_data: Da
     with running_judge() as judge:
         configure(paths, judge.url, confirm=True)
         set_config_value(paths, "sideWaitMs", "60000")
-        sid = ready(paths, "记住：以后回答都用中文", proposal("回答问题时使用中文"),
-                    session=session, turn="t-ready", at=_now())
+        sid = ready(
+            paths,
+            "记住：以后回答都用中文",
+            proposal("回答问题时使用中文"),
+            session=session,
+            turn="t-ready",
+            at=_now(),
+        )
         judge.script(Reply("hang"))
         prompt_hook("claude", session, "记住：提交信息一律用英文写", "t-hung")
         waited = time.monotonic() + 20
@@ -121,8 +141,7 @@ def test_stop_waiting_for_a_hung_judge_answers_before_its_deadline(hook_data: Da
         assert judge.requests, "the judge never called the endpoint"
         running = [j for j in jobs.list_jobs(paths, _now()) if j["status"] == jobs.RUNNING]
         assert len(running) == 1
-        stop = {"hook_event_name": "Stop", "session_id": session, "stop_hook_active": False,
-                "cwd": "/tmp"}
+        stop = {"hook_event_name": "Stop", "session_id": session, "stop_hook_active": False, "cwd": "/tmp"}
         proc = starved(entry("claude"), json.dumps(stop).encode(), 1.0)
     limit = deadline_for("claude", EventKind.STOP)
     assert proc.rc == 0

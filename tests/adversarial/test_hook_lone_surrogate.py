@@ -31,9 +31,16 @@ NOW = datetime(2026, 11, 30, 9, 0, tzinfo=timezone.utc)
 def payload(host: str, prompt_json: str) -> bytes:
     """The prompt is spliced in as JSON source, so its escapes reach the hook unchanged."""
     session = f"sur-{host}"
-    head = json.dumps({"hook_event_name": HOSTS[host].EVENT_NAMES[EventKind.PROMPT_SUBMIT],
-                       "session_id": session, "conversation_id": session, "cwd": "/tmp",
-                       "prompt_id": "p1", "generation_id": "g1"})
+    head = json.dumps(
+        {
+            "hook_event_name": HOSTS[host].EVENT_NAMES[EventKind.PROMPT_SUBMIT],
+            "session_id": session,
+            "conversation_id": session,
+            "cwd": "/tmp",
+            "prompt_id": "p1",
+            "generation_id": "g1",
+        }
+    )
     return (head[:-1] + ', "prompt": ' + prompt_json + "}").encode()
 
 
@@ -45,8 +52,9 @@ def context_of(host: str, answer: dict | None) -> str:
 
 
 @pytest.mark.parametrize("host", list(HOSTS))
-def test_local_path_answers_a_lone_surrogate(host: str, hook_data: DataPaths,
-                                             monkeypatch: pytest.MonkeyPatch) -> None:
+def test_local_path_answers_a_lone_surrogate(
+    host: str, hook_data: DataPaths, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """An engine that is still warming up: the hook runs the core in its own process and asks
     the engine for the hook and for recall on the way (both answer "not ready")."""
     monkeypatch.setenv(WARM_UP_ENV, "60")

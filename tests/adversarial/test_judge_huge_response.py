@@ -20,16 +20,22 @@ BODY_BYTES = 256 << 20
 # past 700 MB.
 PEAK_RSS_LIMIT_KIB = 150 << 10
 # Print the peak RSS of the one child the wrapper waited for (ru_maxrss is in KiB on Linux).
-_PEAK_OF_CHILD = ("import resource, subprocess, sys\n"
-                  "subprocess.run(sys.argv[1:], check=False)\n"
-                  "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n")
+_PEAK_OF_CHILD = (
+    "import resource, subprocess, sys\n"
+    "subprocess.run(sys.argv[1:], check=False)\n"
+    "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
+)
 
 
 def run_judge_measured(job_file: str) -> int:
     """Run the real detached judge (``memself side-run``) to its end; its peak RSS in KiB."""
-    done = subprocess.run([sys.executable, "-c", _PEAK_OF_CHILD,
-                           sys.executable, "-m", "memself", "side-run", job_file],
-                          capture_output=True, text=True, timeout=300, check=True)
+    done = subprocess.run(
+        [sys.executable, "-c", _PEAK_OF_CHILD, sys.executable, "-m", "memself", "side-run", job_file],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
     return int(done.stdout.split()[-1])
 
 

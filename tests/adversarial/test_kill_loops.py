@@ -17,9 +17,14 @@ KILLS = 200
 
 
 def _kill_loop(kind: str, seed: int, env: dict[str, str] | None = None) -> dict:
-    result = subprocess.run([sys.executable, "-m", "tests.adversarial.killloop", kind, str(KILLS),
-                             str(seed)], capture_output=True, text=True, timeout=600, cwd=REPO_ROOT,
-                            env={**os.environ, **(env or {})})
+    result = subprocess.run(
+        [sys.executable, "-m", "tests.adversarial.killloop", kind, str(KILLS), str(seed)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=REPO_ROOT,
+        env={**os.environ, **(env or {})},
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     summary = json.loads(result.stdout.strip().splitlines()[-1])
     print(json.dumps(summary, ensure_ascii=False))
@@ -41,5 +46,4 @@ def test_kill_loop_store_writes(kind: str) -> None:
 
 @pytest.mark.slow
 def test_kill_loop_rebuild_index(model_cache: Path) -> None:
-    _assert_clean(_kill_loop("rebuild-index", seed=20261102,
-                             env={"MEMSELF_MODEL_CACHE": str(model_cache)}))
+    _assert_clean(_kill_loop("rebuild-index", seed=20261102, env={"MEMSELF_MODEL_CACHE": str(model_cache)}))

@@ -85,8 +85,9 @@ print("OK", sys.argv[1], flush=True)
 
 
 def _start(script: str, *args: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-c", script, *args], stdout=subprocess.PIPE, text=True,
-                            env=os.environ.copy())
+    return subprocess.Popen(
+        [sys.executable, "-c", script, *args], stdout=subprocess.PIPE, text=True, env=os.environ.copy()
+    )
 
 
 def _wait_stopped(proc: subprocess.Popen) -> None:

@@ -67,9 +67,20 @@ def stored_ok(text: str, name: str) -> None:
 
 def raw_record(mem_id: str, text: str, group: str) -> str:
     seen = "2026-11-29T08:00:00.000Z"
-    return json.dumps({"id": mem_id, "text": text, "confidence": 0.8, "category": group,
-                       "evidence": "hand edit", "firstSeen": seen, "lastSeen": seen,
-                       "deprecated": False, "createdAt": seen}, ensure_ascii=False)
+    return json.dumps(
+        {
+            "id": mem_id,
+            "text": text,
+            "confidence": 0.8,
+            "category": group,
+            "evidence": "hand edit",
+            "firstSeen": seen,
+            "lastSeen": seen,
+            "deprecated": False,
+            "createdAt": seen,
+        },
+        ensure_ascii=False,
+    )
 
 
 def hand_write(paths: DataPaths, groups: tuple[str, ...] = ("rule", "project")) -> dict[str, str]:
@@ -88,6 +99,7 @@ def hand_write(paths: DataPaths, groups: tuple[str, ...] = ("rule", "project")) 
 
 # --- write paths ------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("name", NAMES)
 def test_cli_add_stores_one_clean_line(name: str) -> None:
     from memself.cli.app import main
@@ -103,9 +115,13 @@ def test_cli_add_stores_one_clean_line(name: str) -> None:
 
 
 def test_cli_add_as_a_real_process() -> None:
-    done = subprocess.run([sys.executable, "-m", "memself", "project", "add",
-                           SHAPES["human-assistant"]], capture_output=True, text=True,
-                          timeout=60, env=os.environ.copy())
+    done = subprocess.run(
+        [sys.executable, "-m", "memself", "project", "add", SHAPES["human-assistant"]],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=os.environ.copy(),
+    )
     assert done.returncode == 0, done.stderr
     [memory] = MemoryStore().all()
     stored_ok(memory.text, "human-assistant")
@@ -120,8 +136,10 @@ def test_mcp_merge_and_replace_store_one_clean_line(name: str) -> None:
     b = store.create("提交信息使用英文", "rule", NOW)
     c = store.create("缩进统一用 2 个空格", "project", NOW)
     tools = MemoryTools(paths, "claude", now_fn=lambda: NOW)
-    for args in ({"action": "replace", "id": c.id, "text": SHAPES[name]},
-                 {"action": "merge", "id": a.id, "id2": b.id, "text": SHAPES[name]}):
+    for args in (
+        {"action": "replace", "id": c.id, "text": SHAPES[name]},
+        {"action": "merge", "id": a.id, "id2": b.id, "text": SHAPES[name]},
+    ):
         if name in TOO_LONG:
             with pytest.raises(InvalidInput):
                 tools.call("memory_update", args)
@@ -137,15 +155,20 @@ def judge():
         yield server
 
 
-def _judge_job(paths: DataPaths, store: MemoryStore, judge, text: str, merged: str,
-               turn: str) -> dict:
+def _judge_job(paths: DataPaths, store: MemoryStore, judge, text: str, merged: str, turn: str) -> dict:
     from tests.side_helpers import start_job
 
     target = store.all()[0]
     sid = start_job(paths, f"记住：以后第 {turn} 条规则也要遵守", turn=turn)
     judge.script(sse(remember(text)), sse(dedup("merge", target.id, merged)))
-    return run_job(jobs.job_path(paths, sid), clock(NOW + timedelta(seconds=3)),
-                   lambda t, k: [(target, 0.9)], store, load_config(paths), timeout=5.0)
+    return run_job(
+        jobs.job_path(paths, sid),
+        clock(NOW + timedelta(seconds=3)),
+        lambda t, k: [(target, 0.9)],
+        store,
+        load_config(paths),
+        timeout=5.0,
+    )
 
 
 @pytest.mark.parametrize("confirm", [True, False], ids=["confirm", "direct"])
@@ -175,8 +198,12 @@ def test_memory_resolve_stores_one_clean_line(name: str) -> None:
     configure(paths, "http://127.0.0.1:9/v1", True)
     store = MemoryStore(paths)
     sid = ready(paths, "记住：以后回答都用中文", proposal(SHAPES[name]))
-    assert followup.followup(paths, store, load_config(paths), "claude", "sess-1",
-                             "AskUserQuestion", clock(), lambda s: None) is not None
+    assert (
+        followup.followup(
+            paths, store, load_config(paths), "claude", "sess-1", "AskUserQuestion", clock(), lambda s: None
+        )
+        is not None
+    )
     if name in TOO_LONG:
         with pytest.raises(InvalidInput):
             resolve(paths, store, "claude", sid, "create_rule", NOW)
@@ -208,6 +235,7 @@ def test_restore_stores_one_clean_line(name: str) -> None:
 
 # --- the renderer --------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("name", NAMES)
 def test_render_is_inert_and_idempotent(name: str) -> None:
     shown = texts.inert(SHAPES[name])
@@ -217,9 +245,15 @@ def test_render_is_inert_and_idempotent(name: str) -> None:
 
 
 def test_render_leaves_ordinary_memories_alone() -> None:
-    for text in ("回答一律使用简体中文", "改完代码不要自动 git commit，等用户确认",
-                 "Python 代码使用 ruff 格式化并保持类型标注完整", "支付页灰度开关是 pay_new_flow",
-                 "比较版本用 a >= b，箭头写成 ->", "C# 项目用 dotnet format", "❤️ 喜欢 emoji 👍🏽"):
+    for text in (
+        "回答一律使用简体中文",
+        "改完代码不要自动 git commit，等用户确认",
+        "Python 代码使用 ruff 格式化并保持类型标注完整",
+        "支付页灰度开关是 pay_new_flow",
+        "比较版本用 a >= b，箭头写成 ->",
+        "C# 项目用 dotnet format",
+        "❤️ 喜欢 emoji 👍🏽",
+    ):
         assert texts.inert(text) == text
     # Zero-width joiners go too (they split words past the checks); joined emoji fall apart.
     assert texts.inert("家庭 👨\u200d👩\u200d👧") == "家庭 👨👩👧"
@@ -229,8 +263,7 @@ def test_render_leaves_ordinary_memories_alone() -> None:
 
 SESSION_FIXED = {texts.SESSION_HEADER, "", texts.DEPOSITION_OFF}
 SESSION_ITEM = re.compile(r"^\d+\. (?P<body>.*)（置信度 [0-9.]+）$")
-RECALL_FIXED = {texts.RECALL_HEADER, "", "## 规则", "## 项目事实", texts.RECALL_FOOTER,
-                texts.DEPOSITION_OFF}
+RECALL_FIXED = {texts.RECALL_HEADER, "", "## 规则", "## 项目事实", texts.RECALL_FOOTER, texts.DEPOSITION_OFF}
 RECALL_ITEM = re.compile(r"^- (?P<body>.*)（置信度 [0-9.]+，相关度 -?[0-9.]+）$")
 
 
@@ -246,8 +279,9 @@ def context_of(host: str, answer: dict | None, kind: EventKind) -> str:
     return inner["additionalContext"]
 
 
-def check_items(context: str, fixed: set[str], item: re.Pattern[str], extra: re.Pattern[str],
-                groups: int) -> None:
+def check_items(
+    context: str, fixed: set[str], item: re.Pattern[str], extra: re.Pattern[str], groups: int
+) -> None:
     """Every line is ours: a fixed line, a title, or one memory per list item, each inert."""
     seen: dict[str, int] = {}
     for line in context.split("\n"):
@@ -268,8 +302,12 @@ def real_engine(model_cache: Path, hook_data: DataPaths) -> Iterator[DataPaths]:
     paths = hook_data
     set_config_value(paths, "model", "multilingual-e5-small")
     # Floors and margin off, top-k above the corpus: every memory is recalled by every prompt.
-    for key, value in (("recallMinScore", "-1"), ("recallMinScoreProject", "-1"),
-                       ("recallMinMargin", "-1"), ("recallTopK", "100")):
+    for key, value in (
+        ("recallMinScore", "-1"),
+        ("recallMinScoreProject", "-1"),
+        ("recallMinMargin", "-1"),
+        ("recallTopK", "100"),
+    ):
         set_config_value(paths, key, value)
     os.environ.pop("MEMSELF_ENGINE_SERVICE", None)
     yield paths
@@ -279,21 +317,28 @@ def real_engine(model_cache: Path, hook_data: DataPaths) -> Iterator[DataPaths]:
 def test_hand_edited_memories_are_inert_at_session_start_and_recall(real_engine: DataPaths) -> None:
     paths = real_engine
     hand_write(paths)
-    warm = call_engine(paths, "recall", {"text": "部署脚本放在哪里", "now": NOW.isoformat()},
-                       timeout_s=180)
+    warm = call_engine(paths, "recall", {"text": "部署脚本放在哪里", "now": NOW.isoformat()}, timeout_s=180)
     assert len(warm["rule"]) == len(SHAPES) and len(warm["project"]) == len(SHAPES)
     for host, adapter in HOSTS.items():
         session = f"inj-{host}"
-        start = {"hook_event_name": adapter.EVENT_NAMES[EventKind.SESSION_START],
-                 "session_id": session, "conversation_id": session, "cwd": "/tmp"}
+        start = {
+            "hook_event_name": adapter.EVENT_NAMES[EventKind.SESSION_START],
+            "session_id": session,
+            "conversation_id": session,
+            "cwd": "/tmp",
+        }
         proc = run_entry(host, json.dumps(start).encode())
         assert proc.rc == 0
         context = context_of(host, proc.answer(), EventKind.SESSION_START)
         title = re.compile(r"^## 规则与偏好（共 \d+ 条，必须遵守）$")
         check_items(context, SESSION_FIXED, SESSION_ITEM, title, 1)
-        prompt = {**start, "hook_event_name": adapter.EVENT_NAMES[EventKind.PROMPT_SUBMIT],
-                  "prompt": "部署脚本放在哪里，回答时要遵守哪些规则", "prompt_id": "p1",
-                  "generation_id": "g1"}
+        prompt = {
+            **start,
+            "hook_event_name": adapter.EVENT_NAMES[EventKind.PROMPT_SUBMIT],
+            "prompt": "部署脚本放在哪里，回答时要遵守哪些规则",
+            "prompt_id": "p1",
+            "generation_id": "g1",
+        }
         proc = run_entry(host, json.dumps(prompt, ensure_ascii=False).encode())
         assert proc.rc == 0
         context = context_of(host, proc.answer(), EventKind.PROMPT_SUBMIT)
@@ -304,8 +349,10 @@ def test_hand_edited_memories_are_inert_at_session_start_and_recall(real_engine:
 # --- the real hook, every host: the Stop continuation and popup ---------------------------
 
 PROPOSAL_LABELS = ("正文：", "佐证：", "最相近记忆：", "合并后正文：")
-MODEL_FIXED = re.compile(r"^(?:|第 \d+ 条|sessionID：s_[0-9a-f]{64}|推荐标签：(?:rule|project)|"
-                         r"与最相近记忆的相似度：[0-9.]+|题面：" + followup.QUESTION + r"|选项：)$")
+MODEL_FIXED = re.compile(
+    r"^(?:|第 \d+ 条|sessionID：s_[0-9a-f]{64}|推荐标签：(?:rule|project)|"
+    r"与最相近记忆的相似度：[0-9.]+|题面：" + followup.QUESTION + r"|选项：)$"
+)
 DECISIONS = {"reinforce", "merge", "replace", "create_rule", "create_project", "discard"}
 
 
@@ -315,11 +362,16 @@ def _confirm_jobs(paths: DataPaths, host: str, session: str) -> list[str]:
     for i, name in enumerate(NAMES):
         target = targets[f"mem-hand-rule-{(i + 1) % len(NAMES):02d}"]
         action = ("create", "reinforce", "merge", "replace")[i % 4]
-        prop = proposal(SHAPES[name], action, target=None if action == "create" else target,
-                        merged=SHAPES[name] if action == "merge" else "")
+        prop = proposal(
+            SHAPES[name],
+            action,
+            target=None if action == "create" else target,
+            merged=SHAPES[name] if action == "merge" else "",
+        )
         prop["evidence"] = SHAPES[name]
-        ids.append(ready(paths, f"记住：以后第 {i} 条规则也要遵守", prop, agent=host,
-                         session=session, turn=f"t{i}"))
+        ids.append(
+            ready(paths, f"记住：以后第 {i} 条规则也要遵守", prop, agent=host, session=session, turn=f"t{i}")
+        )
     return ids
 
 
@@ -335,11 +387,12 @@ def _check_visible(visible: str, count: int) -> None:
 
 def _check_model(model: str, ids: list[str], ask_tool: str) -> None:
     assert_marker_only_first(model)
-    head = followup.confirm_texts(ids, [proposal("回答问题时使用中文")] * len(ids), [],
-                                  ask_tool)[1].split("\n\n")[0]
+    head = followup.confirm_texts(ids, [proposal("回答问题时使用中文")] * len(ids), [], ask_tool)[1].split(
+        "\n\n"
+    )[0]
     assert model.startswith(head + "\n\n")
     sessions = []
-    for line in model[len(head):].split("\n"):
+    for line in model[len(head) :].split("\n"):
         if line.startswith("sessionID："):
             sessions.append(line.removeprefix("sessionID："))
         if MODEL_FIXED.match(line):
@@ -362,9 +415,15 @@ def test_stop_popup_quotes_proposals_and_targets_inertly(host: str, hook_data: D
     hand_write(paths, ("rule",))
     session = f"stop-{host}"
     ids = _confirm_jobs(paths, host, session)
-    stop = {"hook_event_name": HOSTS[host].EVENT_NAMES[EventKind.STOP], "session_id": session,
-            "conversation_id": session, "stop_hook_active": False, "status": "completed",
-            "loop_count": 0, "cwd": "/tmp"}
+    stop = {
+        "hook_event_name": HOSTS[host].EVENT_NAMES[EventKind.STOP],
+        "session_id": session,
+        "conversation_id": session,
+        "stop_hook_active": False,
+        "status": "completed",
+        "loop_count": 0,
+        "cwd": "/tmp",
+    }
     proc = run_entry(host, json.dumps(stop).encode(), timeout=60)
     assert proc.rc == 0
     answer = proc.answer()
@@ -372,8 +431,12 @@ def test_stop_popup_quotes_proposals_and_targets_inertly(host: str, hook_data: D
     if host == "cursor":
         assert set(answer) == {"followup_message"}
         visible = answer["followup_message"]
-        prompt = {"hook_event_name": "beforeSubmitPrompt", "conversation_id": session,
-                  "prompt": visible, "generation_id": "g2"}
+        prompt = {
+            "hook_event_name": "beforeSubmitPrompt",
+            "conversation_id": session,
+            "prompt": visible,
+            "generation_id": "g2",
+        }
         restored = run_entry(host, json.dumps(prompt, ensure_ascii=False).encode())
         model = restored.answer()["additional_context"]
     else:
@@ -393,30 +456,42 @@ def test_stop_notices_quote_hand_edited_targets_inertly(host: str, hook_data: Da
     targets = {m.id: m for m in MemoryStore(paths).all()}
     for i in range(len(NAMES)):
         target = targets[f"mem-hand-rule-{i:02d}"]
-        ready(paths, f"记住：以后第 {i} 条规则也要遵守",
-              proposal("回答问题时使用中文", "reinforce", target=target),
-              agent=host, session=session, turn=f"t{i}")
+        ready(
+            paths,
+            f"记住：以后第 {i} 条规则也要遵守",
+            proposal("回答问题时使用中文", "reinforce", target=target),
+            agent=host,
+            session=session,
+            turn=f"t{i}",
+        )
     set_config_value(paths, "confirm", "false")
-    stop = {"hook_event_name": HOSTS[host].EVENT_NAMES[EventKind.STOP], "session_id": session,
-            "conversation_id": session, "stop_hook_active": False, "status": "completed",
-            "loop_count": 0, "cwd": "/tmp"}
+    stop = {
+        "hook_event_name": HOSTS[host].EVENT_NAMES[EventKind.STOP],
+        "session_id": session,
+        "conversation_id": session,
+        "stop_hook_active": False,
+        "status": "completed",
+        "loop_count": 0,
+        "cwd": "/tmp",
+    }
     proc = run_entry(host, json.dumps(stop).encode(), timeout=60)
     answer = proc.answer()
     assert answer is not None
     text = answer["followup_message"] if host == "cursor" else answer["reason"]
     lines = text.split("\n")
     assert lines[:2] == [NOTICE_HEADER, followup.RESULT_HEADING]
-    notices = lines[2:2 + len(NAMES)]
+    notices = lines[2 : 2 + len(NAMES)]
     assert all(n.startswith("记忆插件memory-self-evolution强化了一条记忆") for n in notices), notices
     for line in notices:
         assert inert_problems(line) == [], (line[:200], inert_problems(line))
     if host != "cursor":
         model = text.split("\n\n", 1)[1]
         assert_marker_only_first(model)
-        assert model.split("\n")[len(followup.DIRECT_INSTRUCTIONS) + 3:] == notices
+        assert model.split("\n")[len(followup.DIRECT_INSTRUCTIONS) + 3 :] == notices
 
 
 # --- MCP outputs --------------------------------------------------------------------------
+
 
 def test_mcp_outputs_quote_hand_edited_memories_inertly() -> None:
     paths = DataPaths.default()
@@ -430,11 +505,13 @@ def test_mcp_outputs_quote_hand_edited_memories_inertly() -> None:
             match = re.match(r"^\d+\. (?P<body>.*)（置信度 [0-9.]+，id mem-hand-[a-z]+-\d\d）$", line)
             assert match, line[:120]
             assert inert_problems(match.group("body")) == [], line[:200]
-    replaced = tools.call("memory_update", {"action": "replace", "id": "mem-hand-rule-03",
-                                            "text": "回答问题时一律使用中文"})
+    replaced = tools.call(
+        "memory_update", {"action": "replace", "id": "mem-hand-rule-03", "text": "回答问题时一律使用中文"}
+    )
     assert len(replaced.split("\n")) == 1 and not inert_problems(replaced), replaced
-    deleted = tools.call("memory_update", {"action": "delete",
-                                           "ids": [f"mem-hand-project-{i:02d}" for i in range(8)]})
+    deleted = tools.call(
+        "memory_update", {"action": "delete", "ids": [f"mem-hand-project-{i:02d}" for i in range(8)]}
+    )
     lines = deleted.split("\n")
     assert len(lines) == 9
     for line in lines[1:]:
@@ -448,10 +525,15 @@ def test_resolve_notice_quotes_a_hand_edited_target_inertly() -> None:
     store = MemoryStore(paths)
     for i, name in enumerate(NAMES):
         target = store.get(f"mem-hand-rule-{i:02d}")
-        sid = ready(paths, "记住：以后回答都用中文", proposal("回答问题时使用中文", "replace", target=target),
-                    session=f"s{i}")
-        followup.followup(paths, store, load_config(paths), "claude", f"s{i}", "AskUserQuestion",
-                          clock(), lambda s: None)
+        sid = ready(
+            paths,
+            "记住：以后回答都用中文",
+            proposal("回答问题时使用中文", "replace", target=target),
+            session=f"s{i}",
+        )
+        followup.followup(
+            paths, store, load_config(paths), "claude", f"s{i}", "AskUserQuestion", clock(), lambda s: None
+        )
         notice = resolve(paths, store, "claude", sid, "replace", NOW)
         assert "\n" not in notice and inert_problems(notice) == [], (name, notice[:200])
 

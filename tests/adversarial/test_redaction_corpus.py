@@ -49,4 +49,5 @@ def test_lookalikes_are_rarely_touched() -> None:
     touched = [(e["id"], redact(e["text"])) for e in LOOKALIKES if redact(e["text"]) != e["text"]]
     detail = "\n".join(f"{i}: {out}" for i, out in touched)
     assert len(touched) <= MAX_TOUCHED_SHARE * len(LOOKALIKES), (
-        f"{len(touched)}/{len(LOOKALIKES)} look-alikes changed:\n{detail}")
+        f"{len(touched)}/{len(LOOKALIKES)} look-alikes changed:\n{detail}"
+    )

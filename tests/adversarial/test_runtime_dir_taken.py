@@ -29,8 +29,7 @@ NOBODY = 65534
 
 
 @pytest.fixture(params=["other-user", "symlink"])
-def taken_runtime_dir(request: pytest.FixtureRequest,
-                      monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+def taken_runtime_dir(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """``$XDG_RUNTIME_DIR/memself`` planted before any engine ran: a directory of another user,
     or a symlink to a directory elsewhere. (Not ``/tmp/memself-<uid>`` itself: other processes
     of this user may be using it; the check and the fallback are the same for every candidate.)
@@ -52,8 +51,9 @@ def taken_runtime_dir(request: pytest.FixtureRequest,
 
 
 def payload(event: str, **extra: str) -> bytes:
-    return json.dumps({"hook_event_name": event, "session_id": "sess-taken", "cwd": "/tmp",
-                       **extra}, ensure_ascii=False).encode()
+    return json.dumps(
+        {"hook_event_name": event, "session_id": "sess-taken", "cwd": "/tmp", **extra}, ensure_ascii=False
+    ).encode()
 
 
 def engine_pid(paths: DataPaths) -> int | None:
@@ -63,8 +63,9 @@ def engine_pid(paths: DataPaths) -> int | None:
         return None
 
 
-def test_engine_falls_back_to_a_private_dir(hook_data: DataPaths, taken_runtime_dir: Path,
-                                            monkeypatch: pytest.MonkeyPatch) -> None:
+def test_engine_falls_back_to_a_private_dir(
+    hook_data: DataPaths, taken_runtime_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     paths, taken = hook_data, taken_runtime_dir
     monkeypatch.setenv("MEMSELF_ENGINE_SERVICE", "tests.hookcore_service:make")
     before = os.lstat(taken)

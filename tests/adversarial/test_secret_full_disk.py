@@ -42,11 +42,21 @@ def _full_disk() -> None:
 
 
 def prompt_hook(session: str, text: str, turn: str, *, full_disk: bool = False) -> str:
-    payload = {"hook_event_name": HOSTS["claude"].EVENT_NAMES[EventKind.PROMPT_SUBMIT],
-               "session_id": session, "prompt": text, "prompt_id": turn, "cwd": "/tmp"}
-    done = subprocess.run(hook_command("claude"), input=json.dumps(payload).encode(),
-                          capture_output=True, timeout=60, cwd=tempfile.gettempdir(),
-                          preexec_fn=_full_disk if full_disk else None)
+    payload = {
+        "hook_event_name": HOSTS["claude"].EVENT_NAMES[EventKind.PROMPT_SUBMIT],
+        "session_id": session,
+        "prompt": text,
+        "prompt_id": turn,
+        "cwd": "/tmp",
+    }
+    done = subprocess.run(
+        hook_command("claude"),
+        input=json.dumps(payload).encode(),
+        capture_output=True,
+        timeout=60,
+        cwd=tempfile.gettempdir(),
+        preexec_fn=_full_disk if full_disk else None,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     answer = json.loads(done.stdout) if done.stdout.strip() else {}
     return answer.get("hookSpecificOutput", {}).get("additionalContext", "")
@@ -71,8 +81,7 @@ def test_full_disk_on_first_use_then_the_next_run_recovers(hook_data: DataPaths)
     with running_judge() as judge:
         configure(paths, judge.url, confirm=True)
         context = prompt_hook("sess-a", "记住：以后回答都用中文", "p-1", full_disk=True)
-        assert not paths.session_secret.exists() or SECRET_RE.match(
-            paths.session_secret.read_text())
+        assert not paths.session_secret.exists() or SECRET_RE.match(paths.session_secret.read_text())
         assert PAUSED in context and ON not in context
         judge.script(sse(remember("回答问题时一律使用中文", "rule")))
         context = prompt_hook("sess-a", "记住：以后回答都用中文", "p-2")
@@ -82,10 +91,10 @@ def test_full_disk_on_first_use_then_the_next_run_recovers(hook_data: DataPaths)
     assert SECRET_RE.match(paths.session_secret.read_text())
 
 
-@pytest.mark.parametrize("content", [b"", b"garbage\n", b"A" * 64 + b"\n"],
-                         ids=["empty", "garbage", "upper-hex"])
-def test_invalid_secret_is_set_aside_regenerated_and_reported(hook_data: DataPaths,
-                                                              content: bytes) -> None:
+@pytest.mark.parametrize(
+    "content", [b"", b"garbage\n", b"A" * 64 + b"\n"], ids=["empty", "garbage", "upper-hex"]
+)
+def test_invalid_secret_is_set_aside_regenerated_and_reported(hook_data: DataPaths, content: bytes) -> None:
     paths = hook_data
     with running_judge() as judge:
         configure(paths, judge.url, confirm=True)
@@ -146,9 +155,10 @@ def test_racing_processes_end_with_one_secret(start: bytes | None) -> None:
     assert not [p for p in paths.root.iterdir() if ".tmp" in p.name]
 
 
-@pytest.mark.parametrize("content", [b"", b"{\"apiKey\": "], ids=["empty", "cut"])
-def test_unusable_key_file_is_reported_not_taken_for_unconfigured(hook_data: DataPaths,
-                                                                  content: bytes) -> None:
+@pytest.mark.parametrize("content", [b"", b'{"apiKey": '], ids=["empty", "cut"])
+def test_unusable_key_file_is_reported_not_taken_for_unconfigured(
+    hook_data: DataPaths, content: bytes
+) -> None:
     paths = hook_data
     configure(paths, "http://127.0.0.1:9/v1", confirm=True)
     paths.side_secret.write_bytes(content)

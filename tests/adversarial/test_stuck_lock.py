@@ -23,8 +23,13 @@ def store() -> MemoryStore:
 
 
 def _memself(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "memself", *args], capture_output=True, text=True,
-                          timeout=60, env=os.environ.copy())
+    return subprocess.run(
+        [sys.executable, "-m", "memself", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=os.environ.copy(),
+    )
 
 
 def _dead_pid() -> int:
@@ -84,8 +89,9 @@ def _leftovers(store: MemoryStore) -> dict[str, Path]:
     index_tmp.parent.mkdir()
     index_tmp.write_text("x")
     made["index tmp"] = index_tmp
-    (store.paths.index_dir / "header.json").write_text(json.dumps(
-        {"vectors": "vectors-aa.npy", "ids": "ids-aa.npy", "hashes": "hashes-aa.npy"}))
+    (store.paths.index_dir / "header.json").write_text(
+        json.dumps({"vectors": "vectors-aa.npy", "ids": "ids-aa.npy", "hashes": "hashes-aa.npy"})
+    )
     for name in ("vectors-aa.npy", "vectors-bb.npy", "vectors-cc.npy"):
         (store.paths.index_dir / name).write_text("x")
         made[f"index {name}"] = store.paths.index_dir / name
@@ -105,5 +111,11 @@ def test_daily_maintenance_cleans_leftovers(store: MemoryStore) -> None:
     made = _leftovers(store)
     run_daily_maintenance(store.paths, 30, T0)
     gone = {k for k, p in made.items() if not p.exists()}
-    assert gone == {"dead staging", "dead tmp", "old tmp", "original's tmp", "index tmp",
-                    "index vectors-bb.npy"}
+    assert gone == {
+        "dead staging",
+        "dead tmp",
+        "old tmp",
+        "original's tmp",
+        "index tmp",
+        "index vectors-bb.npy",
+    }

@@ -36,8 +36,10 @@ def _link(store: MemoryStore, name: str, sync: Path) -> Path:
 
 def test_group_trash_and_config_links_are_written_through(store: MemoryStore, tmp_path: Path) -> None:
     sync = tmp_path / "sync"
-    targets = {name: _link(store, name, sync) for name in
-               ("rule.jsonl", "project.jsonl", "trash.jsonl", "config.json")}
+    targets = {
+        name: _link(store, name, sync)
+        for name in ("rule.jsonl", "project.jsonl", "trash.jsonl", "config.json")
+    }
     kept = store.create("回答一律使用中文", "rule", T0)
     gone = store.create("支付页灰度开关是 pay_new_flow", "project", T0)
     store.delete([gone.id], T0)
@@ -86,10 +88,16 @@ def test_link_into_a_read_only_folder_is_refused_clearly(store: MemoryStore, tmp
     store.create("回答一律使用中文", "rule", T0)
     before = target.read_bytes()
     # A read-only bind mount is read-only even for root (mode bits are not).
-    script = (f"mount --bind {sync} {sync} && mount -o remount,bind,ro {sync} && "
-              f"{sys.executable} -c '{_CHILD}'")
-    result = subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True, text=True,
-                            timeout=60, env=os.environ.copy())
+    script = (
+        f"mount --bind {sync} {sync} && mount -o remount,bind,ro {sync} && {sys.executable} -c '{_CHILD}'"
+    )
+    result = subprocess.run(
+        ["unshare", "-m", "sh", "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=os.environ.copy(),
+    )
     assert "ERR" in result.stdout, result.stderr
     assert str(target) in result.stdout and "符号链接" in result.stdout
     assert store.paths.group_file("rule").is_symlink()

@@ -13,17 +13,29 @@ TEXT = "提交前先跑单元测试" + ESCAPES + "然后再推送"
 
 
 def memself(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "memself", *args], capture_output=True,
-                          text=True, timeout=60, env=os.environ.copy())
+    return subprocess.run(
+        [sys.executable, "-m", "memself", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=os.environ.copy(),
+    )
 
 
 def _write(group: str, text: str) -> str:
     home = os.environ["MEMSELF_HOME"]
     os.makedirs(home, exist_ok=True)
-    record = {"id": "mem-term-000001", "text": text, "confidence": 0.8, "category": group,
-              "evidence": "", "firstSeen": "2026-11-01T00:00:00.000Z",
-              "lastSeen": "2026-11-01T00:00:00.000Z", "deprecated": False,
-              "createdAt": "2026-11-01T00:00:00.000Z"}
+    record = {
+        "id": "mem-term-000001",
+        "text": text,
+        "confidence": 0.8,
+        "category": group,
+        "evidence": "",
+        "firstSeen": "2026-11-01T00:00:00.000Z",
+        "lastSeen": "2026-11-01T00:00:00.000Z",
+        "deprecated": False,
+        "createdAt": "2026-11-01T00:00:00.000Z",
+    }
     with open(os.path.join(home, f"{group}.jsonl"), "w", encoding="utf-8") as handle:
         handle.write(json.dumps(record, ensure_ascii=False) + "\n")
     return record["id"]

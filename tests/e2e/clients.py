@@ -42,12 +42,15 @@ class ClientRun:
     @property
     def model_requests(self) -> list[dict[str, Any]]:
         """Requests that asked the model for an answer (not token counts, model lists...)."""
-        return [r for r in self.requests if r["method"] == "POST" and (
-            r["path"].split("?")[0].endswith(("/v1/messages", "/chat/completions")))]
+        return [
+            r
+            for r in self.requests
+            if r["method"] == "POST"
+            and (r["path"].split("?")[0].endswith(("/v1/messages", "/chat/completions")))
+        ]
 
     def bodies_containing(self, needle: str) -> list[dict[str, Any]]:
-        return [r for r in self.model_requests if needle in json.dumps(r["body"],
-                                                                       ensure_ascii=False)]
+        return [r for r in self.model_requests if needle in json.dumps(r["body"], ensure_ascii=False)]
 
 
 def _installed_version(package: str) -> str:
@@ -79,9 +82,21 @@ def ensure_clients() -> Clients:
         missing = [f"{pkg}@{ver}" for pkg, ver in wanted.items() if _installed_version(pkg) != ver]
         if missing:
             started = time.monotonic()
-            subprocess.run([npm, "install", "--prefix", str(CACHE), "--no-audit", "--no-fund",
-                            "--save-exact", "--loglevel=error", *missing], check=True,
-                           timeout=900)
+            subprocess.run(
+                [
+                    npm,
+                    "install",
+                    "--prefix",
+                    str(CACHE),
+                    "--no-audit",
+                    "--no-fund",
+                    "--save-exact",
+                    "--loglevel=error",
+                    *missing,
+                ],
+                check=True,
+                timeout=900,
+            )
             TIMINGS["npm install " + " ".join(missing)] = time.monotonic() - started
         else:
             TIMINGS["npm install (cache reused)"] = 0.0
@@ -118,17 +133,23 @@ def hook_command_line(host: str, replies: Path | None = None) -> str:
 def write_claude_style_hooks(settings: Path, command: str, timeouts: dict[str, int]) -> None:
     """Register ``command`` for each event in a Claude-shaped settings file."""
     settings.parent.mkdir(parents=True, exist_ok=True)
-    hooks = {event: [{"matcher": "", "hooks": [{"type": "command", "command": command,
-                                                 "timeout": timeout}]}]
-             for event, timeout in timeouts.items()}
+    hooks = {
+        event: [{"matcher": "", "hooks": [{"type": "command", "command": command, "timeout": timeout}]}]
+        for event, timeout in timeouts.items()
+    }
     settings.write_text(json.dumps({"hooks": hooks}, indent=2), encoding="utf-8")
 
 
 def _base_env(home: Path, memself_home: Path) -> dict[str, str]:
     node_dir = str(Path(shutil.which("node") or "/usr/bin/node").parent)
-    return {"PATH": f"{node_dir}:/usr/local/bin:/usr/bin:/bin", "HOME": str(home),
-            "MEMSELF_HOME": str(memself_home), "LANG": "C.UTF-8", "TERM": "dumb",
-            "TMPDIR": str(home / "tmp")}
+    return {
+        "PATH": f"{node_dir}:/usr/local/bin:/usr/bin:/bin",
+        "HOME": str(home),
+        "MEMSELF_HOME": str(memself_home),
+        "LANG": "C.UTF-8",
+        "TERM": "dumb",
+        "TMPDIR": str(home / "tmp"),
+    }
 
 
 def _drive(spec: dict[str, Any], label: str) -> ClientRun:
@@ -138,66 +159,127 @@ def _drive(spec: dict[str, Any], label: str) -> ClientRun:
         spec["netns"] = bool(prefix)
         spec_path.write_text(json.dumps(spec), encoding="utf-8")
         started = time.monotonic()
-        subprocess.run([*prefix, sys.executable, "-I", str(DRIVER), str(spec_path),
-                        str(result_path)], check=True, timeout=spec.get("timeout", 120) + 30)
+        subprocess.run(
+            [*prefix, sys.executable, "-I", str(DRIVER), str(spec_path), str(result_path)],
+            check=True,
+            timeout=spec.get("timeout", 120) + 30,
+        )
         TIMINGS[label] = TIMINGS.get(label, 0.0) + time.monotonic() - started
         data = json.loads(result_path.read_text(encoding="utf-8"))
-    return ClientRun(rc=data["rc"], stdout=data["stdout"], stderr=data["stderr"],
-                     elapsed_s=data["elapsed_s"], requests=data["requests"])
+    return ClientRun(
+        rc=data["rc"],
+        stdout=data["stdout"],
+        stderr=data["stderr"],
+        elapsed_s=data["elapsed_s"],
+        requests=data["requests"],
+    )
 
 
-def run_claude(clients: Clients, home: Path, prompt: str, *, cwd: Path,
-               memself_home: Path, extra_args: Sequence[str] = (),
-               extra_env: Mapping[str, str] | None = None, timeout: float = 120,
-               files: Mapping[str, str] | None = None,
-               rules: Sequence[Mapping[str, Any]] = ()) -> ClientRun:
+def run_claude(
+    clients: Clients,
+    home: Path,
+    prompt: str,
+    *,
+    cwd: Path,
+    memself_home: Path,
+    extra_args: Sequence[str] = (),
+    extra_env: Mapping[str, str] | None = None,
+    timeout: float = 120,
+    files: Mapping[str, str] | None = None,
+    rules: Sequence[Mapping[str, Any]] = (),
+) -> ClientRun:
     """``claude -p PROMPT --output-format json`` in ``home`` against the fake Anthropic API.
 
     ``files`` are written first (``{base}`` becomes the fake API's address); ``rules`` script
     the fake API's replies (``fakeapi.match_rule``)."""
     (home / "tmp").mkdir(parents=True, exist_ok=True)
-    env = _base_env(home, memself_home) | {
-        "ANTHROPIC_BASE_URL": "{base}", "ANTHROPIC_API_KEY": "sk-ant-fake",
-        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_AUTOUPDATER": "1",
-        "DISABLE_TELEMETRY": "1", "DISABLE_ERROR_REPORTING": "1",
-    } | dict(extra_env or {})
-    spec = {"argv": [*clients.claude, "-p", prompt, "--output-format", "json", *extra_args],
-            "env": env, "cwd": str(cwd), "mode": "plain", "timeout": timeout,
-            "files": dict(files or {}), "rules": [dict(r) for r in rules]}
+    env = (
+        _base_env(home, memself_home)
+        | {
+            "ANTHROPIC_BASE_URL": "{base}",
+            "ANTHROPIC_API_KEY": "sk-ant-fake",
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+            "DISABLE_AUTOUPDATER": "1",
+            "DISABLE_TELEMETRY": "1",
+            "DISABLE_ERROR_REPORTING": "1",
+        }
+        | dict(extra_env or {})
+    )
+    spec = {
+        "argv": [*clients.claude, "-p", prompt, "--output-format", "json", *extra_args],
+        "env": env,
+        "cwd": str(cwd),
+        "mode": "plain",
+        "timeout": timeout,
+        "files": dict(files or {}),
+        "rules": [dict(r) for r in rules],
+    }
     return _drive(spec, "claude runs")
 
 
 def codebuddy_product_config() -> str:
     off = {"enabled": False}
-    return json.dumps({
-        "endpoint": "{base}", "stagingEndpoint": "{base}", "officialEndpoints": ["{base}"],
-        "telemetry": {"report": {"standard": off, "model": off}, "tracing": off},
-        "builtInMarketplaces": {},
-    })
+    return json.dumps(
+        {
+            "endpoint": "{base}",
+            "stagingEndpoint": "{base}",
+            "officialEndpoints": ["{base}"],
+            "telemetry": {"report": {"standard": off, "model": off}, "tracing": off},
+            "builtInMarketplaces": {},
+        }
+    )
 
 
-def run_codebuddy(clients: Clients, home: Path, prompt: str, *, cwd: Path,
-                  memself_home: Path, stream_json: bool = True, idle_s: float = 3.0,
-                  extra_args: Sequence[str] = (), extra_env: Mapping[str, str] | None = None,
-                  timeout: float = 120) -> ClientRun:
+def run_codebuddy(
+    clients: Clients,
+    home: Path,
+    prompt: str,
+    *,
+    cwd: Path,
+    memself_home: Path,
+    stream_json: bool = True,
+    idle_s: float = 3.0,
+    extra_args: Sequence[str] = (),
+    extra_env: Mapping[str, str] | None = None,
+    timeout: float = 120,
+) -> ClientRun:
     """CodeBuddy Code headless against the fake OpenAI API. ``stream_json`` keeps stdin open
     until the session is idle, the only mode in which a Stop continuation runs."""
     (home / "tmp").mkdir(parents=True, exist_ok=True)
     product = home / ".fake-product.json"
-    env = _base_env(home, memself_home) | {
-        "CODEBUDDY_BASE_URL": "{base}/v1", "CODEBUDDY_API_KEY": "sk-fake",
-        "CODEBUDDY_SKIP_BUILTIN_MARKETPLACE": "1", "CODEBUDDY_SANDBOX_CLOUD_AUDIT_DISABLED": "1",
-        "ACC_PRODUCT_CONFIG_PATH": str(product),
-    } | dict(extra_env or {})
+    env = (
+        _base_env(home, memself_home)
+        | {
+            "CODEBUDDY_BASE_URL": "{base}/v1",
+            "CODEBUDDY_API_KEY": "sk-fake",
+            "CODEBUDDY_SKIP_BUILTIN_MARKETPLACE": "1",
+            "CODEBUDDY_SANDBOX_CLOUD_AUDIT_DISABLED": "1",
+            "ACC_PRODUCT_CONFIG_PATH": str(product),
+        }
+        | dict(extra_env or {})
+    )
     files = {str(product): codebuddy_product_config()}
     if stream_json:
-        message = {"type": "user", "message": {"role": "user",
-                                               "content": [{"type": "text", "text": prompt}]}}
-        spec = {"argv": [*clients.codebuddy, "-p", "--input-format", "stream-json",
-                         "--output-format", "stream-json", "--verbose", *extra_args],
-                "stdin": json.dumps(message) + "\n", "mode": "stream-json", "idle_s": idle_s}
+        message = {"type": "user", "message": {"role": "user", "content": [{"type": "text", "text": prompt}]}}
+        spec = {
+            "argv": [
+                *clients.codebuddy,
+                "-p",
+                "--input-format",
+                "stream-json",
+                "--output-format",
+                "stream-json",
+                "--verbose",
+                *extra_args,
+            ],
+            "stdin": json.dumps(message) + "\n",
+            "mode": "stream-json",
+            "idle_s": idle_s,
+        }
     else:
-        spec = {"argv": [*clients.codebuddy, "-p", prompt, "--output-format", "json",
-                         *extra_args], "mode": "plain"}
+        spec = {
+            "argv": [*clients.codebuddy, "-p", prompt, "--output-format", "json", *extra_args],
+            "mode": "plain",
+        }
     spec |= {"env": env, "cwd": str(cwd), "files": files, "timeout": timeout}
     return _drive(spec, "codebuddy runs")

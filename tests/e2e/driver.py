@@ -37,15 +37,25 @@ def lo_up() -> None:
 
 
 def run_plain(spec: dict, argv: list[str], env: dict[str, str]) -> dict:
-    proc = subprocess.run(argv, input=spec.get("stdin", "").encode(), env=env, cwd=spec["cwd"],
-                          capture_output=True, timeout=spec.get("timeout", 120))
-    return {"rc": proc.returncode, "stdout": proc.stdout.decode("utf-8", "replace"),
-            "stderr": proc.stderr.decode("utf-8", "replace")}
+    proc = subprocess.run(
+        argv,
+        input=spec.get("stdin", "").encode(),
+        env=env,
+        cwd=spec["cwd"],
+        capture_output=True,
+        timeout=spec.get("timeout", 120),
+    )
+    return {
+        "rc": proc.returncode,
+        "stdout": proc.stdout.decode("utf-8", "replace"),
+        "stderr": proc.stderr.decode("utf-8", "replace"),
+    }
 
 
 def run_stream(spec: dict, argv: list[str], env: dict[str, str], api: FakeAPI) -> dict:
-    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, env=env, cwd=spec["cwd"])
+    proc = subprocess.Popen(
+        argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=spec["cwd"]
+    )
     lines: list[str] = []
     errs: list[bytes] = []
     last = {"t": time.monotonic(), "results": 0}
@@ -66,8 +76,7 @@ def run_stream(spec: dict, argv: list[str], env: dict[str, str], api: FakeAPI) -
         assert proc.stderr is not None
         errs.append(proc.stderr.read())
 
-    threads = [threading.Thread(target=pump_out, daemon=True),
-               threading.Thread(target=pump_err, daemon=True)]
+    threads = [threading.Thread(target=pump_out, daemon=True), threading.Thread(target=pump_err, daemon=True)]
     for thread in threads:
         thread.start()
     assert proc.stdin is not None
@@ -92,8 +101,11 @@ def run_stream(spec: dict, argv: list[str], env: dict[str, str], api: FakeAPI) -
         proc.wait()
     for thread in threads:
         thread.join(timeout=5)
-    return {"rc": proc.returncode, "stdout": "".join(lines),
-            "stderr": b"".join(errs).decode("utf-8", "replace")}
+    return {
+        "rc": proc.returncode,
+        "stdout": "".join(lines),
+        "stderr": b"".join(errs).decode("utf-8", "replace"),
+    }
 
 
 def main() -> None:

@@ -25,8 +25,7 @@ class Recorder:
         except ValueError:
             parsed = body.decode("utf-8", "replace")
         with self.lock:
-            self.requests.append({"method": method, "path": path, "body": parsed,
-                                  "t": time.time()})
+            self.requests.append({"method": method, "path": path, "body": parsed, "t": time.time()})
             return len(self.requests)
 
     def next_reply(self) -> int:
@@ -43,61 +42,114 @@ def _sse(events: list[tuple[str | None, dict[str, Any] | str]]) -> bytes:
     return "".join(out).encode()
 
 
-def _anthropic_events(block: dict[str, Any], delta: dict[str, Any], stop_reason: str,
-                      model: str, n: int) -> bytes:
+def _anthropic_events(
+    block: dict[str, Any], delta: dict[str, Any], stop_reason: str, model: str, n: int
+) -> bytes:
     """One streamed Anthropic message holding one content block."""
-    usage = {"input_tokens": 12, "output_tokens": 1, "cache_creation_input_tokens": 0,
-             "cache_read_input_tokens": 0}
-    return _sse([
-        ("message_start", {"type": "message_start", "message": {
-            "id": f"msg_fake_{n}", "type": "message", "role": "assistant", "model": model,
-            "content": [], "stop_reason": None, "stop_sequence": None, "usage": usage}}),
-        ("content_block_start", {"type": "content_block_start", "index": 0,
-                                 "content_block": block}),
-        ("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": delta}),
-        ("content_block_stop", {"type": "content_block_stop", "index": 0}),
-        ("message_delta", {"type": "message_delta",
-                           "delta": {"stop_reason": stop_reason, "stop_sequence": None},
-                           "usage": {"output_tokens": 5}}),
-        ("message_stop", {"type": "message_stop"}),
-    ])
+    usage = {
+        "input_tokens": 12,
+        "output_tokens": 1,
+        "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": 0,
+    }
+    return _sse(
+        [
+            (
+                "message_start",
+                {
+                    "type": "message_start",
+                    "message": {
+                        "id": f"msg_fake_{n}",
+                        "type": "message",
+                        "role": "assistant",
+                        "model": model,
+                        "content": [],
+                        "stop_reason": None,
+                        "stop_sequence": None,
+                        "usage": usage,
+                    },
+                },
+            ),
+            ("content_block_start", {"type": "content_block_start", "index": 0, "content_block": block}),
+            ("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": delta}),
+            ("content_block_stop", {"type": "content_block_stop", "index": 0}),
+            (
+                "message_delta",
+                {
+                    "type": "message_delta",
+                    "delta": {"stop_reason": stop_reason, "stop_sequence": None},
+                    "usage": {"output_tokens": 5},
+                },
+            ),
+            ("message_stop", {"type": "message_stop"}),
+        ]
+    )
 
 
 def anthropic_stream(text: str, model: str, n: int) -> bytes:
-    return _anthropic_events({"type": "text", "text": ""}, {"type": "text_delta", "text": text},
-                             "end_turn", model, n)
+    return _anthropic_events(
+        {"type": "text", "text": ""}, {"type": "text_delta", "text": text}, "end_turn", model, n
+    )
 
 
 def anthropic_message(text: str, model: str, n: int) -> dict[str, Any]:
-    return {"id": f"msg_fake_{n}", "type": "message", "role": "assistant", "model": model,
-            "content": [{"type": "text", "text": text}], "stop_reason": "end_turn",
-            "stop_sequence": None, "usage": {"input_tokens": 12, "output_tokens": 5}}
+    return {
+        "id": f"msg_fake_{n}",
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": [{"type": "text", "text": text}],
+        "stop_reason": "end_turn",
+        "stop_sequence": None,
+        "usage": {"input_tokens": 12, "output_tokens": 5},
+    }
 
 
 def openai_stream(text: str, model: str, n: int) -> bytes:
-    base = {"id": f"chatcmpl-fake-{n}", "object": "chat.completion.chunk", "created": 0,
-            "model": model}
-    return _sse([
-        (None, {**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": text},
-                                     "finish_reason": None}]}),
-        (None, {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
-                "usage": {"prompt_tokens": 12, "completion_tokens": 5, "total_tokens": 17}}),
-        (None, "[DONE]"),
-    ])
+    base = {"id": f"chatcmpl-fake-{n}", "object": "chat.completion.chunk", "created": 0, "model": model}
+    return _sse(
+        [
+            (
+                None,
+                {
+                    **base,
+                    "choices": [
+                        {"index": 0, "delta": {"role": "assistant", "content": text}, "finish_reason": None}
+                    ],
+                },
+            ),
+            (
+                None,
+                {
+                    **base,
+                    "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
+                    "usage": {"prompt_tokens": 12, "completion_tokens": 5, "total_tokens": 17},
+                },
+            ),
+            (None, "[DONE]"),
+        ]
+    )
 
 
 def openai_message(text: str, model: str, n: int) -> dict[str, Any]:
-    return {"id": f"chatcmpl-fake-{n}", "object": "chat.completion", "created": 0,
-            "model": model, "choices": [{"index": 0, "finish_reason": "stop",
-                                         "message": {"role": "assistant", "content": text}}],
-            "usage": {"prompt_tokens": 12, "completion_tokens": 5, "total_tokens": 17}}
+    return {
+        "id": f"chatcmpl-fake-{n}",
+        "object": "chat.completion",
+        "created": 0,
+        "model": model,
+        "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}],
+        "usage": {"prompt_tokens": 12, "completion_tokens": 5, "total_tokens": 17},
+    }
 
 
 def anthropic_tool_stream(name: str, tool_input: dict[str, Any], model: str, n: int) -> bytes:
     return _anthropic_events(
         {"type": "tool_use", "id": f"toolu_fake_{n}", "name": name, "input": {}},
         {"type": "input_json_delta", "partial_json": json.dumps(tool_input, ensure_ascii=False)},
-        "tool_use", model, n)
+        "tool_use",
+        model,
+        n,
+    )
 
 
 def match_rule(rules: list[dict[str, Any]], path: str, body: Any) -> dict[str, Any] | None:
@@ -165,10 +217,23 @@ def make_handler(recorder: Recorder) -> type[BaseHTTPRequestHandler]:
             recorder.add("GET", self.path, b"")
             path = self.path.split("?")[0]
             if path.endswith("/models"):
-                self._json({"object": "list", "has_more": False, "first_id": "fake-model",
-                            "last_id": "fake-model", "data": [
-                                {"type": "model", "id": "fake-model", "object": "model",
-                                 "display_name": "Fake", "created_at": "2026-01-01T00:00:00Z"}]})
+                self._json(
+                    {
+                        "object": "list",
+                        "has_more": False,
+                        "first_id": "fake-model",
+                        "last_id": "fake-model",
+                        "data": [
+                            {
+                                "type": "model",
+                                "id": "fake-model",
+                                "object": "model",
+                                "display_name": "Fake",
+                                "created_at": "2026-01-01T00:00:00Z",
+                            }
+                        ],
+                    }
+                )
             else:
                 self._json({})
 
@@ -190,8 +255,9 @@ def make_handler(recorder: Recorder) -> type[BaseHTTPRequestHandler]:
                 text = rule["text"] if rule and "text" in rule else f"OK (fake reply #{n})"
                 if rule and "tool_use" in rule and stream:
                     tool = rule["tool_use"]
-                    self._send(200, anthropic_tool_stream(tool["name"], tool["input"], model, n),
-                               "text/event-stream")
+                    self._send(
+                        200, anthropic_tool_stream(tool["name"], tool["input"], model, n), "text/event-stream"
+                    )
                 elif stream:
                     self._send(200, anthropic_stream(text, model, n), "text/event-stream")
                 else:

@@ -26,16 +26,27 @@ SERVER = "memory-self-evolution"
 
 @pytest.fixture
 def workspace(tmp_path: Path) -> Iterator[dict[str, Path]]:
-    paths = {"home": tmp_path / "client-home", "proj": tmp_path / "proj",
-             "memself": tmp_path / "memself-data"}
+    paths = {
+        "home": tmp_path / "client-home",
+        "proj": tmp_path / "proj",
+        "memself": tmp_path / "memself-data",
+    }
     for path in paths.values():
         path.mkdir()
-    record = {"id": "r-e2e-1", "text": RULE, "confidence": 0.8, "category": "rule",
-              "evidence": "", "firstSeen": "2026-11-01T00:00:00.000Z",
-              "lastSeen": "2026-11-29T00:00:00.000Z", "deprecated": False,
-              "createdAt": "2026-11-01T00:00:00.000Z"}
-    (paths["memself"] / "rule.jsonl").write_text(json.dumps(record, ensure_ascii=False) + "\n",
-                                                 encoding="utf-8")
+    record = {
+        "id": "r-e2e-1",
+        "text": RULE,
+        "confidence": 0.8,
+        "category": "rule",
+        "evidence": "",
+        "firstSeen": "2026-11-01T00:00:00.000Z",
+        "lastSeen": "2026-11-29T00:00:00.000Z",
+        "deprecated": False,
+        "createdAt": "2026-11-01T00:00:00.000Z",
+    }
+    (paths["memself"] / "rule.jsonl").write_text(
+        json.dumps(record, ensure_ascii=False) + "\n", encoding="utf-8"
+    )
     yield paths
     # The hooks started a recall engine for this data directory; leave no process behind.
     memself(paths, env_for(paths), "engine", "stop")
@@ -44,8 +55,10 @@ def workspace(tmp_path: Path) -> Iterator[dict[str, Path]]:
 def env_for(ws: dict[str, Path], **extra: str) -> dict[str, str]:
     env = _base_env(ws["home"], ws["memself"]) | {
         "MEMSELF_MODEL_CACHE": str(REPO / ".cache" / "models"),
-        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_AUTOUPDATER": "1",
-        "DISABLE_TELEMETRY": "1", "DISABLE_ERROR_REPORTING": "1",
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        "DISABLE_AUTOUPDATER": "1",
+        "DISABLE_TELEMETRY": "1",
+        "DISABLE_ERROR_REPORTING": "1",
         "CODEBUDDY_SKIP_BUILTIN_MARKETPLACE": "1",
     }
     (ws["home"] / "tmp").mkdir(exist_ok=True)
@@ -54,18 +67,25 @@ def env_for(ws: dict[str, Path], **extra: str) -> dict[str, str]:
 
 def memself(ws: dict[str, Path], env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
     # stdin is not a terminal: setup must ask nothing.
-    return subprocess.run([sys.executable, "-m", "memself", *args], env=env, cwd=ws["proj"],
-                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=900)
+    return subprocess.run(
+        [sys.executable, "-m", "memself", *args],
+        env=env,
+        cwd=ws["proj"],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
 
 
 def client(argv: list[str], ws: dict[str, Path], env: dict[str, str]) -> str:
-    done = subprocess.run(argv, env=env, cwd=ws["proj"], stdin=subprocess.DEVNULL,
-                          capture_output=True, text=True, timeout=180)
+    done = subprocess.run(
+        argv, env=env, cwd=ws["proj"], stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=180
+    )
     return done.stdout + done.stderr
 
 
-def test_claude_setup_only_then_mcp_connected_and_hooks_inject(clients: Clients,
-                                                               workspace) -> None:
+def test_claude_setup_only_then_mcp_connected_and_hooks_inject(clients: Clients, workspace) -> None:
     env = env_for(workspace, MEMORY_CLAUDE_BIN=clients.claude[0])
     done = memself(workspace, env, "setup", "--only", "claude")
     assert done.returncode == 0, done.stdout + done.stderr
@@ -79,8 +99,9 @@ def test_claude_setup_only_then_mcp_connected_and_hooks_inject(clients: Clients,
     line = next((ln for ln in listed.splitlines() if ln.startswith(SERVER)), "")
     assert "Connected" in line, listed
 
-    run = run_claude(clients, workspace["home"], "你好", cwd=workspace["proj"],
-                     memself_home=workspace["memself"])
+    run = run_claude(
+        clients, workspace["home"], "你好", cwd=workspace["proj"], memself_home=workspace["memself"]
+    )
     assert run.rc == 0, run.stderr[-2000:]
     assert run.bodies_containing("RULE-7c41"), "the rule did not reach the model"
 
@@ -95,8 +116,7 @@ def test_claude_setup_only_then_mcp_connected_and_hooks_inject(clients: Clients,
     assert not (workspace["home"] / ".claude" / "settings.json").exists()
 
 
-def test_codebuddy_setup_only_then_mcp_connected_and_hooks_inject(clients: Clients,
-                                                                  workspace) -> None:
+def test_codebuddy_setup_only_then_mcp_connected_and_hooks_inject(clients: Clients, workspace) -> None:
     env = env_for(workspace)
     done = memself(workspace, env, "setup", "--only", "codebuddy")
     assert done.returncode == 0, done.stdout + done.stderr
@@ -106,8 +126,14 @@ def test_codebuddy_setup_only_then_mcp_connected_and_hooks_inject(clients: Clien
     line = next((ln for ln in listed.splitlines() if ln.startswith(SERVER)), "")
     assert "Connected" in line, listed
 
-    run = run_codebuddy(clients, workspace["home"], "你好", cwd=workspace["proj"],
-                        memself_home=workspace["memself"], stream_json=False)
+    run = run_codebuddy(
+        clients,
+        workspace["home"],
+        "你好",
+        cwd=workspace["proj"],
+        memself_home=workspace["memself"],
+        stream_json=False,
+    )
     assert run.rc == 0, run.stderr[-2000:]
     assert run.bodies_containing("RULE-7c41"), "the rule did not reach the model"
 

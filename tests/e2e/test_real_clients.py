@@ -36,8 +36,12 @@ START, PROMPT, STOP, VISIBLE = "START-CTX-5f1d", "PROMPT-CTX-8c2e", "STOP-MODEL-
 
 @pytest.fixture
 def workspace(tmp_path: Path) -> Iterator[dict[str, Path]]:
-    paths = {"home": tmp_path / "client-home", "proj": tmp_path / "proj",
-             "memself": tmp_path / "memself-data", "replies": tmp_path / "replies.json"}
+    paths = {
+        "home": tmp_path / "client-home",
+        "proj": tmp_path / "proj",
+        "memself": tmp_path / "memself-data",
+        "replies": tmp_path / "replies.json",
+    }
     for key in ("home", "proj"):
         paths[key].mkdir()
     yield paths
@@ -86,10 +90,12 @@ def assert_injected_then_one_continuation(run: ClientRun, baseline: ClientRun) -
 
 
 def test_claude_real_entry_fires_on_every_event(clients: Clients, workspace) -> None:
-    write_claude_style_hooks(workspace["home"] / ".claude" / "settings.json",
-                             hook_command_line("claude"), EVENTS)
-    run = run_claude(clients, workspace["home"], "hello", cwd=workspace["proj"],
-                     memself_home=workspace["memself"])
+    write_claude_style_hooks(
+        workspace["home"] / ".claude" / "settings.json", hook_command_line("claude"), EVENTS
+    )
+    run = run_claude(
+        clients, workspace["home"], "hello", cwd=workspace["proj"], memself_home=workspace["memself"]
+    )
     assert run.rc == 0, run.stderr[-2000:]
     assert run.model_requests
     kinds = [r["kind"] for r in hook_runs(workspace["memself"]) if r["host"] == "claude"]
@@ -101,17 +107,18 @@ def test_claude_real_entry_fires_on_every_event(clients: Clients, workspace) -> 
     assert command.split() == hook_command("claude")
 
 
-def test_claude_injection_reaches_the_model_and_stop_continues_once(clients: Clients,
-                                                                    workspace) -> None:
+def test_claude_injection_reaches_the_model_and_stop_continues_once(clients: Clients, workspace) -> None:
     settings = workspace["home"] / ".claude" / "settings.json"
     write_claude_style_hooks(settings, hook_command_line("claude", workspace["replies"]), EVENTS)
     scripted(workspace, stop=None)
-    baseline = run_claude(clients, workspace["home"], "hello", cwd=workspace["proj"],
-                          memself_home=workspace["memself"])
+    baseline = run_claude(
+        clients, workspace["home"], "hello", cwd=workspace["proj"], memself_home=workspace["memself"]
+    )
     Path(str(workspace["replies"]) + ".events").unlink()
     scripted(workspace, stop={"continuation": STOP, "visible": VISIBLE})
-    run = run_claude(clients, workspace["home"], "hello", cwd=workspace["proj"],
-                     memself_home=workspace["memself"])
+    run = run_claude(
+        clients, workspace["home"], "hello", cwd=workspace["proj"], memself_home=workspace["memself"]
+    )
     assert_injected_then_one_continuation(run, baseline)
     stops = [e for e in events(workspace) if e["kind"] == "stop"]
     # The continuation's own Stop arrives with stop_hook_active and gets no second block.
@@ -123,15 +130,23 @@ def test_claude_injection_reaches_the_model_and_stop_continues_once(clients: Cli
 def test_claude_hook_steps_aside_under_cursor(clients: Clients, workspace) -> None:
     """Item 7: Cursor runs ~/.claude hooks too; with Cursor's own hook installed, ours is silent."""
     home = workspace["home"]
-    write_claude_style_hooks(home / ".claude" / "settings.json",
-                             hook_command_line("claude", workspace["replies"]), EVENTS)
+    write_claude_style_hooks(
+        home / ".claude" / "settings.json", hook_command_line("claude", workspace["replies"]), EVENTS
+    )
     (home / ".cursor").mkdir()
-    (home / ".cursor" / "hooks.json").write_text(json.dumps(
-        {"version": 1, "hooks": {"stop": [{"command": hook_command_line("cursor")}]}}))
+    (home / ".cursor" / "hooks.json").write_text(
+        json.dumps({"version": 1, "hooks": {"stop": [{"command": hook_command_line("cursor")}]}})
+    )
     scripted(workspace, stop={"continuation": STOP, "visible": VISIBLE})
     # CURSOR_VERSION is what Cursor sets in its hook environment; the client passes it on.
-    run = run_claude(clients, home, "hello", cwd=workspace["proj"],
-                     memself_home=workspace["memself"], extra_env={"CURSOR_VERSION": "3.20.17"})
+    run = run_claude(
+        clients,
+        home,
+        "hello",
+        cwd=workspace["proj"],
+        memself_home=workspace["memself"],
+        extra_env={"CURSOR_VERSION": "3.20.17"},
+    )
     assert run.rc == 0 and len(run.model_requests) == 1
     assert not run.bodies_containing(START) and not run.bodies_containing(STOP)
     assert events(workspace) == []  # the core was never asked
@@ -143,28 +158,35 @@ def test_claude_hook_steps_aside_under_cursor(clients: Clients, workspace) -> No
 
 
 def test_codebuddy_real_entry_fires_on_every_event(clients: Clients, workspace) -> None:
-    write_claude_style_hooks(workspace["home"] / ".codebuddy" / "settings.json",
-                             hook_command_line("codebuddy"), EVENTS)
-    run = run_codebuddy(clients, workspace["home"], "hello", cwd=workspace["proj"],
-                        memself_home=workspace["memself"], stream_json=False)
+    write_claude_style_hooks(
+        workspace["home"] / ".codebuddy" / "settings.json", hook_command_line("codebuddy"), EVENTS
+    )
+    run = run_codebuddy(
+        clients,
+        workspace["home"],
+        "hello",
+        cwd=workspace["proj"],
+        memself_home=workspace["memself"],
+        stream_json=False,
+    )
     assert run.rc == 0, run.stderr[-2000:]
     assert run.model_requests
     kinds = {r["kind"] for r in hook_runs(workspace["memself"]) if r["host"] == "codebuddy"}
     assert {"session_start", "prompt_submit", "stop"} <= kinds
 
 
-def test_codebuddy_injection_reaches_the_model_and_stop_continues_once(clients: Clients,
-                                                                       workspace) -> None:
+def test_codebuddy_injection_reaches_the_model_and_stop_continues_once(clients: Clients, workspace) -> None:
     settings = workspace["home"] / ".codebuddy" / "settings.json"
-    write_claude_style_hooks(settings, hook_command_line("codebuddy", workspace["replies"]),
-                             EVENTS)
+    write_claude_style_hooks(settings, hook_command_line("codebuddy", workspace["replies"]), EVENTS)
     scripted(workspace, stop=None)
-    baseline = run_codebuddy(clients, workspace["home"], "hello", cwd=workspace["proj"],
-                             memself_home=workspace["memself"])
+    baseline = run_codebuddy(
+        clients, workspace["home"], "hello", cwd=workspace["proj"], memself_home=workspace["memself"]
+    )
     Path(str(workspace["replies"]) + ".events").unlink()
     scripted(workspace, stop={"continuation": STOP, "visible": VISIBLE, "once": True})
-    run = run_codebuddy(clients, workspace["home"], "hello", cwd=workspace["proj"],
-                        memself_home=workspace["memself"])
+    run = run_codebuddy(
+        clients, workspace["home"], "hello", cwd=workspace["proj"], memself_home=workspace["memself"]
+    )
     assert_injected_then_one_continuation(run, baseline)
     seen = events(workspace)
     assert [s["stop_active"] for s in seen if s["kind"] == "stop"] == [False, True]
@@ -181,42 +203,59 @@ RULE = "E2E-RULE-7d41：回答一律使用简体中文"
 
 def seed_rule(paths: DataPaths) -> None:
     seen = "2026-11-29T08:00:00.000Z"
-    record = {"id": "mem-e2e-rule-1", "text": RULE, "confidence": 0.9, "category": "rule",
-              "evidence": "e2e", "firstSeen": seen, "lastSeen": seen, "deprecated": False,
-              "createdAt": seen}
-    paths.group_file("rule").write_text(json.dumps(record, ensure_ascii=False) + "\n",
-                                        encoding="utf-8")
+    record = {
+        "id": "mem-e2e-rule-1",
+        "text": RULE,
+        "confidence": 0.9,
+        "category": "rule",
+        "evidence": "e2e",
+        "firstSeen": seen,
+        "lastSeen": seen,
+        "deprecated": False,
+        "createdAt": seen,
+    }
+    paths.group_file("rule").write_text(json.dumps(record, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
 def engine_env() -> dict[str, str]:
     """Engines spawned by the hooks host the small test service (hook_data stops them)."""
     import os
 
-    return {key: os.environ[key] for key in ("MEMSELF_RUNTIME_DIR", "MEMSELF_ENGINE_SERVICE",
-                                             "PYTHONPATH")}
+    return {key: os.environ[key] for key in ("MEMSELF_RUNTIME_DIR", "MEMSELF_ENGINE_SERVICE", "PYTHONPATH")}
 
 
 @pytest.mark.parametrize("client", ["claude", "codebuddy"])
-def test_session_start_rules_reach_the_model(client: str, clients: Clients, workspace,
-                                             hook_data: DataPaths) -> None:
+def test_session_start_rules_reach_the_model(
+    client: str, clients: Clients, workspace, hook_data: DataPaths
+) -> None:
     seed_rule(hook_data)
     folder = ".claude" if client == "claude" else ".codebuddy"
-    write_claude_style_hooks(workspace["home"] / folder / "settings.json",
-                             hook_command_line(client), EVENTS)
+    write_claude_style_hooks(workspace["home"] / folder / "settings.json", hook_command_line(client), EVENTS)
 
     def run() -> ClientRun:
         if client == "claude":
-            return run_claude(clients, workspace["home"], "你好", cwd=workspace["proj"],
-                              memself_home=hook_data.root, extra_env=engine_env())
-        return run_codebuddy(clients, workspace["home"], "你好", cwd=workspace["proj"],
-                             memself_home=hook_data.root, stream_json=False,
-                             extra_env=engine_env())
+            return run_claude(
+                clients,
+                workspace["home"],
+                "你好",
+                cwd=workspace["proj"],
+                memself_home=hook_data.root,
+                extra_env=engine_env(),
+            )
+        return run_codebuddy(
+            clients,
+            workspace["home"],
+            "你好",
+            cwd=workspace["proj"],
+            memself_home=hook_data.root,
+            stream_json=False,
+            extra_env=engine_env(),
+        )
 
     enabled = run()
     assert enabled.rc == 0, enabled.stderr[-2000:]
     assert enabled.model_requests
-    assert all(RULE in json.dumps(r["body"], ensure_ascii=False)
-               for r in enabled.model_requests)
+    assert all(RULE in json.dumps(r["body"], ensure_ascii=False) for r in enabled.model_requests)
     runs = [r for r in hook_runs(hook_data.root) if r["host"] == client]
     assert all("error" not in r for r in runs), runs
     hook_data.config.write_text(json.dumps({"enabled": False}), encoding="utf-8")

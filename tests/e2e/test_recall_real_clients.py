@@ -24,8 +24,9 @@ RELEVANT = "订单服务要加个字段，数据库迁移脚本放在哪，执�
 UNRELATED = "讲讲 TCP 的拥塞控制算法，慢启动和拥塞避免有什么区别"
 
 
-def _setup(client: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-           ) -> tuple[Path, Path, DataPaths, dict[str, str]]:
+def _setup(
+    client: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> tuple[Path, Path, DataPaths, dict[str, str]]:
     home, proj = tmp_path / "client-home", tmp_path / "proj"
     home.mkdir()
     proj.mkdir()
@@ -43,24 +44,27 @@ def _setup(client: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     return home, proj, data, {"MEMSELF_RUNTIME_DIR": str(runtime)}
 
 
-def _run(client: str, clients: Clients, home: Path, proj: Path, data: DataPaths,
-         env: dict[str, str], prompt: str):
+def _run(
+    client: str, clients: Clients, home: Path, proj: Path, data: DataPaths, env: dict[str, str], prompt: str
+):
     if client == "claude":
         return run_claude(clients, home, prompt, cwd=proj, memself_home=data.root, extra_env=env)
-    return run_codebuddy(clients, home, prompt, cwd=proj, memself_home=data.root,
-                         stream_json=False, extra_env=env)
+    return run_codebuddy(
+        clients, home, prompt, cwd=proj, memself_home=data.root, stream_json=False, extra_env=env
+    )
 
 
 @pytest.mark.parametrize("client", ["claude", "codebuddy"])
 def test_relevant_fact_reaches_the_model_only_with_the_matching_prompt(
-        client: str, clients: Clients, tmp_path: Path, model_cache: Path,
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    client: str, clients: Clients, tmp_path: Path, model_cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     home, proj, data, env = _setup(client, tmp_path, monkeypatch)
     env["MEMSELF_MODEL_CACHE"] = str(model_cache)
     try:
         # A warm engine: the steady state of a working session.
-        call_engine(data, "recall", {"text": "预热", "now": datetime.now(timezone.utc).isoformat()},
-                    timeout_s=300)
+        call_engine(
+            data, "recall", {"text": "预热", "now": datetime.now(timezone.utc).isoformat()}, timeout_s=300
+        )
 
         def run(prompt: str):
             return _run(client, clients, home, proj, data, env, prompt)
@@ -79,8 +83,8 @@ def test_relevant_fact_reaches_the_model_only_with_the_matching_prompt(
 
 @pytest.mark.parametrize("client", ["claude", "codebuddy"])
 def test_first_prompt_against_a_stopped_engine_carries_the_fact(
-        client: str, clients: Clients, tmp_path: Path, model_cache: Path,
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    client: str, clients: Clients, tmp_path: Path, model_cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The first prompt of a working session: the engine exited (idle, or `memself engine stop`).
     The session start starts it, the prompt hook waits for it within its deadline, and the fact
     reaches the model with that very first prompt."""
@@ -88,8 +92,9 @@ def test_first_prompt_against_a_stopped_engine_carries_the_fact(
     env["MEMSELF_MODEL_CACHE"] = str(model_cache)
     try:
         # A user who has used memself before: the index is built; then the engine is stopped.
-        call_engine(data, "recall", {"text": "预热", "now": datetime.now(timezone.utc).isoformat()},
-                    timeout_s=300)
+        call_engine(
+            data, "recall", {"text": "预热", "now": datetime.now(timezone.utc).isoformat()}, timeout_s=300
+        )
         assert stop_engine(data) is not None
         first = _run(client, clients, home, proj, data, env, RELEVANT)
         assert first.rc == 0, first.stderr[-2000:]

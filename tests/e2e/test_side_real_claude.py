@@ -28,37 +28,60 @@ EVENTS = {"SessionStart": 10, "UserPromptSubmit": 10, "Stop": 20}
 PROMPT = "记住：以后回答都用中文"
 RULE = "回答问题时一律使用中文"
 TOOL = "mcp__memory-self-evolution__memory_resolve"
-JUDGE_RULE = {"path": "/chat/completions", "contains": ["跨会话长期记忆"],
-              "text": json.dumps({"remember": True, "text": RULE, "group": "rule",
-                                  "evidence": "以后回答都用中文"}, ensure_ascii=False)}
-RESOLVE_RULE = {"path": "/messages", "scope": "last_message", "contains": ["MEMORY_CONFIRM_V1"],
-                "capture": {"sessionID": r"sessionID：(s_[a-f0-9]{64})"},
-                "tool_use": {"name": TOOL, "input": {"sessionID": "", "decision": "create_rule"}}}
+JUDGE_RULE = {
+    "path": "/chat/completions",
+    "contains": ["跨会话长期记忆"],
+    "text": json.dumps(
+        {"remember": True, "text": RULE, "group": "rule", "evidence": "以后回答都用中文"}, ensure_ascii=False
+    ),
+}
+RESOLVE_RULE = {
+    "path": "/messages",
+    "scope": "last_message",
+    "contains": ["MEMORY_CONFIRM_V1"],
+    "capture": {"sessionID": r"sessionID：(s_[a-f0-9]{64})"},
+    "tool_use": {"name": TOOL, "input": {"sessionID": "", "decision": "create_rule"}},
+}
 
 
 def setup_home(home: Path, data: DataPaths, confirm: bool) -> dict[str, str]:
-    write_claude_style_hooks(home / ".claude" / "settings.json", hook_command_line("claude"),
-                             EVENTS)
-    server = {"type": "stdio", "command": sys.executable,
-              "args": ["-m", "memself", "mcp", "--agent", "claude"], "env": {}}
-    (home / ".claude.json").write_text(json.dumps({"mcpServers": {"memory-self-evolution": server}}),
-                                       encoding="utf-8")
+    write_claude_style_hooks(home / ".claude" / "settings.json", hook_command_line("claude"), EVENTS)
+    server = {
+        "type": "stdio",
+        "command": sys.executable,
+        "args": ["-m", "memself", "mcp", "--agent", "claude"],
+        "env": {},
+    }
+    (home / ".claude.json").write_text(
+        json.dumps({"mcpServers": {"memory-self-evolution": server}}), encoding="utf-8"
+    )
     config = {"sideApiBase": "{base}/v1", "sideApiModel": "fake-judge", "confirm": confirm}
-    return {str(data.config): json.dumps(config),
-            str(data.side_secret): json.dumps({"apiKey": "sk-judge-e2e"})}
+    return {
+        str(data.config): json.dumps(config),
+        str(data.side_secret): json.dumps({"apiKey": "sk-judge-e2e"}),
+    }
 
 
 @pytest.mark.parametrize("confirm", [True, False], ids=["confirm", "direct"])
-def test_remember_chinese_in_real_claude(confirm: bool, clients: Clients, tmp_path: Path,
-                                         hook_data: DataPaths) -> None:
+def test_remember_chinese_in_real_claude(
+    confirm: bool, clients: Clients, tmp_path: Path, hook_data: DataPaths
+) -> None:
     home, proj = tmp_path / "client-home", tmp_path / "proj"
     home.mkdir()
     proj.mkdir()
     files = setup_home(home, hook_data, confirm)
-    run = run_claude(clients, home, PROMPT, cwd=proj, memself_home=hook_data.root,
-                     extra_args=["--allowedTools", TOOL],
-                     extra_env={**engine_env(), "ENABLE_TOOL_SEARCH": "false"},
-                     files=files, rules=[JUDGE_RULE, RESOLVE_RULE], timeout=150)
+    run = run_claude(
+        clients,
+        home,
+        PROMPT,
+        cwd=proj,
+        memself_home=hook_data.root,
+        extra_args=["--allowedTools", TOOL],
+        extra_env={**engine_env(), "ENABLE_TOOL_SEARCH": "false"},
+        files=files,
+        rules=[JUDGE_RULE, RESOLVE_RULE],
+        timeout=150,
+    )
     assert run.rc == 0, run.stderr[-3000:]
     judge_calls = [r for r in run.requests if r["path"].endswith("/chat/completions")]
     assert len(judge_calls) == 1

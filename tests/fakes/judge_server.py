@@ -44,8 +44,9 @@ def plain(content: str) -> Reply:
 
 
 def remember(text: str, group: str = "rule", evidence: str = "") -> str:
-    return json.dumps({"remember": True, "text": text, "group": group, "evidence": evidence},
-                      ensure_ascii=False)
+    return json.dumps(
+        {"remember": True, "text": text, "group": group, "evidence": evidence}, ensure_ascii=False
+    )
 
 
 def not_memory() -> str:
@@ -91,15 +92,15 @@ class FakeJudge:
 
     @property
     def user_messages(self) -> list[str]:
-        return [m["content"] for r in self.requests for m in r.body.get("messages", [])
-                if m.get("role") == "user"]
+        return [
+            m["content"] for r in self.requests for m in r.body.get("messages", []) if m.get("role") == "user"
+        ]
 
 
 def _chunks(content: str) -> list[dict[str, Any]]:
-    pieces = [content[i:i + 7] for i in range(0, len(content), 7)] or [""]
+    pieces = [content[i : i + 7] for i in range(0, len(content), 7)] or [""]
     events: list[dict[str, Any]] = [{"choices": [{"index": 0, "delta": {"role": "assistant"}}]}]
-    events += [{"choices": [{"index": 0, "delta": {"content": p}, "finish_reason": None}]}
-               for p in pieces]
+    events += [{"choices": [{"index": 0, "delta": {"content": p}, "finish_reason": None}]} for p in pieces]
     events.append({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
     return events
 
@@ -130,15 +131,31 @@ def _handler(judge: FakeJudge) -> type[BaseHTTPRequestHandler]:
             self.wfile.write(data)
 
         def _json(self, reply: Reply) -> None:
-            data = {"id": "cmpl-1", "object": "chat.completion",
-                    "choices": [{"index": 0, "finish_reason": "stop",
-                                 "message": {"role": "assistant", "content": reply.content}}]}
+            data = {
+                "id": "cmpl-1",
+                "object": "chat.completion",
+                "choices": [
+                    {
+                        "index": 0,
+                        "finish_reason": "stop",
+                        "message": {"role": "assistant", "content": reply.content},
+                    }
+                ],
+            }
             self._send(200, json.dumps(data, ensure_ascii=False).encode(), "application/json")
 
         def _gzip_json(self, reply: Reply) -> None:
-            data = {"id": "cmpl-1", "object": "chat.completion",
-                    "choices": [{"index": 0, "finish_reason": "stop",
-                                 "message": {"role": "assistant", "content": reply.content}}]}
+            data = {
+                "id": "cmpl-1",
+                "object": "chat.completion",
+                "choices": [
+                    {
+                        "index": 0,
+                        "finish_reason": "stop",
+                        "message": {"role": "assistant", "content": reply.content},
+                    }
+                ],
+            }
             body = gzip.compress(json.dumps(data, ensure_ascii=False).encode())
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
@@ -190,8 +207,9 @@ def _handler(judge: FakeJudge) -> type[BaseHTTPRequestHandler]:
         def _sse_no_done(self, reply: Reply) -> None:
             # A complete HTTP body whose SSE stream simply stops: no finish_reason, no [DONE].
             events = _chunks(reply.content)[:-1]
-            self._send(200, self._sse_bytes(events[: max(1, len(events) // 2)], done=False),
-                       "text/event-stream")
+            self._send(
+                200, self._sse_bytes(events[: max(1, len(events) // 2)], done=False), "text/event-stream"
+            )
 
         def _hang(self, reply: Reply) -> None:
             judge._release.wait(30)
@@ -206,8 +224,10 @@ def _handler(judge: FakeJudge) -> type[BaseHTTPRequestHandler]:
 
         def _huge_sse(self, reply: Reply) -> None:
             self._stream_head()
-            event = self._sse_bytes([{"choices": [{"index": 0, "delta": {"content": "x" * 60},
-                                                   "finish_reason": None}]}], done=False)
+            event = self._sse_bytes(
+                [{"choices": [{"index": 0, "delta": {"content": "x" * 60}, "finish_reason": None}]}],
+                done=False,
+            )
             self._stream(b"", event * (65536 // len(event)), reply.size, chunked=True)
 
         def _stream(self, head: bytes, block: bytes, size: int, chunked: bool) -> None:
@@ -216,7 +236,7 @@ def _handler(judge: FakeJudge) -> type[BaseHTTPRequestHandler]:
                 for data in itertools.chain([head], itertools.repeat(block)):
                     if sent >= size:
                         break
-                    data = data[:size - sent]
+                    data = data[: size - sent]
                     if not data:
                         continue
                     if chunked:
@@ -242,8 +262,7 @@ def running_judge() -> Iterator[FakeJudge]:
     server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(judge))
     server.daemon_threads = True
     judge.url = f"http://127.0.0.1:{server.server_address[1]}/v1"
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
-                              daemon=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     try:
         yield judge
