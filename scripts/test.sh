@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The one test command: ruff, then pytest. Arguments go to pytest.
+# The one test command: ruff (lint and format), then pytest. Arguments go to pytest.
 #
 #   ./scripts/test.sh              # everything except the e2e group (pyproject addopts)
 #   ./scripts/test.sh -m e2e       # only the end-to-end group (real npm clients)
@@ -11,6 +11,7 @@ cd "$(dirname "$0")/.."
 
 .venv/bin/ruff check .
 lint=$?
+.venv/bin/ruff format --check --quiet . || { echo "test.sh: ruff format would change files (run .venv/bin/ruff format .)" >&2; lint=1; }
 # Said before pytest runs, so pytest's summary stays the last line of the output.
 [ $lint -ne 0 ] && echo "test.sh: ruff check failed (the run will fail after the tests)" >&2
 
