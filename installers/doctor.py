@@ -210,7 +210,7 @@ def _last_engine_error(paths: DataPaths) -> str:
 def check_judge(paths: DataPaths, chat: Callable[..., str] | None = None) -> Check:
     from memself.config import load_config
     from memself.errors import KeyEndpointMismatch
-    from memself.side.secrets import key_for_endpoint, read_key_file, shown_base
+    from memself.judge.secrets import key_for_endpoint, read_key_file, shown_base
 
     cfg = load_config(paths)
     if cfg.side_judge is False:
@@ -261,7 +261,7 @@ def check_judge(paths: DataPaths, chat: Callable[..., str] | None = None) -> Che
     except (MemselfError, OSError) as exc:
         return Check("旁路判别", False, f"接口密钥不可用：{exc}", "memself key set 重新输入 apiKey")
     if chat is None:
-        from memself.side.http import chat
+        from memself.judge.http import chat
     started = time.monotonic()
     try:
         chat(bound, cfg.sideApiModel, key, "只回答 OK。", "ping", timeout=_JUDGE_TIMEOUT_S)
@@ -284,7 +284,7 @@ def check_judge(paths: DataPaths, chat: Callable[..., str] | None = None) -> Che
 
 def check_secrets(paths: DataPaths) -> Check:
     """The local session secret: valid, not made yet, unusable, or replaced after being invalid."""
-    from memself.side.secrets import read_session_secret, session_secret_problem, set_aside_secrets
+    from memself.judge.secrets import read_session_secret, session_secret_problem, set_aside_secrets
 
     target = paths.session_secret
     problem = session_secret_problem(paths)

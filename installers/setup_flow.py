@@ -104,7 +104,7 @@ def write_answers(paths: DataPaths, answers: Answers, echo: Echo) -> None:
         set_config_value(paths, "confirm", "true" if answers.confirm else "false")
         echo(f"  {paths.config}：confirm = {'true' if answers.confirm else 'false'}")
     if answers.has_api:
-        from memself.side.secrets import write_api_key
+        from memself.judge.secrets import write_api_key
 
         set_config_value(paths, "sideApiBase", answers.api_base)
         set_config_value(paths, "sideApiModel", answers.api_model)
@@ -247,7 +247,7 @@ def _footer(
         echo("WorkBuddy 会把新加的 MCP 显示为未启用：请在「连接器」里批准 memory-self-evolution。")
     try:
         from memself.config import load_config
-        from memself.side.start import deposition_status
+        from memself.judge.start import deposition_status
 
         state = deposition_status(paths, load_config(paths))
     except MemselfError:
@@ -325,7 +325,7 @@ def run_uninstall(
 
 def _leftover_secrets(paths: DataPaths) -> list[str]:
     """Invalid session secrets set aside after a full disk, and the lock of their replacement."""
-    from memself.side.secrets import set_aside_secrets
+    from memself.judge.secrets import set_aside_secrets
 
     names = [p.name for p in set_aside_secrets(paths)]
     return [*names, ".session-secret.lock"]

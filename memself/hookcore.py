@@ -78,8 +78,8 @@ def _adapter(event: HookEvent) -> HostAdapter:
 
 
 def deposition_state(paths: DataPaths, config: Config) -> str:
-    """ "on" when the judge can run, else why not (``memself.side.start.deposition_status``)."""
-    from memself.side.start import deposition_status
+    """ "on" when the judge can run, else why not (``memself.judge.start.deposition_status``)."""
+    from memself.judge.start import deposition_status
 
     return deposition_status(paths, config)
 
@@ -127,7 +127,7 @@ def prompt_submit(
     verdict = classify_input(event.prompt)
     if verdict.skip_reason in _PLUGIN_TRAFFIC:
         return HookReply()
-    from memself.side.start import LEARNING
+    from memself.judge.start import LEARNING
 
     deposition = deposition_state(paths, config)
     if deposition in LEARNING and not verdict.skipped:
@@ -144,7 +144,7 @@ def prompt_submit(
 def _restore_hidden_confirmation(event: HookEvent, paths: DataPaths) -> str | None:
     """Cursor shows a Stop follow-up to the user; the model's instruction comes back from a file."""
     try:
-        from memself.side.followup import restore_cursor_prompt
+        from memself.judge.followup import restore_cursor_prompt
     except ModuleNotFoundError:
         return None
     try:
@@ -155,7 +155,7 @@ def _restore_hidden_confirmation(event: HookEvent, paths: DataPaths) -> str | No
 
 
 def _start_judge(event: HookEvent, config: Config, now: datetime, paths: DataPaths) -> None:
-    from memself.side.start import maybe_start_judge
+    from memself.judge.start import maybe_start_judge
 
     try:
         maybe_start_judge(paths, config, event.host, event.session_key, event.turn_id, event.prompt, now)
@@ -197,7 +197,7 @@ def stop(event: HookEvent, config: Config, now: datetime, paths: DataPaths) -> H
     if event.stop_active or not event.session_key:
         return HookReply()
     try:
-        from memself.side.followup import take_followup
+        from memself.judge.followup import take_followup
     except ModuleNotFoundError:
         return HookReply()
     adapter = _adapter(event)

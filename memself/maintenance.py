@@ -132,7 +132,7 @@ def _purge_trash(session: WriteSession, trash: TrashFile, now: datetime) -> int:
 def _cleanup_side_jobs(paths: DataPaths, now: datetime) -> None:
     # Zombie judge jobs are side state, not memories: their cleanup never fails the maintenance.
     try:
-        from memself.side.jobs import cleanup_zombies
+        from memself.judge.jobs import cleanup_zombies
     except ImportError:
         return
     try:

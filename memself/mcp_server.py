@@ -26,12 +26,12 @@ from memself.config import (
     user_only_key,
 )
 from memself.errors import InvalidInput, MemselfError
+from memself.judge.notices import GROUP_LABELS
+from memself.judge.resolve import DECISIONS, MSG_INVALID, invalidate_for_memories, resolve
+from memself.judge.secrets import key_state, read_key_file
 from memself.logs import log
 from memself.paths import DataPaths
 from memself.records import GROUPS, fmt_confidence
-from memself.side.notices import GROUP_LABELS
-from memself.side.resolve import DECISIONS, MSG_INVALID, invalidate_for_memories, resolve
-from memself.side.secrets import key_state, read_key_file
 from memself.store import MemoryStore
 from memself.texts import inert
 

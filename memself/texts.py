@@ -148,7 +148,7 @@ def inert(text: str, limit: int | None = MAX_TEXT) -> str:
 
 def boundary(plugin_scoped: bool, deposition: str) -> str:
     """The responsibility paragraph; ``deposition`` is "on" or why learning is off or paused
-    (``memself.side.start.deposition_status``)."""
+    (``memself.judge.start.deposition_status``)."""
     if deposition in _DEPOSITION_NOTICES:
         return _DEPOSITION_NOTICES[deposition]
     text = BOUNDARY_PLUGIN_SCOPED if plugin_scoped else BOUNDARY

@@ -9,8 +9,8 @@ import pytest
 from memself.config import set_config_value
 from memself.hookcore import handle
 from memself.hosts.base import EventKind, HookEvent
+from memself.judge.secrets import write_api_key
 from memself.paths import DataPaths
-from memself.side.secrets import write_api_key
 from tests.helpers import T0, days, make_store, record, write_records
 
 
@@ -103,7 +103,7 @@ def test_prompt_with_judge_configured_gets_reminder(monkeypatch: pytest.MonkeyPa
     store = make_store()
     configure_judge(store.paths)
     started = []
-    monkeypatch.setattr("memself.side.start.maybe_start_judge", lambda *a, **k: started.append(a))
+    monkeypatch.setattr("memself.judge.start.maybe_start_judge", lambda *a, **k: started.append(a))
     reply = handle(event(EventKind.PROMPT_SUBMIT, prompt="帮我看看这个函数怎么改"), T0, store.paths)
     assert reply.context.startswith("记忆由 memory-self-evolution 插件在后台判断")
     assert len(started) == 1

@@ -19,7 +19,7 @@ from memself.installers.base import InstallContext
 from memself.installers.cursor import INSTALLER as CURSOR
 from memself.paths import DataPaths
 from tests.fakes.judge_server import Reply, running_judge, sse
-from tests.side_helpers import API_KEY, configure
+from tests.judge_helpers import API_KEY, configure
 
 REPO = Path(__file__).resolve().parent.parent
 SKILL = Path(__file__).parent / "fixtures" / "installers" / "_skill" / "memory-self-evolution-manage"

@@ -14,13 +14,13 @@ from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from memself.config import load_config
+from memself.judge import jobs
+from memself.judge.followup import followup
+from memself.judge.start import maybe_start_judge
 from memself.paths import DataPaths
-from memself.side import jobs
-from memself.side.followup import followup
-from memself.side.start import maybe_start_judge
 from memself.store import MemoryStore
 from tests.fakes.judge_server import remember, running_judge, sse
-from tests.side_helpers import configure
+from tests.judge_helpers import configure
 
 
 def server_params(agent: str) -> StdioServerParameters:

@@ -9,13 +9,13 @@ import pytest
 
 from memself.config import set_config_value
 from memself.errors import MemselfError
+from memself.judge import jobs
+from memself.judge.secrets import load_or_create_session_secret
 from memself.mcp_server import TOOL_NAMES, TOOLS, MemoryTools
 from memself.paths import DataPaths
-from memself.side import jobs
-from memself.side.secrets import load_or_create_session_secret
 from memself.store import MemoryStore
-from tests.side_helpers import API_KEY, NOW, configure
-from tests.test_side_followup import proposal, ready, stop
+from tests.judge_helpers import API_KEY, NOW, configure
+from tests.test_judge_followup import proposal, ready, stop
 
 
 @pytest.fixture

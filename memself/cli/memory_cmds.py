@@ -8,10 +8,10 @@ import click
 
 from memself.cli.app import echo_json, main, now_utc
 from memself.config import KEYS, load_config, set_config_value
+from memself.judge.resolve import invalidate_for_memories
+from memself.judge.secrets import key_state, read_key_file, shown_base
 from memself.paths import DataPaths
 from memself.records import GROUPS, fmt_confidence, one_line
-from memself.side.resolve import invalidate_for_memories
-from memself.side.secrets import key_state, read_key_file, shown_base
 from memself.store import MemoryStore
 
 GROUP_TITLES = {"rule": "规则与偏好", "project": "项目事实"}

@@ -13,7 +13,7 @@ from memself.cli.app import main
 @click.argument("job_file", type=click.Path(path_type=Path, dir_okay=False))
 def side_run(job_file: Path) -> None:
     """旁路判别（由 hook 在后台启动）。"""
-    from memself.side.judge import run_detached
+    from memself.judge.worker import run_detached
 
     run_detached(job_file)
 

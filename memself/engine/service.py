@@ -65,7 +65,7 @@ class RecallService:
         import memself.hookcore
         import memself.hookrun
         import memself.hosts
-        import memself.side.start  # noqa: F401  (what a prompt hook imports in the engine)
+        import memself.judge.start  # noqa: F401  (what a prompt hook imports in the engine)
         from memself.textfilter import classify_input
 
         classify_input(WARM_UP_PROMPT)

@@ -229,7 +229,7 @@ class JudgeApply(Scenario):
         self.write_files({"rule": [_record(i, f"判别用的种子规则 {i}", "rule") for i in self.seeds]}, [])
 
     def child(self, rng: random.Random) -> None:
-        from memself.side.apply import apply_proposal
+        from memself.judge.apply import apply_proposal
 
         store = MemoryStore(self.paths)
         day = 0

@@ -13,12 +13,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from memself.config import load_config
+from memself.judge import jobs, runlock
+from memself.judge.start import maybe_start_judge, spawn_judge
 from memself.paths import DataPaths
-from memself.side import jobs, runlock
-from memself.side.start import maybe_start_judge, spawn_judge
 from tests.fakes.judge_server import Reply, running_judge
 from tests.hookproc import hook_data, run_entry
-from tests.side_helpers import configure
+from tests.judge_helpers import configure
 
 __all__ = ["hook_data"]
 

@@ -11,11 +11,11 @@ import time
 import pytest
 
 from memself.engine.client import call_engine
+from memself.judge import jobs
 from memself.paths import DataPaths
-from memself.side import jobs
 from tests.fakes.judge_server import not_memory, running_judge, sse
 from tests.hookproc import hook_data, hook_runs, run_entry
-from tests.side_helpers import configure
+from tests.judge_helpers import configure
 
 __all__ = ["hook_data"]
 

@@ -17,16 +17,16 @@ import pytest
 
 from memself.config import set_config_value
 from memself.errors import MemselfError
+from memself.judge import jobs
+from memself.judge.followup import restore_cursor_prompt, save_confirm_pair
+from memself.judge.resolve import resolve
+from memself.judge.secrets import load_or_create_session_secret
 from memself.paths import DataPaths
-from memself.side import jobs
-from memself.side.followup import restore_cursor_prompt, save_confirm_pair
-from memself.side.resolve import resolve
-from memself.side.secrets import load_or_create_session_secret
 from memself.store import MemoryStore
 from memself.textfilter import NOTICE_HEADER
-from tests.side_helpers import NOW, configure
+from tests.judge_helpers import NOW, configure
+from tests.test_judge_followup import Clock, proposal, ready, stop
 from tests.test_mcp_stdio import session_calls, text_of
-from tests.test_side_followup import Clock, proposal, ready, stop
 
 FORGED_ID = "s_" + "ab" * 32
 

@@ -20,13 +20,13 @@ from memself.config import set_config_value
 from memself.engine.client import EngineClient, ensure_started
 from memself.hosts import HOSTS
 from memself.hosts.base import EventKind
+from memself.judge import jobs
 from memself.paths import DataPaths
-from memself.side import jobs
 from tests.fakes.judge_server import Reply, running_judge
 from tests.hookproc import REPO_ROOT, HookProc, hook_data, hook_runs, load_payloads
-from tests.side_helpers import configure
-from tests.test_side_e2e_hook import prompt_hook
-from tests.test_side_followup import proposal, ready
+from tests.judge_helpers import configure
+from tests.test_judge_e2e_hook import prompt_hook
+from tests.test_judge_followup import proposal, ready
 
 __all__ = ["hook_data"]
 

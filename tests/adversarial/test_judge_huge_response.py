@@ -10,10 +10,10 @@ import sys
 
 import pytest
 
+from memself.judge import jobs
 from memself.paths import DataPaths
-from memself.side import jobs
 from tests.fakes.judge_server import huge, running_judge
-from tests.side_helpers import configure, start_job
+from tests.judge_helpers import configure, start_job
 
 BODY_BYTES = 256 << 20
 # The judge's interpreter with httpx imported sits near 40 MB; reading the body whole took it

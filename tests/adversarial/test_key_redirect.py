@@ -22,14 +22,14 @@ import pytest
 from memself.config import load_config
 from memself.hosts import HOSTS
 from memself.hosts.base import EventKind
+from memself.judge import jobs
+from memself.judge.secrets import write_api_key
+from memself.judge.start import maybe_start_judge
 from memself.paths import DataPaths
-from memself.side import jobs
-from memself.side.secrets import write_api_key
-from memself.side.start import maybe_start_judge
 from memself.store import MemoryStore
 from tests.fakes.judge_server import FakeJudge, remember, running_judge, sse
 from tests.hookproc import hook_data, run_entry
-from tests.side_helpers import API_KEY, NOW, configure
+from tests.judge_helpers import API_KEY, NOW, configure
 from tests.test_mcp_stdio import session_calls, text_of
 
 __all__ = ["hook_data"]

@@ -31,11 +31,11 @@ from memself.engine.client import call_engine, stop_engine
 from memself.errors import InvalidInput
 from memself.hosts import HOSTS
 from memself.hosts.base import EventKind
+from memself.judge import followup, jobs
+from memself.judge.resolve import resolve
+from memself.judge.worker import run_job
 from memself.mcp_server import MemoryTools
 from memself.paths import DataPaths
-from memself.side import followup, jobs
-from memself.side.judge import run_job
-from memself.side.resolve import resolve
 from memself.store import MemoryStore
 from memself.textfilter import CONFIRM_MARKER, NOTICE_HEADER
 from tests.adversarial.injection_corpus import (
@@ -46,8 +46,8 @@ from tests.adversarial.injection_corpus import (
 )
 from tests.fakes.judge_server import dedup, remember, running_judge, sse
 from tests.hookproc import hook_data, run_entry
-from tests.side_helpers import NOW, clock, configure
-from tests.test_side_followup import proposal, ready
+from tests.judge_helpers import NOW, clock, configure
+from tests.test_judge_followup import proposal, ready
 
 __all__ = ["hook_data"]  # the fixture, imported for pytest
 
@@ -156,7 +156,7 @@ def judge():
 
 
 def _judge_job(paths: DataPaths, store: MemoryStore, judge, text: str, merged: str, turn: str) -> dict:
-    from tests.side_helpers import start_job
+    from tests.judge_helpers import start_job
 
     target = store.all()[0]
     sid = start_job(paths, f"记住：以后第 {turn} 条规则也要遵守", turn=turn)

@@ -22,12 +22,12 @@ from memself.hooks.command import hook_command
 from memself.hosts import HOSTS
 from memself.hosts.base import EventKind
 from memself.installers import doctor
+from memself.judge import jobs
+from memself.judge.secrets import load_or_create_session_secret
 from memself.paths import DataPaths
-from memself.side import jobs
-from memself.side.secrets import load_or_create_session_secret
 from tests.fakes.judge_server import remember, running_judge, sse
 from tests.hookproc import hook_data
-from tests.side_helpers import configure
+from tests.judge_helpers import configure
 
 __all__ = ["hook_data"]
 

@@ -3,7 +3,7 @@
 The caller (the host's model) only names a sessionID and a decision. The job must belong to this
 host, have been shown in a popup and not yet be answered; the decision must be one the popup
 offered; text, target and merged text come from the proposal; the job must carry the plugin's
-seal (``memself.side.seal``), so a forged, edited or re-armed file is refused. No config is read.
+seal (``memself.judge.seal``), so a forged, edited or re-armed file is refused. No config is read.
 """
 
 from __future__ import annotations
@@ -12,12 +12,12 @@ from collections.abc import Iterable
 from datetime import datetime
 
 from memself.errors import MemselfError
+from memself.judge import jobs, seal
+from memself.judge.apply import apply_proposal
+from memself.judge.proposal_id import is_proposal_id
+from memself.judge.secrets import read_session_secret
 from memself.logs import log
 from memself.paths import DataPaths
-from memself.side import jobs, seal
-from memself.side.apply import apply_proposal
-from memself.side.secrets import read_session_secret
-from memself.side.session_id import is_session_id
 from memself.store import MemoryStore
 from memself.timeutil import iso
 
@@ -58,7 +58,7 @@ def resolve(
     Raises ``ResolveRejected`` with the original's exact messages. Creates no file when the
     sessionID is unknown.
     """
-    if not is_session_id(session_id) or decision not in DECISIONS:
+    if not is_proposal_id(session_id) or decision not in DECISIONS:
         raise ResolveRejected(MSG_INVALID)
     if not jobs.job_path(paths, session_id).is_file():
         raise ResolveRejected(MSG_NOT_FOUND)  # before the lock: an unknown id creates nothing

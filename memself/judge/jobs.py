@@ -18,11 +18,11 @@ from pathlib import Path
 from typing import Any
 
 from memself.atomic import write_atomic
+from memself.judge import runlock, seal
+from memself.judge.proposal_id import is_proposal_id
+from memself.judge.secrets import read_session_secret
 from memself.logs import log
 from memself.paths import DataPaths
-from memself.side import runlock, seal
-from memself.side.secrets import read_session_secret
-from memself.side.session_id import is_session_id
 from memself.timeutil import iso, local_midnight, parse_iso
 
 try:  # POSIX only; elsewhere updates fall back to last-writer-wins like the original.
@@ -134,13 +134,13 @@ def read_job(path: Path) -> Job | None:
     except (OSError, ValueError):
         return None
     # A job copied under another file name is not a job: one id, one file.
-    if not isinstance(data, dict) or not is_session_id(data.get("id")) or data["id"] != path.stem:
+    if not isinstance(data, dict) or not is_proposal_id(data.get("id")) or data["id"] != path.stem:
         return None
     return data
 
 
 def load_job(paths: DataPaths, session_id: str) -> Job | None:
-    if not is_session_id(session_id):
+    if not is_proposal_id(session_id):
         return None
     return read_job(job_path(paths, session_id))
 

@@ -11,8 +11,8 @@ import threading
 import pytest
 
 from memself.errors import KeyEndpointMismatch, KeyFileInvalid
-from memself.paths import DataPaths
-from memself.side.secrets import (
+from memself.judge.proposal_id import PROPOSAL_ID_RE, normalise_prompt, proposal_id
+from memself.judge.secrets import (
     ensure_session_secret,
     key_for_endpoint,
     key_state,
@@ -26,7 +26,7 @@ from memself.side.secrets import (
     shown_base,
     write_api_key,
 )
-from memself.side.session_id import SESSION_ID_RE, normalise_prompt, session_id
+from memself.paths import DataPaths
 
 SECRET = "a" * 64
 
@@ -92,22 +92,22 @@ def test_api_key_roundtrip_mode_600() -> None:
 
 def test_session_id_matches_spec_exactly() -> None:
     prompt = "  记住：以后回答都用中文\r\n第二行\r"
-    sid = session_id("claude", "sess-1", "turn-9", prompt, SECRET)
+    sid = proposal_id("claude", "sess-1", "turn-9", prompt, SECRET)
     digest = hashlib.sha256("记住：以后回答都用中文\n第二行".encode()).hexdigest()
     material = f"claude\0sess-1\0turn-9\0{digest}\0" + "1"
     expected = "s_" + hmac.new(SECRET.encode(), material.encode(), hashlib.sha256).hexdigest()
     assert sid == expected
-    assert SESSION_ID_RE.match(sid)
+    assert PROPOSAL_ID_RE.match(sid)
 
 
 def test_session_id_stable_and_sensitive() -> None:
-    base = session_id("cursor", "c1", "g1", "记住 用中文", SECRET)
-    assert base == session_id("cursor", "c1", "g1", "记住 用中文\r\n", SECRET)
-    assert base != session_id("cursor", "c1", "g1", "记住 用中文", "b" * 64)
-    assert base != session_id("cursor", "c1", "g2", "记住 用中文", SECRET)
-    assert base != session_id("cursor", "c1", "g1", "记住 用英文", SECRET)
-    assert base != session_id("cursor", "c2", "g1", "记住 用中文", SECRET)
-    assert base != session_id("codebuddy", "c1", "g1", "记住 用中文", SECRET)
+    base = proposal_id("cursor", "c1", "g1", "记住 用中文", SECRET)
+    assert base == proposal_id("cursor", "c1", "g1", "记住 用中文\r\n", SECRET)
+    assert base != proposal_id("cursor", "c1", "g1", "记住 用中文", "b" * 64)
+    assert base != proposal_id("cursor", "c1", "g2", "记住 用中文", SECRET)
+    assert base != proposal_id("cursor", "c1", "g1", "记住 用英文", SECRET)
+    assert base != proposal_id("cursor", "c2", "g1", "记住 用中文", SECRET)
+    assert base != proposal_id("codebuddy", "c1", "g1", "记住 用中文", SECRET)
 
 
 def test_normalise_prompt() -> None:

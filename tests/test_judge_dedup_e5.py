@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 
 from memself.config import load_config
+from memself.judge import jobs
+from memself.judge.worker import run_job
 from memself.paths import DataPaths
-from memself.side import jobs
-from memself.side.judge import run_job
 from memself.store import MemoryStore
 from tests.fakes.judge_server import dedup, remember, running_judge, sse
-from tests.side_helpers import NOW, clock, configure, start_job
+from tests.judge_helpers import NOW, clock, configure, start_job
 
 LIBRARY = [
     ("回答问题时一律使用中文", "rule"),

@@ -15,14 +15,14 @@ from typing import Any
 
 from memself.config import Config, load_config
 from memself.errors import InvalidInput, KeyEndpointMismatch, KeyFileInvalid, MemselfError
+from memself.judge import jobs, prompts
+from memself.judge.apply import apply_proposal
+from memself.judge.http import DEFAULT_TIMEOUT_S, chat
+from memself.judge.parse import DedupAnswer, parse_dedup, parse_remember
+from memself.judge.secrets import key_for_endpoint, read_key_file, shown_base
 from memself.logs import log
 from memself.paths import DataPaths
 from memself.records import Memory, check_text
-from memself.side import jobs, prompts
-from memself.side.apply import apply_proposal
-from memself.side.http import DEFAULT_TIMEOUT_S, chat
-from memself.side.parse import DedupAnswer, parse_dedup, parse_remember
-from memself.side.secrets import key_for_endpoint, read_key_file, shown_base
 from memself.store import MemoryStore
 
 NearestFn = Callable[[str, int], Sequence[tuple[Memory, float]]]

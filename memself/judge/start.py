@@ -16,17 +16,17 @@ from pathlib import Path
 from memself import children
 from memself.config import Config
 from memself.errors import MemselfError
-from memself.logs import log
-from memself.paths import DataPaths
-from memself.side import jobs, runlock, seal
-from memself.side.secrets import (
+from memself.judge import jobs, runlock, seal
+from memself.judge.proposal_id import prompt_hash
+from memself.judge.proposal_id import proposal_id as make_proposal_id
+from memself.judge.secrets import (
     ensure_session_secret,
     key_state,
     load_or_create_session_secret,
     read_key_file,
 )
-from memself.side.session_id import prompt_hash
-from memself.side.session_id import session_id as make_session_id
+from memself.logs import log
+from memself.paths import DataPaths
 from memself.textfilter import prepare_for_judge
 
 # (job file, run-lock descriptor): the spawned judge must hold that descriptor while it runs.
@@ -162,7 +162,7 @@ def maybe_start_judge(
         log(paths, NO_SESSION_MESSAGE, agent=agent)
         return None
     secret = load_or_create_session_secret(paths)
-    sid = make_session_id(agent, session_key, turn_id, prompt, secret)
+    sid = make_proposal_id(agent, session_key, turn_id, prompt, secret)
     jobs.ensure_side_dir(paths)
     # Locked before the job exists, so Stop never sees a running job that nobody holds.
     run_lock = runlock.take(paths, sid)

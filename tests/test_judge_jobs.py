@@ -8,8 +8,8 @@ import stat
 import threading
 from datetime import datetime, timedelta, timezone
 
+from memself.judge import jobs
 from memself.paths import DataPaths
-from memself.side import jobs
 from memself.timeutil import iso, local_midnight
 
 NOW = datetime(2026, 11, 30, 12, 0, 0, tzinfo=timezone.utc)

@@ -14,13 +14,13 @@ from pathlib import Path
 import pytest
 
 from memself.config import load_config, set_config_value
+from memself.judge import jobs
+from memself.judge.proposal_id import proposal_id
+from memself.judge.secrets import load_or_create_session_secret
+from memself.judge.start import maybe_start_judge, spawn_judge
 from memself.paths import DataPaths
-from memself.side import jobs
-from memself.side.secrets import load_or_create_session_secret
-from memself.side.session_id import session_id
-from memself.side.start import maybe_start_judge, spawn_judge
 from tests.fakes.judge_server import remember, running_judge, sse
-from tests.side_helpers import NOW, configure
+from tests.judge_helpers import NOW, configure
 
 PROMPT = "记住：以后回答都用中文"
 
@@ -73,8 +73,8 @@ def test_redacted_prompt_stored_raw_prompt_hashed(paths) -> None:
     stored = jobs.load_job(paths, sid)["prompt"]
     assert token not in stored and "[已隐去]" in stored
     secret = load_or_create_session_secret(paths)
-    assert sid == session_id("cursor", "sess-1", "g1", raw, secret)
-    assert sid != session_id("cursor", "sess-1", "g1", stored, secret)
+    assert sid == proposal_id("cursor", "sess-1", "g1", raw, secret)
+    assert sid != proposal_id("cursor", "sess-1", "g1", stored, secret)
 
 
 def test_no_session_key_fails_closed_checklist_16(paths) -> None:
@@ -127,7 +127,7 @@ def test_two_identical_hooks_in_two_processes_spawn_one_judge(paths, tmp_path: P
         from pathlib import Path
         from memself.config import load_config
         from memself.paths import DataPaths
-        from memself.side.start import maybe_start_judge
+        from memself.judge.start import maybe_start_judge
         paths = DataPaths.default()
         config = load_config(paths)
         go = float(sys.argv[1])

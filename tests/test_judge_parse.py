@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from memself.side.parse import extract_json, parse_dedup, parse_remember
+from memself.judge.parse import extract_json, parse_dedup, parse_remember
 
 
 @pytest.mark.parametrize(

@@ -8,11 +8,11 @@ import json
 
 import pytest
 
+from memself.judge import jobs, seal
+from memself.judge.proposal_id import normalise_prompt
+from memself.judge.secrets import read_session_secret
 from memself.paths import DataPaths
-from memself.side import jobs, seal
-from memself.side.secrets import read_session_secret
-from memself.side.session_id import normalise_prompt
-from tests.side_helpers import NOW, configure, start_job
+from tests.judge_helpers import NOW, configure, start_job
 
 PROMPT = "记住：以后回答都用中文，提交前先跑测试"
 

@@ -20,11 +20,11 @@ from typing import Any
 from memself.atomic import write_atomic
 from memself.config import Config
 from memself.errors import MemselfError
+from memself.judge import jobs, runlock, seal
+from memself.judge.apply import apply_proposal
+from memself.judge.secrets import read_session_secret
 from memself.logs import log
 from memself.paths import DataPaths
-from memself.side import jobs, runlock, seal
-from memself.side.apply import apply_proposal
-from memself.side.secrets import read_session_secret
 from memself.store import MemoryStore
 from memself.textfilter import CONFIRM_MARKER, NOTICE_HEADER
 from memself.texts import inert

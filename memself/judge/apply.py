@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from memself.errors import MemselfError
-from memself.side import notices
+from memself.judge import notices
 from memself.store import MemoryStore
 
 

@@ -6,10 +6,10 @@ import json
 
 import pytest
 
+from memself.judge.worker import engine_nearest
 from memself.paths import DataPaths
-from memself.side.judge import engine_nearest
 from memself.store import MemoryStore
-from tests.side_helpers import NOW
+from tests.judge_helpers import NOW
 
 
 def test_empty_library_never_asks_the_engine(monkeypatch: pytest.MonkeyPatch) -> None:

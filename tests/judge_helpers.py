@@ -8,11 +8,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from memself.config import load_config, set_config_value
+from memself.judge import jobs
+from memself.judge.secrets import write_api_key
+from memself.judge.start import maybe_start_judge
 from memself.paths import DataPaths
 from memself.records import Memory
-from memself.side import jobs
-from memself.side.secrets import write_api_key
-from memself.side.start import maybe_start_judge
 from memself.store import MemoryStore
 
 API_KEY = "sk-fake-0123456789abcdefSECRET"

@@ -20,7 +20,7 @@ import json
 import re
 from typing import Any
 
-from memself.side.session_id import session_id_from_hash
+from memself.judge.proposal_id import proposal_id_from_hash
 
 MAC_FIELD = "mac"
 PROMPT_HASH_FIELD = "promptHash"
@@ -89,7 +89,7 @@ def check_job(job: dict[str, Any], secret: str | None, expected_id: str) -> str:
     agent, key, turn = (job.get(k) for k in ("agent", "sessionKey", "generationKey"))
     if not all(isinstance(v, str) for v in (agent, key, turn)):
         return "bad-identity"
-    if not hmac.compare_digest(session_id_from_hash(agent, key, turn, digest, secret), expected_id):
+    if not hmac.compare_digest(proposal_id_from_hash(agent, key, turn, digest, secret), expected_id):
         return "id-mismatch"
     mac = job.get(MAC_FIELD)
     if not isinstance(mac, str) or not hmac.compare_digest(mac, job_mac(job, secret)):

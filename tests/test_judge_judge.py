@@ -7,12 +7,12 @@ from datetime import timedelta
 import pytest
 
 from memself.config import load_config
+from memself.judge import jobs
+from memself.judge.worker import run_job
 from memself.paths import DataPaths
-from memself.side import jobs
-from memself.side.judge import run_job
 from memself.store import MemoryStore
 from tests.fakes.judge_server import Reply, dedup, not_memory, plain, remember, running_judge, sse
-from tests.side_helpers import API_KEY, NOW, clock, configure, overlap_nearest, start_job
+from tests.judge_helpers import API_KEY, NOW, clock, configure, overlap_nearest, start_job
 
 
 @pytest.fixture
@@ -213,7 +213,7 @@ def test_job_timed_out_by_stop_is_not_applied_late(judge) -> None:
     job_file = jobs.job_path(paths, sid)
     original = jobs.read_job(job_file)
     original["status"] = "running"  # the judge read the job before Stop finished it
-    from memself.side import judge as judge_mod
+    from memself.judge import worker as judge_mod
 
     proposal = judge_mod.build_proposal(
         original, lambda s, u: remember("回答问题时使用中文"), overlap_nearest(store)

@@ -13,12 +13,12 @@ import pytest
 
 from memself.hosts import HOSTS
 from memself.hosts.base import EventKind
+from memself.judge import jobs
 from memself.paths import DataPaths
-from memself.side import jobs
 from memself.store import MemoryStore
 from tests.fakes.judge_server import remember, running_judge, sse
 from tests.hookproc import hook_data, run_entry
-from tests.side_helpers import API_KEY, configure
+from tests.judge_helpers import API_KEY, configure
 from tests.test_mcp_stdio import session_calls, text_of
 
 __all__ = ["hook_data"]

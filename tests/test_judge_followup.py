@@ -7,12 +7,12 @@ import stat
 from datetime import datetime, timedelta
 
 from memself.config import load_config, set_config_value
+from memself.judge import jobs
+from memself.judge.followup import confirm_pair_path, followup, restore_cursor_prompt
 from memself.paths import DataPaths
-from memself.side import jobs
-from memself.side.followup import confirm_pair_path, followup, restore_cursor_prompt
 from memself.store import MemoryStore
 from memself.textfilter import NOTICE_HEADER
-from tests.side_helpers import NOW, configure, judge_exits, start_job
+from tests.judge_helpers import NOW, configure, judge_exits, start_job
 
 
 class Clock:
@@ -304,7 +304,7 @@ def test_cursor_restore_rebuilds_result_lines_without_file() -> None:
 
 
 def test_take_followup_real_clock_and_pair_saved() -> None:
-    from memself.side.followup import take_followup
+    from memself.judge.followup import take_followup
 
     paths, _ = env()
     set_config_value(paths, "sideWaitMs", "300")

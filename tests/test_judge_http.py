@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from memself.side.http import ResponseTooLarge, SideApiError, chat, endpoint, parse_body
+from memself.judge.http import ResponseTooLarge, SideApiError, chat, endpoint, parse_body
 from tests.fakes.judge_server import Reply, huge, plain, running_judge, sse
 
 KEY = "sk-live-XYZ123456789"

@@ -8,9 +8,8 @@ from datetime import timedelta
 
 import pytest
 
-from memself.paths import DataPaths
-from memself.side import jobs
-from memself.side.resolve import (
+from memself.judge import jobs
+from memself.judge.resolve import (
     MSG_DISCARDED,
     MSG_INVALID,
     MSG_MISMATCH,
@@ -19,9 +18,10 @@ from memself.side.resolve import (
     invalidate_for_memories,
     resolve,
 )
+from memself.paths import DataPaths
 from memself.store import MemoryStore
-from tests.side_helpers import NOW, configure, start_job
-from tests.test_side_followup import proposal, ready, stop
+from tests.judge_helpers import NOW, configure, start_job
+from tests.test_judge_followup import proposal, ready, stop
 
 
 @pytest.fixture
