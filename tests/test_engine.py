@@ -720,3 +720,23 @@ def test_stop_waits_for_a_starting_engine(paths: DataPaths, monkeypatch: pytest.
     pid = stop_engine(paths, timeout_s=20.0)
     assert pid == spawned
     wait_for(lambda: not alive(spawned), 5)
+
+
+def test_an_engine_that_says_ready_serves_at_once(paths: DataPaths, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ping reporting ``ready`` is the promise that requests are served: a request in the moment
+    between the warm-up finishing and its log line being written must not be refused as loading.
+    The slow log line stands in for a busy disk, which a test cannot cause on demand."""
+    import memself.engine.server as server_module
+
+    real_log = server_module.log
+
+    def slow_log(paths: DataPaths, event: str, **fields: object) -> None:
+        if event == "engine-ready":
+            time.sleep(1.0)
+        real_log(paths, event, **fields)
+
+    monkeypatch.setattr(server_module, "log", slow_log)
+    client = EngineClient(paths)
+    with in_process(paths, wait_warm=False):
+        wait_for(lambda: client.ping()["state"] != "loading", 10)
+        assert client.request("echo", {"x": 1})["echo"] == {"x": 1}

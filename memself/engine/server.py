@@ -302,13 +302,15 @@ class EngineServer:
         except Exception as exc:  # any failure must leave a serving, honest engine
             self._warm_error = _describe_error(exc)
             self._state = STATE_FAILED
+            self._warm_done.set()
             log(self.paths, "engine-warm-up-failed", error=self._warm_error)
         else:
             self._warm_seconds = round(time.monotonic() - started, 3)
+            # The event is set with the state, before the log line: a ping that reads "ready"
+            # promises that the next request is served, and a slow disk must not break that.
             self._state = STATE_READY
-            log(self.paths, "engine-ready", warm_up_s=self._warm_seconds)
-        finally:
             self._warm_done.set()
+            log(self.paths, "engine-ready", warm_up_s=self._warm_seconds)
 
     def shutdown(self, reason: str = "stop") -> None:
         """Ask ``serve_forever`` to return (thread- and signal-safe)."""
