@@ -33,14 +33,16 @@ def _bootstrap() -> None:
 def _run() -> int:
     try:
         _bootstrap()
-        from memself.engine.fasthook import agent_arg, run
+        from memself.hook.inputs import agent_arg
         from memself.hookdeadline import arm
 
         # First of all, the hard deadline (the host's shortest until the event is known),
         # counted from this process's start: nothing after this can outlast the host's timeout.
         arm(agent_arg(sys.argv[1:]))
-        # The warm engine answers through the fast path; without one it runs hookrun.main.
-        run(sys.argv[1:])
+        from memself.hook.process import main
+
+        # The warm engine answers through the fast path; without one the hook runs here.
+        main(sys.argv[1:])
     except BaseException as exc:  # the host must never see a failure
         try:
             sys.stderr.write(f"memself hook: {type(exc).__name__}\n")

@@ -1,10 +1,10 @@
-"""A test-only hook entry: the real bootstrap and ``memself.hookrun.main``, with a scripted core.
+"""A test-only hook entry: the real bootstrap and ``memself.hook.run``, with a scripted core.
 
 Run as ``python -I -S tests/hook_harness.py --agent HOST --replies FILE``. FILE maps an event kind
 (``session_start``, ``prompt_submit``, ``stop``) to HookReply fields plus optional ``sleep``
 (seconds) and ``raise`` (bool); every event also appends its HookEvent as one JSON line to
-``FILE.events``. Production code has no such switch: the scripted core is passed as ``handler``.
-The hard deadline is armed as the entry arms it; ``--no-deadline`` leaves only hookrun's
+``FILE.events``. Production code has no such switch: the scripted core is the run's ``core``.
+The hard deadline is armed as the entry arms it; ``--no-deadline`` leaves only the run's
 watchdog thread (what a platform without SIGALRM gets).
 """
 
@@ -24,9 +24,9 @@ def _replies_file(argv: list[str]) -> str:
 def main() -> None:
     # The entry's own bootstrap, so this exercises the same package lookup hosts get.
     runpy.run_path(ENTRY, run_name="memself_entry")["_bootstrap"]()
-    from memself.engine.fasthook import agent_arg
+    from memself.hook.inputs import agent_arg, read_stdin
+    from memself.hook.run import RunContext, run
     from memself.hookdeadline import arm
-    from memself.hookrun import main as hookrun_main
     from memself.hosts.base import HookReply
 
     if "--no-deadline" not in sys.argv:
@@ -51,7 +51,7 @@ def main() -> None:
             return HookReply()
         return HookReply(**spec)
 
-    hookrun_main(sys.argv[1:], handler=handler)
+    run(read_stdin(), RunContext(agent_arg(sys.argv[1:]), core=handler))
 
 
 def _seen_before(replies_path: str, kind: str) -> bool:

@@ -22,8 +22,8 @@ def recall(text: str, now: datetime) -> dict[str, Any]:
 class HookCoreService(EngineTestService):
     def handle(self, op: str, payload: dict) -> dict:
         if op == "hook-forward":
+            from memself.engine.service import run_forwarded
             from memself.hookcore import handle
-            from memself.hookrun import run_forwarded
 
             def core(event: HookEvent, now: datetime, paths: DataPaths) -> HookReply:
                 return handle(event, now, paths, recall=recall, in_engine=True)

@@ -70,7 +70,7 @@ def run_entry(
 
 
 def hook_runs(paths: DataPaths) -> list[dict]:
-    """The ``hook-run`` lines hookrun logged, parsed."""
+    """The ``hook-run`` lines ``memself.hook.run`` logged, parsed."""
     if not paths.log_file.exists():
         return []
     runs = []

@@ -1,5 +1,5 @@
 """The hook entry as hosts run it: bad input of every kind, for every host, through the real
-``python -I -S hooks/entry.py`` process; and hookrun's own rules, in process."""
+``python -I -S hooks/entry.py`` process; and ``memself.hook.run``'s own rules, in process."""
 
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from memself import hookrun
+from memself.hook.inputs import Stdin, read_bounded
+from memself.hook.run import RunContext, run
 from memself.hooks.command import hook_command_line
 from memself.hosts import HOSTS
 from memself.hosts.base import EventKind, HookEvent, HookReply
@@ -133,35 +134,30 @@ def test_the_entry_survives_a_missing_package(tmp_path: Path) -> None:
     assert b"ModuleNotFoundError" in done.stderr
 
 
-# --- hookrun in process: the handler is injected ---------------------------------------------
+# --- memself.hook.run in process: the core is injected -----------------------------------------
 
 NOW = datetime(2026, 11, 30, 9, 0, tzinfo=timezone.utc)
 
 
-def run_inproc(host: str, payload: object, handler, **kwargs) -> tuple[bytes, int]:
+def run_inproc(host: str, payload: object, handler, **kwargs) -> tuple[bytes, bool]:
     raw = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
     out = io.BytesIO()
-    rc = hookrun.main(
-        ["--agent", host],
-        handler=handler,
-        stdin=io.BytesIO(raw),
-        stdout=out,
-        env=kwargs.pop("env", {}),
-        now=NOW,
-        **kwargs,
+    answered = run(
+        Stdin(raw),
+        RunContext(host, core=handler, stdout=out, env=kwargs.pop("env", {}), now=NOW, **kwargs),
     )
-    return out.getvalue(), rc
+    return out.getvalue(), answered
 
 
-def test_hookrun_passes_the_parsed_event_and_renders(isolated_home: Path) -> None:
+def test_run_passes_the_parsed_event_and_renders(isolated_home: Path) -> None:
     seen: list[tuple[HookEvent, datetime, DataPaths]] = []
 
     def handler(event: HookEvent, now: datetime, paths: DataPaths) -> HookReply:
         seen.append((event, now, paths))
         return HookReply(context="规则：回答用中文", user_message="召回")
 
-    out, rc = run_inproc("claude", CLAUDE["UserPromptSubmit"], handler)
-    assert rc == 0
+    out, answered = run_inproc("claude", CLAUDE["UserPromptSubmit"], handler)
+    assert answered
     assert json.loads(out) == {
         "hookSpecificOutput": {"hookEventName": "UserPromptSubmit", "additionalContext": "规则：回答用中文"},
         "systemMessage": "召回",
@@ -177,16 +173,16 @@ def test_hookrun_passes_the_parsed_event_and_renders(isolated_home: Path) -> Non
 
 
 @pytest.mark.parametrize("host", list(HOSTS))
-def test_hookrun_answers_nothing_when_the_core_raises(host: str, isolated_home: Path) -> None:
+def test_run_answers_nothing_when_the_core_raises(host: str, isolated_home: Path) -> None:
     def handler(event: HookEvent, now: datetime, paths: DataPaths) -> HookReply:
         raise RuntimeError("内部细节 sk-secret-should-not-be-logged")
 
-    out, rc = run_inproc(
+    out, answered = run_inproc(
         host,
         {"hook_event_name": PROMPT_EVENT[host], "session_id": "s", "conversation_id": "s", "prompt": "hello"},
         handler,
     )
-    assert rc == 0
+    assert answered
     assert out == (b"{}\n" if host == "cursor" else b"")
     [run] = hook_runs(DataPaths.default())
     assert run["error"].startswith("RuntimeError at ")
@@ -194,13 +190,13 @@ def test_hookrun_answers_nothing_when_the_core_raises(host: str, isolated_home: 
     assert "sk-secret" not in log and "hello" not in log  # no messages, no prompts in the log
 
 
-def test_hookrun_skips_the_core_for_unknown_events(isolated_home: Path) -> None:
+def test_run_skips_the_core_for_unknown_events(isolated_home: Path) -> None:
     calls = []
     out, _ = run_inproc("claude", CLAUDE["PreToolUse"], lambda *a: calls.append(a))
     assert (out, calls) == (b"", [])
 
 
-def test_hookrun_steps_aside_under_cursor(isolated_home: Path) -> None:
+def test_run_steps_aside_under_cursor(isolated_home: Path) -> None:
     (isolated_home / ".cursor").mkdir()
     (isolated_home / ".cursor" / "hooks.json").write_text(
         json.dumps({"version": 1, "hooks": {"stop": [{"command": hook_command_line("cursor")}]}})
@@ -226,31 +222,34 @@ def test_hookrun_steps_aside_under_cursor(isolated_home: Path) -> None:
 
 def test_fixed_now_for_reproducible_runs(isolated_home: Path) -> None:
     seen = []
-    out = io.BytesIO()
-    hookrun.main(
-        ["--agent", "claude"],
-        stdin=io.BytesIO(json.dumps(CLAUDE["SessionStart"]).encode()),
-        stdout=out,
-        env={"MEMSELF_NOW": "2026-01-02T03:04:05+08:00"},
-        handler=lambda e, now, p: seen.append(now) or HookReply(),
+    run(
+        Stdin(json.dumps(CLAUDE["SessionStart"]).encode()),
+        RunContext(
+            "claude",
+            core=lambda e, now, p: seen.append(now) or HookReply(),
+            env={"MEMSELF_NOW": "2026-01-02T03:04:05+08:00"},
+            stdout=io.BytesIO(),
+        ),
     )
     assert (
         seen == [datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc).replace(tzinfo=seen[0].tzinfo)]
         and seen[0].utcoffset().total_seconds() == 8 * 3600
     )
-    hookrun.main(
-        ["--agent", "claude"],
-        stdin=io.BytesIO(b"{}"),
-        stdout=io.BytesIO(),
-        env={"MEMSELF_NOW": "not a time"},
-        handler=lambda e, now, p: HookReply(),
+    run(
+        Stdin(b"{}"),
+        RunContext(
+            "claude",
+            core=lambda e, now, p: HookReply(),
+            env={"MEMSELF_NOW": "not a time"},
+            stdout=io.BytesIO(),
+        ),
     )
 
 
 def test_read_bounded_drains_what_it_drops() -> None:
     stream = io.BytesIO(b"x" * 5000)
-    data, truncated, timed_out = hookrun.read_bounded(stream, 1000, 1.0)
-    assert (len(data), truncated, timed_out) == (1000, True, False)
+    got = read_bounded(stream, 1000, 1.0)
+    assert (len(got.raw), got.truncated, got.timed_out) == (1000, True, False)
     assert stream.read() == b""  # the writer is never left blocked on a full pipe
 
 
@@ -260,8 +259,8 @@ def test_read_bounded_does_not_wait_forever_on_an_open_pipe() -> None:
         os.write(write_fd, b'{"a": 1}')
         started = time.monotonic()
         with os.fdopen(read_fd, "rb", closefd=True) as reader:
-            data, truncated, timed_out = hookrun.read_bounded(reader, 1000, 0.3)
-        assert (data, truncated, timed_out) == (b'{"a": 1}', False, True)
+            got = read_bounded(reader, 1000, 0.3)
+        assert (got.raw, got.truncated, got.timed_out) == (b'{"a": 1}', False, True)
         assert time.monotonic() - started < 2
     finally:
         os.close(write_fd)
@@ -276,7 +275,7 @@ def test_stuck_core_answers_before_the_host_kills_the_hook(
     flags: tuple[str, ...], note: str, tmp_path: Path, hook_data: DataPaths
 ) -> None:
     """A stuck core: the hook still answers "nothing" at 80 % of the host's timeout, by its hard
-    deadline, or by hookrun's watchdog thread where no deadline could be armed."""
+    deadline, or by ``memself.hook.run``'s watchdog thread where no deadline could be armed."""
     replies = tmp_path / "replies.json"
     replies.write_text(json.dumps({"prompt_submit": {"sleep": 30, "context": "late"}}))
     started = time.monotonic()

@@ -1,6 +1,6 @@
-"""The hook's fast path (``memself.engine.fasthook``): with a ready engine, the hook process
+"""The hook's fast path (``memself.hook.process``): with a ready engine, the hook process
 forwards stdin and prints the engine's answer, importing almost nothing; everything else runs
-``hookrun.main`` locally, as before."""
+``memself.hook.run`` locally, as before."""
 
 from __future__ import annotations
 
@@ -14,10 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from memself import hookrun
-from memself.engine import fasthook
 from memself.engine.client import call_engine
-from memself.engine.protocol import MAX_RESPONSE_BYTES, pack
+from memself.engine.protocol import MAX_RESPONSE_BYTES, OP_HOOK_FORWARD, pack
+from memself.engine.service import run_forwarded
+from memself.hook import inputs, process
+from memself.hook.inputs import Stdin
+from memself.hook.run import FIXED_NOW_ENV, RunContext, now_from_env, run
 from memself.hosts import HOSTS
 from memself.hosts.base import EventKind, HookEvent, HookReply
 from memself.paths import DataPaths, data_root
@@ -37,7 +39,7 @@ NOT_ON_THE_FAST_PATH = {
     "threading",
     "datetime",
     "dataclasses",
-    "memself.hookrun",
+    "memself.hook.run",
     "memself.hosts",
     "memself.hookcore",
     "memself.engine.client",
@@ -79,10 +81,10 @@ def test_adapters_read_only_the_forwarded_environment(tmp_path: Path) -> None:
                 adapter.steps_aside(payload, env, tmp_path)
                 asked |= env.asked
     env = RecordingEnv()
-    hookrun._now(env)
+    now_from_env(env)
     asked |= env.asked
     assert asked, "the recording saw nothing: the check would be vacuous"
-    assert asked <= set(fasthook.FORWARDED_ENV), asked - set(fasthook.FORWARDED_ENV)
+    assert asked <= set(process.FORWARDED_ENV), asked - set(process.FORWARDED_ENV)
 
 
 def test_the_byte_filter_lets_every_engine_event_through() -> None:
@@ -93,16 +95,16 @@ def test_the_byte_filter_lets_every_engine_event_through() -> None:
         for name, kind in _KIND_BY_NAME.items()
         if kind in (EventKind.SESSION_START, EventKind.PROMPT_SUBMIT)
     }
-    assert engine_names == {n.decode() for n in fasthook.ENGINE_EVENT_NAMES}
+    assert engine_names == {n.decode() for n in process.ENGINE_EVENT_NAMES}
     for adapter in HOSTS.values():
         for kind in (EventKind.SESSION_START, EventKind.PROMPT_SUBMIT):
             raw = json.dumps({"hook_event_name": adapter.EVENT_NAMES[kind]}).encode()
-            assert fasthook.may_be_engine_event(raw)
+            assert process.may_be_engine_event(raw)
         stop = json.dumps(
             {"hook_event_name": adapter.EVENT_NAMES[EventKind.STOP], "last_assistant_message": "done"}
         ).encode()
-        assert not fasthook.may_be_engine_event(stop)
-    assert not fasthook.may_be_engine_event(b"")
+        assert not process.may_be_engine_event(stop)
+    assert not process.may_be_engine_event(b"")
 
 
 @pytest.mark.parametrize("home", ["", "~/mem-data", "/tmp/a//b/"])
@@ -111,7 +113,7 @@ def test_data_root_matches_paths(home: str, monkeypatch: pytest.MonkeyPatch) -> 
         monkeypatch.setenv("MEMSELF_HOME", home)
     else:
         monkeypatch.delenv("MEMSELF_HOME", raising=False)
-    assert os.path.realpath(fasthook.data_root()) == os.path.realpath(data_root())
+    assert os.path.realpath(inputs.data_root()) == os.path.realpath(data_root())
 
 
 def test_request_is_json_with_only_the_forwarded_environment(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -119,10 +121,10 @@ def test_request_is_json_with_only_the_forwarded_environment(monkeypatch: pytest
     monkeypatch.setenv("CURSOR_VERSION", "bad\udcffbyte")  # undecodable byte (surrogateescape)
     monkeypatch.setenv("OPENAI_API_KEY", "sk-never-forwarded")
     raw = b"\xef\xbb\xbf" + bytes(range(256))
-    body = fasthook._request("claude", raw, 1764490000.25)
+    body = process.request_body("claude", raw, 1764490000.25)
     assert b"sk-never-forwarded" not in body
     message = json.loads(body)
-    assert message["op"] == fasthook.OP_HOOK_FORWARD
+    assert message["op"] == OP_HOOK_FORWARD
     payload = message["payload"]
     assert base64.b64decode(payload["stdin"]) == raw
     assert payload["env"] == {
@@ -139,17 +141,18 @@ def test_replies_as_the_server_frames_them() -> None:
         return pack(response, MAX_RESPONSE_BYTES)[4:]
 
     out = '{"a":"中文"}\n'.encode()
-    assert fasthook._parse_reply(
-        body({"ok": True, "result": {"stdout": base64.b64encode(out).decode()}})
-    ) == ("out", out)
-    assert fasthook._parse_reply(body({"ok": True, "result": {"stdout": ""}})) == ("out", b"")
-    assert fasthook._parse_reply(body({"ok": True, "result": {"local": True}})) == ("local", "")
-    assert fasthook._parse_reply(body({"ok": False, "error": "not-ready", "message": "正在加载"})) == (
+    assert process.parse_reply(body({"ok": True, "result": {"stdout": base64.b64encode(out).decode()}})) == (
+        "out",
+        out,
+    )
+    assert process.parse_reply(body({"ok": True, "result": {"stdout": ""}})) == ("out", b"")
+    assert process.parse_reply(body({"ok": True, "result": {"local": True}})) == ("local", "")
+    assert process.parse_reply(body({"ok": False, "error": "not-ready", "message": "正在加载"})) == (
         "error",
         "not-ready",
     )
-    assert fasthook._parse_reply(b"{not json") == ("error", "protocol")
-    assert fasthook._parse_reply(body({"ok": True, "result": {"other": 1}})) == ("error", "protocol")
+    assert process.parse_reply(b"{not json") == ("error", "protocol")
+    assert process.parse_reply(body({"ok": True, "result": {"other": 1}})) == ("error", "protocol")
 
 
 NOW = datetime(2026, 11, 30, 9, 0, tzinfo=timezone.utc)
@@ -169,7 +172,9 @@ def _forward_payload(host: str, raw: bytes, env: dict[str, str]) -> dict:
 
 @pytest.mark.parametrize("host", list(HOSTS))
 @pytest.mark.parametrize("kind", [EventKind.SESSION_START, EventKind.PROMPT_SUBMIT])
-def test_run_forwarded_prints_what_main_prints(host: str, kind: EventKind, isolated_home: Path) -> None:
+def test_run_forwarded_prints_what_a_local_run_prints(
+    host: str, kind: EventKind, isolated_home: Path
+) -> None:
     """Same stdin, environment and core: the engine's answer is the local run's, byte for byte."""
     paths = DataPaths.default()
     paths.ensure()
@@ -186,18 +191,14 @@ def test_run_forwarded_prints_what_main_prints(host: str, kind: EventKind, isola
         "CURSOR_PROJECT_DIR": "/p/cursor",
         "CODEBUDDY_PROJECT_DIR": "/p/cb",
         "WORKBUDDY_PROJECT_DIR": "/p/wb",
-        hookrun.FIXED_NOW_ENV: NOW.isoformat(),
+        FIXED_NOW_ENV: NOW.isoformat(),
     }
     local = io.BytesIO()
-    hookrun.main(
-        ["--agent", host],
-        handler=scripted_core,
-        stdin=io.BytesIO(raw),
-        stdout=local,
-        env=env,
-        home=Path("/nonexistent-home"),
+    run(
+        Stdin(raw),
+        RunContext(host, core=scripted_core, env=env, home=Path("/nonexistent-home"), stdout=local),
     )
-    answer = hookrun.run_forwarded(_forward_payload(host, raw, env), paths, scripted_core)
+    answer = run_forwarded(_forward_payload(host, raw, env), paths, scripted_core)
     assert base64.b64decode(answer["stdout"]) == local.getvalue()
     assert b"/p/" in local.getvalue()  # the forwarded environment reached the parse
     runs = hook_runs(paths)
@@ -220,7 +221,7 @@ def test_run_forwarded_leaves_the_rest_to_the_hook_process(raw: bytes, isolated_
     def core(event: HookEvent, now: datetime, paths: DataPaths) -> HookReply:
         raise AssertionError("the engine must not run this event")
 
-    assert hookrun.run_forwarded(_forward_payload("claude", raw, {}), paths, core) == {"local": True}
+    assert run_forwarded(_forward_payload("claude", raw, {}), paths, core) == {"local": True}
     assert hook_runs(paths) == []
 
 
@@ -242,7 +243,7 @@ def test_the_real_entry_answers_through_the_engine_importing_almost_nothing(
         "CURSOR_PROJECT_DIR": "/p/cursor",
         "CODEBUDDY_PROJECT_DIR": "/p/cb",
         "WORKBUDDY_PROJECT_DIR": "/p/wb",
-        hookrun.FIXED_NOW_ENV: NOW.isoformat(),
+        FIXED_NOW_ENV: NOW.isoformat(),
     }
     engine_pid = call_engine(fast_engine, "ping", {}, timeout_s=5)["pid"]
     for kind in (EventKind.SESSION_START, EventKind.PROMPT_SUBMIT):
@@ -267,7 +268,7 @@ def test_the_real_entry_answers_through_the_engine_importing_almost_nothing(
         assert proc.stdout.decode() == expected.replace(f"pid={os.getpid()} ", f"pid={engine_pid} ")
         assert f"now={NOW.isoformat()}" in expected and "cwd=/p/" in expected
         modules = imported_modules(proc.stderr)
-        assert "memself.engine.fasthook" in modules  # the measurement itself works
+        assert "memself.hook.process" in modules  # the measurement itself works
         assert sorted(modules & NOT_ON_THE_FAST_PATH) == []
     runs = [r for r in hook_runs(fast_engine) if r["host"] == host]
     assert [(r["kind"], r.get("note")) for r in runs] == [
@@ -288,7 +289,7 @@ def test_stop_still_runs_in_the_hook_process(quoted: bool, fast_engine: DataPath
     }
     proc = run_entry("claude", json.dumps(payload).encode(), python_flags=["-X", "importtime"])
     assert proc.rc == 0
-    assert "memself.hookrun" in imported_modules(proc.stderr)
+    assert "memself.hook.run" in imported_modules(proc.stderr)
     runs = hook_runs(fast_engine)
     assert [(r["kind"], r.get("note")) for r in runs] == [("stop", None)]
 
@@ -296,7 +297,7 @@ def test_stop_still_runs_in_the_hook_process(quoted: bool, fast_engine: DataPath
 def test_without_an_engine_the_hook_runs_locally_once(
     hook_data: DataPaths, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """No engine: the fast path's "unreachable" goes to hookrun, which does not ask again and
+    """No engine: the fast path's "unreachable" goes to the local run, which does not ask again and
     answers from the local core (and starts an engine for the next turn)."""
     monkeypatch.setenv("MEMSELF_ENGINE_SERVICE", "tests.fastpath_service:make")
     payload = {"hook_event_name": "SessionStart", "session_id": "s-cold"}

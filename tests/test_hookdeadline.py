@@ -11,7 +11,9 @@ import time
 
 import pytest
 
-from memself import hookdeadline, hookrun
+from memself import hookdeadline
+from memself.hook.inputs import Stdin
+from memself.hook.run import RunContext, run
 from memself.hosts import HOSTS
 from memself.hosts.base import EventKind, HookEvent, HookReply
 
@@ -78,7 +80,7 @@ def test_process_age_counts_the_interpreter_start() -> None:
 
 
 def test_nothing_is_armed_in_process() -> None:
-    """hookrun.main answers hook after hook inside the engine: no deadline, no claimed answer."""
+    """``run`` answers hook after hook inside the engine: no deadline, no claimed answer."""
     assert not hookdeadline.armed() and hookdeadline.remaining() is None
     assert hookdeadline.budget(2.0, 1.0) == 2.0
     payload = json.dumps(
@@ -86,12 +88,8 @@ def test_nothing_is_armed_in_process() -> None:
     ).encode()
     for _ in range(3):
         out = io.BytesIO()
-        hookrun.main(
-            ["--agent", "cursor"],
-            handler=lambda e, n, p: HookReply(context="x"),
-            stdin=io.BytesIO(payload),
-            stdout=out,
-            env={},
-            watchdog_on=False,
+        context = RunContext(
+            "cursor", core=lambda e, n, p: HookReply(context="x"), env={}, stdout=out, in_engine=True
         )
+        assert run(Stdin(payload), context)
         assert out.getvalue() == b'{"additional_context":"x"}\n'

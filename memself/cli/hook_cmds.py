@@ -1,5 +1,6 @@
-"""``memself hook --agent HOST``: the slow twin of ``hooks/entry.py`` (same function, full CLI
-start-up). Installers register the fast entry; this one is for people running a hook by hand."""
+"""``memself hook --agent HOST``: the slow twin of ``hooks/entry.py`` (same function,
+``memself.hook.process.main``, after the full CLI start-up). Installers register the fast entry;
+this one is for people running a hook by hand."""
 
 from __future__ import annotations
 
@@ -17,8 +18,8 @@ from memself.hosts import HOSTS
 )
 def hook_cmd(agent: str) -> None:
     """读 stdin 的 hook 事件，输出该客户端要的 JSON；无论发生什么都以 0 退出。"""
+    from memself.hook.process import main as run_hook
     from memself.hookdeadline import arm
-    from memself.hookrun import main as run_hook
 
     arm(agent.strip().lower())  # the hook's hard deadline, counted from this process's start
     # Not click.Choice: a usage error would exit 2, which Claude Code reads as "block the prompt".

@@ -1,40 +1,29 @@
-"""Talking to the warm engine from the hook (and from the CLI, MCP server and judge).
+"""Talking to the warm engine from the CLI, the MCP server, the judge and the local hook's recall:
+requests as dicts, the engine's start, status and stop.
 
-Standard library only and cheap to import: ``_socket`` instead of ``socket`` (which pulls in
-selectors and enum, ~10 ms on these machines), no pathlib, no hashlib, subprocess only when an
-engine must be spawned. Every failure surfaces as ``EngineRequestError`` (an
-``EngineUnavailable``) with a ``code`` from ``protocol``; the hook then answers without recall.
+Standard library only and cheap to import: no pathlib, no hashlib, subprocess only when an
+engine must be spawned; the connection itself is ``transport``'s, which the hook process's fast
+client shares. Every failure surfaces as ``EngineRequestError`` (an ``EngineUnavailable``) with a
+``code`` from ``protocol``; the hook then answers without recall.
 """
 
 from __future__ import annotations
 
-import _socket
-import json
 import os
 import sys
 import time
 
-from memself.engine import instance_lock
-from memself.engine.location import (
-    code_fingerprint,
-    dir_state,
-    locate,
-    own_uid,
-    package_parent,
-    recorded_socket,
-)
-from memself.engine.peercred import peer_allowed, peer_uid
+from memself.engine import instance_lock, transport
+from memself.engine.location import code_fingerprint, locate, package_parent
 from memself.engine.protocol import (
     ERR_BUSY,
     ERR_PROTOCOL,
-    ERR_REFUSED,
     ERR_SPAWN,
     ERR_TIMEOUT,
     ERR_UNREACHABLE,
     ERR_UNSAFE_DIR,
     ERR_VERSION_MISMATCH,
     MAX_REQUEST_BYTES,
-    MAX_RESPONSE_BYTES,
     MESSAGES,
     OP_PING,
     OP_RECALL,
@@ -42,8 +31,8 @@ from memself.engine.protocol import (
     OP_STOP,
     PROTOCOL_VERSION,
     FrameError,
-    pack,
-    read_message,
+    decode,
+    encode,
 )
 from memself.errors import EngineUnavailable
 
@@ -101,25 +90,17 @@ class EngineClient:
         }
         if wait_ready_s > 0:
             message["wait_s"] = round(max(0.0, min(wait_ready_s, timeout_s - _REPLY_MARGIN_S)), 3)
-        sock, token = self._connect(deadline)
         try:
-            if token is not None:
-                message["token"] = token
+            sock, token = transport.connect(self.location, deadline)
             try:
-                frame = pack(message, MAX_REQUEST_BYTES)
-                sock.settimeout(_remaining(deadline))
-                sock.sendall(frame)
-                sock.settimeout(_remaining(deadline))
-                response = read_message(sock, MAX_RESPONSE_BYTES)
-            except FrameError as exc:
-                raise EngineRequestError(exc.code) from None
-            except TimeoutError:
-                raise EngineRequestError(ERR_TIMEOUT) from None
-            except OSError:
-                # Reset or broken pipe: the engine died (or exited) during this request.
-                raise EngineRequestError(ERR_UNREACHABLE) from None
-        finally:
-            sock.close()
+                if token is not None:
+                    message["token"] = token
+                body = encode(message, MAX_REQUEST_BYTES)
+                response = decode(transport.exchange(sock, body, deadline))
+            finally:
+                sock.close()
+        except FrameError as exc:
+            raise EngineRequestError(exc.code, exc.message) from None
         result = response.get("result")
         if response.get("ok") is True and isinstance(result, dict):
             return result
@@ -140,89 +121,6 @@ class EngineClient:
     def matches(self, info: dict) -> bool:
         """True if a ping answer comes from an engine running this very code."""
         return info.get("version") == self.version and info.get("fingerprint") == self.fingerprint
-
-    def _connect(self, deadline: float) -> tuple[_socket.socket, str | None]:
-        location = self.location
-        if hasattr(_socket, "AF_UNIX"):
-            state = dir_state(location.runtime_dir)
-            if state == "private":
-                sock = _connect_unix(location.socket_path, deadline)
-                if sock is not None:
-                    return sock, None
-            # Not where we look first: an engine started with another runtime directory, or
-            # in its own private one because ours is unsafe, recorded where it listens.
-            recorded = recorded_socket(location)
-            if recorded is not None:
-                sock = _connect_unix(recorded, deadline)
-                if sock is not None:
-                    return sock, None
-            if state == "unsafe":
-                raise EngineRequestError(
-                    ERR_UNSAFE_DIR, f"{MESSAGES[ERR_UNSAFE_DIR]}：{location.runtime_dir}"
-                )
-        return _connect_tcp(location.port_file, deadline)
-
-
-def _connect_unix(path: str, deadline: float) -> _socket.socket | None:
-    """A connection to the engine at ``path``; None when nobody listens there."""
-    try:
-        sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
-    except OSError:  # out of descriptors, say
-        raise EngineRequestError(ERR_UNREACHABLE) from None
-    try:
-        sock.settimeout(_remaining(deadline))
-        sock.connect(path)
-        if not peer_allowed(peer_uid(sock), own_uid()):
-            raise EngineRequestError(ERR_REFUSED)
-        return sock
-    except (FileNotFoundError, ConnectionRefusedError):
-        sock.close()  # no engine, or a stale socket file of a crashed one
-        return None
-    except TimeoutError:
-        sock.close()
-        raise EngineRequestError(ERR_TIMEOUT) from None
-    except OSError:
-        sock.close()
-        raise EngineRequestError(ERR_UNREACHABLE) from None
-    except BaseException:
-        sock.close()
-        raise
-
-
-def _remaining(deadline: float) -> float:
-    left = deadline - time.monotonic()
-    if left <= 0:
-        raise EngineRequestError(ERR_TIMEOUT)
-    return left
-
-
-def _connect_tcp(port_file: str, deadline: float) -> tuple[_socket.socket, str | None]:
-    """The fallback where AF_UNIX is missing: loopback TCP plus the token from a 0600 file."""
-    try:
-        info = os.stat(port_file)
-        if own_uid() is not None and (info.st_mode & 0o077 or info.st_uid != own_uid()):
-            raise EngineRequestError(ERR_UNSAFE_DIR, f"{MESSAGES[ERR_UNSAFE_DIR]}：{port_file}")
-        with open(port_file, encoding="utf-8") as handle:
-            data = json.load(handle)
-        port, token = int(data["port"]), str(data["token"])
-    except FileNotFoundError:
-        raise EngineRequestError(ERR_UNREACHABLE) from None
-    except (OSError, ValueError, KeyError, TypeError):
-        raise EngineRequestError(ERR_UNREACHABLE) from None
-    try:
-        sock = _socket.socket(_socket.AF_INET, _socket.SOCK_STREAM)
-    except OSError:
-        raise EngineRequestError(ERR_UNREACHABLE) from None
-    try:
-        sock.settimeout(_remaining(deadline))
-        sock.connect(("127.0.0.1", port))
-    except TimeoutError:
-        sock.close()
-        raise EngineRequestError(ERR_TIMEOUT) from None
-    except OSError:
-        sock.close()
-        raise EngineRequestError(ERR_UNREACHABLE) from None
-    return sock, token
 
 
 def spawn_engine(paths: DataPaths, *, idle_minutes: float | None = None, replace: bool = False) -> int | None:

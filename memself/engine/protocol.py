@@ -9,11 +9,14 @@ Request:  {"v": 1, "op": str, "payload": dict, "version": str, "fingerprint": st
            "token": str (TCP fallback only)}
 Response: {"ok": true, "result": dict} | {"ok": false, "error": <code>, "message": <Chinese text>}
 
-Standard library only: the hook imports this module. ``json`` is imported where used: the hook's
-fast path (``fasthook``) takes only the constants and must not pay ~20 ms for json and re.
+Every op the engine answers is declared here, once. Standard library only: the hook process
+imports this module. ``json`` is imported where used: the hook's fast path frames its one request
+by hand and must not pay for json and re.
 """
 
 from __future__ import annotations
+
+import time
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # the socket module costs ~10 ms of hook start-up; only annotations need it
@@ -23,7 +26,7 @@ PROTOCOL_VERSION = 1
 HEADER_BYTES = 4
 # A prompt (the largest thing a hook sends) is cut far below this; anything bigger is a bug or abuse.
 MAX_REQUEST_BYTES = 1 << 20
-# Responses may carry vectors (an ``encode`` batch of 64 texts x 768 floats is ~1 MiB as JSON).
+# Replies are allowed more room than requests: a recall preview explains every group's line.
 MAX_RESPONSE_BYTES = 4 << 20
 
 # Ops the engine answers itself, whatever service it hosts.
@@ -32,10 +35,13 @@ OP_STATUS = "status"
 OP_STOP = "stop"
 ENGINE_OPS = frozenset({OP_PING, OP_STATUS, OP_STOP})
 # Ops of the recall service (memself.engine.service); the engine forwards them untouched.
-OP_RECALL = "recall"
-OP_NEAREST = "nearest"
-OP_PREVIEW = "preview"  # recall with the gate's explanation, no rewards (``memself recall``)
-OP_ENCODE = "encode"
+OP_RECALL = "recall"  # {text, now}: gated recall, hits rewarded (the local hook's recall)
+OP_NEAREST = "nearest"  # {text, k}: the k nearest memories, ungated, no rewards (the judge)
+OP_PREVIEW = "preview"  # {text}: recall with the gate's explanation, no rewards (``memself recall``)
+# {host, stdin, env, home, started, utcoffset, zone}: a whole session-start or prompt hook from
+# the raw stdin the hook process read (``memself.hook.process``), answered by ``memself.hook.run``.
+OP_HOOK_FORWARD = "hook-forward"
+SERVICE_OPS = frozenset({OP_RECALL, OP_NEAREST, OP_PREVIEW, OP_HOOK_FORWARD})
 
 # Error codes. Those below "client-side" never travel on the wire.
 ERR_VERSION_MISMATCH = "version-mismatch"
@@ -73,27 +79,43 @@ MESSAGES = {
 
 
 class FrameError(Exception):
-    """A frame that cannot be read or written; ``code`` is one of the ERR_* codes."""
+    """The wire failed: no connection, or a frame that cannot be read or written; ``code`` is one
+    of the ERR_* codes."""
 
-    def __init__(self, code: str, detail: str = "") -> None:
+    def __init__(self, code: str, detail: str = "", *, message: str | None = None) -> None:
         super().__init__(detail or code)
         self.code = code
+        self.message = message  # for the user (Chinese), when the code's own text says too little
 
 
 def pack(message: dict, limit: int) -> bytes:
     """Serialise one message with its length header; FrameError(too-large) past ``limit``."""
+    body = encode(message, limit)
+    return len(body).to_bytes(HEADER_BYTES, "big") + body
+
+
+def encode(message: dict, limit: int) -> bytes:
+    """One message's body, without the header; FrameError(too-large) past ``limit``."""
     import json
 
     body = json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
     if len(body) > limit:
         raise FrameError(ERR_TOO_LARGE, f"{len(body)} > {limit} bytes")
-    return len(body).to_bytes(HEADER_BYTES, "big") + body
+    return body
 
 
-def _recv_exact(sock: socket, size: int) -> bytes:
+def recv_exact(sock: socket, size: int, deadline: float | None = None) -> bytes:
+    """``size`` bytes from ``sock``. With a ``deadline`` (``time.monotonic()``) the whole read
+    ends by then (TimeoutError), however the bytes trickle in; without one each recv has the
+    socket's own timeout."""
     chunks: list[bytes] = []
     remaining = size
     while remaining:
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError
+            sock.settimeout(left)
         chunk = sock.recv(min(remaining, 1 << 16))
         if not chunk:
             raise FrameError(ERR_PROTOCOL, "connection closed mid-frame")
@@ -102,9 +124,9 @@ def _recv_exact(sock: socket, size: int) -> bytes:
     return b"".join(chunks)
 
 
-def read_header(sock: socket, limit: int) -> int:
+def read_header(sock: socket, limit: int, deadline: float | None = None) -> int:
     """Read the length header; FrameError(too-large) before reading a body past ``limit``."""
-    size = int.from_bytes(_recv_exact(sock, HEADER_BYTES), "big")
+    size = int.from_bytes(recv_exact(sock, HEADER_BYTES, deadline), "big")
     if size > limit:
         raise FrameError(ERR_TOO_LARGE, f"{size} > {limit} bytes")
     return size
@@ -112,10 +134,15 @@ def read_header(sock: socket, limit: int) -> int:
 
 def read_body(sock: socket, size: int) -> dict:
     """Read and decode a body of ``size`` bytes; it must be a JSON object."""
+    return decode(recv_exact(sock, size))
+
+
+def decode(body: bytes) -> dict:
+    """A frame's body as the JSON object it must be; FrameError(protocol) for anything else."""
     import json
 
     try:
-        message = json.loads(_recv_exact(sock, size))
+        message = json.loads(body)
     except (UnicodeDecodeError, ValueError) as exc:
         raise FrameError(ERR_PROTOCOL, f"invalid JSON: {type(exc).__name__}") from None
     if not isinstance(message, dict):

@@ -1,23 +1,27 @@
-"""The recall service the warm engine hosts: the model, the background mean and the vector index.
+"""The recall service the warm engine hosts: the model, the background mean and the vector index,
+and the server half of the hook's fast path.
 
-Ops:
+Ops (declared in ``memself.engine.protocol``):
 - ``recall`` {text, now}: per-group gated recall of active memories, rewarded through the store.
 - ``nearest`` {text, k}: the k nearest active memories, ungated, no rewards (the judge's dedup).
 - ``preview`` {text}: what ``text`` would recall, with the gate's explanation, no rewards
   (``memself recall``).
-- ``hook`` {event, now}: a whole session-start or prompt hook, run here so that the hook process
-  imports almost nothing (see ``memself.hookrun``).
-- ``hook-forward`` {host, stdin, env, home, started, utcoffset, zone}: the hook from the raw
-  stdin, parsing and rendering included (``memself.engine.fasthook``, the hook's fast path).
+- ``hook-forward`` {host, stdin, env, home, started, utcoffset, zone}: a whole session-start or
+  prompt hook from the raw stdin the hook process read (``memself.hook.process``), run here by
+  ``memself.hook.run`` with the engine's recall and store, so that the hook process imports
+  almost nothing.
 """
 
 from __future__ import annotations
 
 import os
+import time
+from collections.abc import Mapping
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memself.config import Config, load_config
+from memself.engine.protocol import OP_HOOK_FORWARD, OP_NEAREST, OP_PREVIEW, OP_RECALL
 from memself.errors import InvalidInput
 from memself.logs import log
 from memself.paths import DataPaths
@@ -25,11 +29,10 @@ from memself.records import GROUPS, Memory
 from memself.store import MemoryStore
 from memself.timeutil import parse_iso
 
-OP_RECALL = "recall"
-OP_NEAREST = "nearest"
-OP_PREVIEW = "preview"
-OP_HOOK = "hook"
-OP_HOOK_FORWARD = "hook-forward"  # = memself.engine.fasthook.OP_HOOK_FORWARD
+if TYPE_CHECKING:
+    from memself.hook.run import Handler
+    from memself.hosts.base import HookEvent, HookReply
+
 # Scored once at warm-up (no reward, nothing written): it builds what the first real prompt
 # would otherwise build while the host waits, Chinese runs and identifiers included.
 WARM_UP_PROMPT = "帮我看下 payment-service 的灰度开关配置，上线前要检查什么"
@@ -62,8 +65,8 @@ class RecallService:
         self._prime()
 
     def _prime(self) -> None:
+        import memself.hook.run
         import memself.hookcore
-        import memself.hookrun
         import memself.hosts
         import memself.judge.start  # noqa: F401  (what a prompt hook imports in the engine)
         from memself.textfilter import classify_input
@@ -132,10 +135,8 @@ class RecallService:
                     for m, s in self.nearest(str(payload.get("text", "")), int(payload.get("k", 3)))
                 ]
             }
-        if op == OP_HOOK:
-            return self.hook(payload)
         if op == OP_HOOK_FORWARD:
-            return self.hook_forward(payload)
+            return run_forwarded(payload, self.paths, self.hook_core)
         raise InvalidInput(f"召回引擎不支持的操作「{op}」")
 
     def _indexed_pool(self) -> Any:
@@ -181,39 +182,69 @@ class RecallService:
                 hit["confidence"] = round(hit["confidence"] + gains.get(hit["id"], 0.0), 10)
         return result
 
-    def hook(self, payload: dict[str, Any]) -> dict[str, Any]:
+    def hook_core(self, event: HookEvent, now: datetime, paths: DataPaths) -> HookReply:
+        """The hook core as the engine runs it: its own recall, its cached store, no warming."""
         from memself.hookcore import handle
-        from memself.hosts.base import EventKind, HookEvent
 
-        raw = dict(payload.get("event") or {})
-        raw["kind"] = EventKind(raw.get("kind", "unknown"))
-        event = HookEvent(**raw)
-        reply = handle(
+        return handle(
             event,
-            _now(payload),
-            self.paths,
-            recall=lambda text, now: self.recall(text, now),
+            now,
+            paths,
+            recall=lambda text, when: self.recall(text, when),
             in_engine=True,
             store=self.store,
         )
-        return reply._asdict()
 
-    def hook_forward(self, payload: dict[str, Any]) -> dict[str, Any]:
-        from memself.hookcore import handle
-        from memself.hookrun import run_forwarded
-        from memself.hosts.base import HookEvent, HookReply
 
-        def core(event: HookEvent, now: datetime, paths: DataPaths) -> HookReply:
-            return handle(
-                event,
-                now,
-                paths,
-                recall=lambda text, when: self.recall(text, when),
-                in_engine=True,
-                store=self.store,
-            )
+def run_forwarded(payload: Mapping[str, Any], paths: DataPaths, core: Handler) -> dict[str, Any]:
+    """The server half of the hook's fast path: the whole hook for the stdin a hook process
+    forwarded, with that process's environment subset, home and clock, and ``core`` (the
+    engine's ``hook_core``; a scripted one in tests).
 
-        return run_forwarded(payload, self.paths, core)
+    ``{"stdout": <base64 of what the hook prints>}``, or ``{"local": True}`` for what must run in
+    the hook process: anything but a well-formed session start or prompt (Stop may wait seconds
+    for judge jobs; bad input is logged there as before).
+    """
+    import binascii
+    import io
+    from pathlib import Path
+
+    from memself.hook.inputs import Stdin
+    from memself.hook.run import FIXED_NOW_ENV, RunContext, no_lone_surrogates, now_from_env, run
+
+    env = no_lone_surrogates({str(k): str(v) for k, v in dict(payload.get("env") or {}).items()})
+    raw = binascii.a2b_base64(str(payload.get("stdin", "")))
+    started_wall = float(payload.get("started", time.time()))
+    out = io.BytesIO()
+    context = RunContext(
+        host=str(payload.get("host", "")),
+        core=core,
+        paths=paths,
+        env=env,
+        home=Path(str(payload.get("home") or Path.home())),
+        # The hook process's fixed clock, else this instant in its time zone (the engine may
+        # have been started with another TZ).
+        now=now_from_env(env) if env.get(FIXED_NOW_ENV, "").strip() else _zoned_now(payload),
+        stdout=out,
+        spent_s=max(0.0, time.time() - started_wall),
+        in_engine=True,
+    )
+    if not run(Stdin(raw), context):
+        return {"local": True}
+    return {"stdout": binascii.b2a_base64(out.getvalue(), newline=False).decode("ascii")}
+
+
+def _zoned_now(payload: Mapping[str, Any]) -> datetime:
+    """This instant in the time zone the hook process reported (``utcoffset``, ``zone``)."""
+    from datetime import timedelta, timezone
+
+    name = str(payload.get("zone") or "")
+    try:
+        offset = timedelta(seconds=int(payload.get("utcoffset", 0)))
+        zone = timezone(offset, name) if name else timezone(offset)
+    except (TypeError, ValueError):
+        return datetime.now().astimezone()
+    return datetime.now(zone)
 
 
 class CachedReadStore(MemoryStore):

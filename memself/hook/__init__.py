@@ -1,0 +1,14 @@
+"""The hook path, from a host's stdin to the JSON it reads back.
+
+- ``inputs``: what the hook process is given (``--agent``, bounded stdin, the data directory);
+  a standard-library leaf.
+- ``process``: the hook process: hand the raw event to the warm engine (the fast client), else
+  run it here.
+- ``run``: one hook run, wherever it happens (the hook process, ``memself hook``, the engine):
+  payload -> host adapter -> core -> rendered answer, one log line.
+
+Imports go one way: ``process`` -> ``inputs``, the engine's client-side modules, and (for the
+local path only) ``run``; ``run`` -> ``inputs``, ``memself.hosts``, ``memself.hookcore``. The
+engine's service imports ``run``, never ``process``. Kept empty: the hook process imports this
+package first, and every import costs it start-up time.
+"""

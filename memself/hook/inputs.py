@@ -1,0 +1,118 @@
+"""What the hook process is given: its ``--agent`` argument, the event on stdin, read within
+bounds, and the data directory's path.
+
+Standard library only, and nothing but ``os``, ``sys`` and ``time`` (``select`` when stdin is a
+pipe): the hook process imports this before it knows whether the warm engine will answer, and
+``pathlib``, ``typing`` or ``json`` would cost it more than the whole fast path.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: typing costs the hook process a noticeable import
+    from typing import BinaryIO
+
+MAX_STDIN_BYTES = 1 << 20  # a larger payload is read to the end and dropped, not parsed
+STDIN_TIMEOUT_S = 3.0  # hosts close stdin at once; never wait on one that does not
+
+
+class Stdin:
+    """What the hook read from stdin: at most ``MAX_STDIN_BYTES`` of it (``raw``), whether more
+    came (``truncated``: the rest was drained and dropped) and whether the host left stdin open
+    past ``STDIN_TIMEOUT_S`` (``timed_out``: ``raw`` is what came until then)."""
+
+    __slots__ = ("raw", "timed_out", "truncated")
+
+    def __init__(self, raw: bytes, truncated: bool = False, timed_out: bool = False) -> None:
+        self.raw = raw
+        self.truncated = truncated
+        self.timed_out = timed_out
+
+
+def agent_arg(argv: list[str]) -> str:
+    """The ``--agent HOST`` value, lower-cased; "" when missing."""
+    args = list(argv)
+    for i, arg in enumerate(args):
+        if arg == "--agent" and i + 1 < len(args):
+            return args[i + 1].strip().lower()
+        if arg.startswith("--agent="):
+            return arg.split("=", 1)[1].strip().lower()
+    return ""
+
+
+def data_root() -> str:
+    """``memself.paths.data_root()`` as a string: that module imports pathlib, which the fast
+    path cannot afford. A test keeps the two equal."""
+    override = os.environ.get("MEMSELF_HOME", "").strip()
+    if override:
+        return os.path.expanduser(override)
+    return os.path.join(os.path.expanduser("~"), ".memory-self-evolution")
+
+
+def read_stdin() -> Stdin:
+    """The process's own stdin, bounded."""
+    return read_bounded(stdin_buffer(), MAX_STDIN_BYTES, STDIN_TIMEOUT_S)
+
+
+def read_bounded(stream: BinaryIO | None, limit: int, timeout_s: float) -> Stdin:
+    """Read at most ``limit`` bytes; drain and drop the rest (the host must not block on a full
+    pipe); stop waiting after ``timeout_s``."""
+    if stream is None:
+        return Stdin(b"")
+    try:
+        fd = stream.fileno()
+    except (AttributeError, OSError, ValueError):
+        fd = -1
+    if fd < 0:
+        data = stream.read(limit + 1) or b""
+        truncated = len(data) > limit
+        while truncated and stream.read(1 << 16):
+            pass
+        return Stdin(data[:limit], truncated)
+    if os.isatty(fd):
+        return Stdin(b"")  # started by hand: do not wait for someone to type
+    chunks: list[bytes] = []
+    size = 0
+    truncated = False
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if not _wait_readable(fd, deadline):
+            return Stdin(b"".join(chunks), truncated, timed_out=True)
+        chunk = os.read(fd, 1 << 16)
+        if not chunk:
+            return Stdin(b"".join(chunks), truncated)
+        room = limit - size
+        if room > 0:
+            chunks.append(chunk[:room])
+            size += min(room, len(chunk))
+        if len(chunk) > max(room, 0):
+            truncated = True
+
+
+def _wait_readable(fd: int, deadline: float) -> bool:
+    if os.name == "nt":  # select() takes sockets only there; rely on the host closing the pipe
+        return True
+    import select
+
+    remaining = deadline - time.monotonic()
+    if remaining <= 0:
+        return False
+    try:
+        readable, _, _ = select.select([fd], [], [], remaining)
+    except (OSError, ValueError):
+        return True
+    return bool(readable)
+
+
+def stdin_buffer() -> BinaryIO | None:
+    if sys.stdin is None:
+        return None
+    return getattr(sys.stdin, "buffer", sys.stdin)  # type: ignore[return-value]
+
+
+def stdout_buffer() -> BinaryIO:
+    return getattr(sys.stdout, "buffer", sys.stdout)  # type: ignore[return-value]

@@ -1,0 +1,254 @@
+"""The hook process: read the event, hand it to the warm engine, print the engine's answer; when the
+engine cannot answer, run the hook here (``memself.hook.run``).
+
+``hooks/entry.py`` (what hosts execute, under ``python -I -S``) and ``memself hook`` both call
+``main``. With a ready engine the whole hook (parse, step-aside check, core, render, log line)
+runs inside the engine, which has everything loaded; this process reads stdin, sends it as one
+``hook-forward`` request and writes what comes back. Why: under ``-I -S`` the interpreter starts
+fast, but ``json``, ``re``, ``enum``, ``typing`` or ``pathlib`` each cost about as much again, and
+the host adapters, the core and ``run`` need all of them (``bench/bench_hooks.py`` measures it).
+So this module imports only ``memself.hook.inputs`` and the engine's client-side leaves
+(``protocol``, ``location``, ``transport``): the request is framed by hand and the reply's one
+field is cut out of a fixed shape, with ``json`` imported only for replies of any other shape
+(errors, "run it locally").
+
+Anything else (no engine, an engine not ready or of another version, a Stop event, bad input)
+runs ``memself.hook.run`` in this process, told what the engine already said so that it does not
+ask again.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from memself import hookdeadline
+from memself.engine import transport
+from memself.engine.location import code_fingerprint, locate
+from memself.engine.protocol import (
+    ERR_NOT_READY,
+    ERR_PROTOCOL,
+    ERR_TIMEOUT,
+    ERR_UNREACHABLE,
+    ERR_VERSION_MISMATCH,
+    MAX_REQUEST_BYTES,
+    OP_HOOK_FORWARD,
+    PROTOCOL_VERSION,
+    FrameError,
+)
+from memself.hook.inputs import Stdin, agent_arg, data_root, read_stdin, stdout_buffer
+
+# Seconds the hook gives a warm engine to answer a whole session-start or prompt hook, at most
+# (less when the hook's deadline is near); below the minimum the engine is not asked at all.
+ENGINE_HOOK_TIMEOUT_S = 2.0
+MIN_ENGINE_WAIT_S = 0.05
+# A prompt that meets no engine, or a loading one, waits for it until this long after the hook
+# process started (the deadline may cut it shorter), polling for its socket meanwhile.
+COLD_WAIT_S = 4.0
+COLD_POLL_S = 0.05
+# A loading engine answers "not ready" this long before the client gives up waiting for it.
+_REPLY_MARGIN_S = 0.1
+# The environment the host adapters and ``run`` read (project directory fallbacks for the cwd,
+# Cursor detection, a fixed clock); only these travel to the engine, never the rest (keys).
+# tests/test_hook_fastpath.py checks that the adapters read nothing else.
+FORWARDED_ENV = (
+    "CLAUDE_PROJECT_DIR",
+    "CURSOR_PROJECT_DIR",
+    "CODEBUDDY_PROJECT_DIR",
+    "WORKBUDDY_PROJECT_DIR",
+    "CURSOR_VERSION",
+    "MEMSELF_NOW",
+)
+# Lower-cased host event names of session start and prompt (hosts.base._KIND_BY_NAME; a test
+# keeps them in sync).
+ENGINE_EVENT_NAMES = (b"sessionstart", b"userpromptsubmit", b"beforesubmitprompt")
+# Errors after which a prompt starts an engine (none there, or one of other code) or waits for
+# the one that is loading.
+_COLD = (ERR_UNREACHABLE, ERR_NOT_READY, ERR_VERSION_MISMATCH)
+_REPLY_PREFIX = b'{"ok":true,"result":{"stdout":"'
+_REPLY_SUFFIX = b'"}}'
+# JSON string escapes for what str.translate must rewrite; lone surrogates (undecodable bytes in
+# the environment) are escaped by the encoder's backslashreplace as \udcXX, also valid JSON.
+_JSON_ESCAPES = {i: f"\\u{i:04x}" for i in range(0x20)}
+_JSON_ESCAPES[ord('"')] = '\\"'
+_JSON_ESCAPES[ord("\\")] = "\\\\"
+
+# What the engine made of a forwarded hook: ("out", stdout bytes), ("local", "") for an event
+# that must run here, ("error", ERR_* code) when it could not answer.
+Outcome = tuple[str, "bytes | str"]
+
+
+def main(argv: list[str]) -> None:
+    """The hook: answer through the engine, else run it here. Writes at most one answer; raises
+    nothing the entry would not catch anyway."""
+    started = time.time()
+    host = agent_arg(argv)
+    stdin = read_stdin()
+    hookdeadline.arm_for_payload(host, stdin.raw)
+    outcome = _ask_engine(host, stdin, started) if host else None
+    if outcome is not None and outcome[0] == "out":
+        answer = outcome[1]
+        if answer and hookdeadline.begin_answer():
+            stdout = stdout_buffer()
+            stdout.write(answer)  # type: ignore[arg-type]
+            stdout.flush()
+            hookdeadline.end_answer()
+        return
+    from memself.hook.run import RunContext, run
+
+    error = outcome[1] if outcome is not None and outcome[0] == "error" else None
+    run(
+        stdin,
+        RunContext(
+            host=host,
+            engine_error=error if isinstance(error, str) else None,
+            spent_s=max(0.0, time.time() - started),
+        ),
+    )
+
+
+def _ask_engine(host: str, stdin: Stdin, started: float) -> Outcome | None:
+    """The engine's outcome for a session start or prompt; None when it was not asked (Stop,
+    unreadable stdin, a platform without sockets) and the local run may ask it for recall."""
+    if stdin.truncated or stdin.timed_out or not may_be_engine_event(stdin.raw):
+        return None
+    # The engine gets what the deadline leaves after a local run's share: when it does not
+    # answer in time, this process still answers (without recall) before the deadline.
+    prompt = hookdeadline.payload_kind(stdin.raw) == "prompt_submit"
+    wait = hookdeadline.budget(ENGINE_HOOK_TIMEOUT_S, hookdeadline.LOCAL_RESERVE_S)
+    if wait <= MIN_ENGINE_WAIT_S:
+        return ("error", ERR_TIMEOUT)  # no time left for the engine: answer here, without it
+    try:
+        outcome = forward(host, stdin.raw, started, wait, wait_ready=prompt)
+        if prompt and outcome is not None and outcome[0] == "error" and outcome[1] in _COLD:
+            outcome = _start_and_forward(host, stdin.raw, started, outcome)
+    except Exception:  # a bug here must cost one local run, not the answer
+        return None
+    return outcome
+
+
+def _start_and_forward(host: str, raw: bytes, started: float, outcome: Outcome | None) -> Outcome | None:
+    """The first prompt of a working session usually meets no engine (it exits when idle) or a
+    starting one: start it if nobody has, then wait for it to be ready within the hook's
+    deadline (less a local run's share), so that this prompt gets its recall too.
+
+    The wait ends at ``COLD_WAIT_S`` after this process started, or earlier when the deadline
+    says so."""
+
+    def left() -> float:
+        age = hookdeadline.process_age()
+        return hookdeadline.budget(max(0.0, COLD_WAIT_S - age), hookdeadline.LOCAL_RESERVE_S)
+
+    if outcome is not None and outcome[1] in (ERR_UNREACHABLE, ERR_VERSION_MISMATCH):
+        from memself.engine.client import spawn_engine
+        from memself.paths import DataPaths
+
+        # A no-op when another hook already started one; an engine of other code is exiting,
+        # and its successor waits for its lock.
+        spawn_engine(DataPaths(data_root()), replace=outcome[1] == ERR_VERSION_MISMATCH)
+    while left() > MIN_ENGINE_WAIT_S:
+        outcome = forward(host, raw, started, left(), wait_ready=True)
+        if outcome is None or outcome[0] != "error" or outcome[1] != ERR_UNREACHABLE:
+            return outcome
+        time.sleep(COLD_POLL_S)  # the engine is still importing: its socket is not there yet
+    return outcome
+
+
+def may_be_engine_event(raw: bytes) -> bool:
+    """False when ``raw`` cannot be a session start or prompt (Stop, most bad input): those run
+    here without a detour through the engine, which may be busy (a Stop must not wait on it).
+    A cheap byte search, not a parse: a name spelled with JSON escapes is missed and just runs
+    locally; a Stop quoting the names is asked about and answered "local"."""
+    lowered = raw.lower()
+    return any(name in lowered for name in ENGINE_EVENT_NAMES)
+
+
+def forward(
+    host: str,
+    raw: bytes,
+    started: float,
+    timeout_s: float = ENGINE_HOOK_TIMEOUT_S,
+    *,
+    wait_ready: bool = False,
+) -> Outcome | None:
+    """Ask the engine to run the hook for ``raw``: its outcome, or None when the request would
+    be too large to send."""
+    body = request_body(host, raw, started, timeout_s if wait_ready else 0.0)
+    if len(body) > MAX_REQUEST_BYTES:
+        return None
+    deadline = time.monotonic() + timeout_s
+    try:
+        sock, token = transport.connect(locate(data_root()), deadline)
+        try:
+            if token is not None:  # the TCP fallback: the token is the last field
+                body = body[:-1] + f',"token":{_json_str(token)}}}'.encode("ascii")
+            reply = transport.exchange(sock, body, deadline)
+        finally:
+            sock.close()
+    except FrameError as exc:
+        return ("error", exc.code)
+    return parse_reply(reply)
+
+
+def request_body(host: str, raw: bytes, started: float, wait_ready_s: float = 0.0) -> bytes:
+    """The request frame's body, as ``json.dumps`` of protocol.py's request would read.
+    ``wait_ready_s``: how long a loading engine may wait for its warm-up before answering (a
+    little less than the caller waits for the reply, so "not ready" still arrives in time)."""
+    import binascii
+
+    import memself
+
+    local = time.localtime(started)
+    env = ",".join(
+        f"{_json_str(key)}:{_json_str(os.environ[key])}" for key in FORWARDED_ENV if key in os.environ
+    )
+    payload = (
+        f'{{"host":{_json_str(host)},'
+        f'"stdin":"{binascii.b2a_base64(raw, newline=False).decode("ascii")}",'
+        f'"env":{{{env}}},"home":{_json_str(os.path.expanduser("~"))},'
+        f'"started":{started!r},"utcoffset":{int(local.tm_gmtoff or 0)},'
+        f'"zone":{_json_str(local.tm_zone or "")}}}'
+    )
+    wait = f'"wait_s":{round(max(0.0, wait_ready_s - _REPLY_MARGIN_S), 3)!r},' if wait_ready_s else ""
+    text = (
+        f'{{"v":{PROTOCOL_VERSION},"op":"{OP_HOOK_FORWARD}","payload":{payload},{wait}'
+        f'"version":{_json_str(memself.__version__)},'
+        f'"fingerprint":{_json_str(code_fingerprint())}}}'
+    )
+    return text.encode("utf-8", errors="backslashreplace")
+
+
+def _json_str(text: str) -> str:
+    return '"' + text.translate(_JSON_ESCAPES) + '"'
+
+
+def parse_reply(reply: bytes) -> Outcome:
+    """The outcome a reply body says, read from its fixed shape without ``json`` when it can."""
+    if reply.startswith(_REPLY_PREFIX) and reply.endswith(_REPLY_SUFFIX):
+        import binascii
+
+        try:
+            return ("out", binascii.a2b_base64(reply[len(_REPLY_PREFIX) : -len(_REPLY_SUFFIX)]))
+        except (binascii.Error, ValueError):
+            return ("error", ERR_PROTOCOL)
+    from memself.engine.protocol import decode  # any other shape: an error, or "run it locally"
+
+    try:
+        message = decode(reply)
+    except FrameError:
+        return ("error", ERR_PROTOCOL)
+    result = message.get("result")
+    if message.get("ok") is True and isinstance(result, dict):
+        stdout = result.get("stdout")
+        if isinstance(stdout, str):  # same answer, other spelling (a future server's json)
+            import binascii
+
+            try:
+                return ("out", binascii.a2b_base64(stdout))
+            except (binascii.Error, ValueError):
+                return ("error", ERR_PROTOCOL)
+        if result.get("local") is True:
+            return ("local", "")
+        return ("error", ERR_PROTOCOL)
+    code = message.get("error")
+    return ("error", code if isinstance(code, str) and code else ERR_PROTOCOL)

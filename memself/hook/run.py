@@ -1,0 +1,288 @@
+"""One hook run: the stdin a host gave -> host adapter -> core -> host adapter -> one JSON object
+on stdout, and one log line.
+
+Three callers, one function: the hook process when the engine does not answer for it
+(``memself.hook.process``, also behind ``memself hook``), and the engine for the hooks forwarded
+to it (``memself.engine.service``). Standard library only. ``run`` never raises: a hook failure
+must never block or break the user's turn (Claude Code reads exit 2 as "block this prompt"), so
+whatever goes wrong ends in the host's "no answer" and a log line saying why.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from pathlib import Path
+from typing import Any, BinaryIO, NamedTuple
+
+from memself import hookdeadline
+from memself.hook.inputs import Stdin, stdout_buffer
+from memself.hosts.base import EventKind, HookEvent, HookReply
+from memself.paths import DataPaths
+from memself.timeutil import parse_iso
+
+Handler = Callable[[HookEvent, datetime, DataPaths], HookReply]
+
+# What the engine answers; everything else (Stop may wait seconds for judge jobs, bad input)
+# runs in the hook process.
+ENGINE_KINDS = (EventKind.SESSION_START, EventKind.PROMPT_SUBMIT)
+# Share of the host's timeout after which the watchdog answers "nothing" and exits, so a stuck
+# core costs the user this long at most instead of the host's full timeout. The hook process
+# has a hard deadline instead (``hookdeadline``, counted from the process's start); this thread
+# serves where none could be armed (no SIGALRM).
+WATCHDOG_SHARE = 0.8
+FIXED_NOW_ENV = "MEMSELF_NOW"  # ISO time with offset; reproducible golden files and benchmarks
+# json.loads joins an escaped pair into one character: any surrogate left is a lone one.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+class RunContext(NamedTuple):
+    """Where one hook runs and what it already knows. The defaults are the hook process's own."""
+
+    host: str  # ``--agent``, lower-cased
+    # The core; None: ``memself.hookcore`` in this process, its recall through the engine.
+    core: Handler | None = None
+    # What the engine answered when the hook process asked it to run the hook: not asked again,
+    # and a session start or prompt is answered without recall.
+    engine_error: str | None = None
+    paths: DataPaths | None = None  # the data directory; None: ``DataPaths.default()``
+    env: Mapping[str, str] | None = None  # the hook process's environment (None: ``os.environ``)
+    home: Path | None = None  # the hook process's home (None: ``Path.home()``)
+    now: datetime | None = None  # None: ``MEMSELF_NOW`` of ``env``, else the clock
+    stdout: BinaryIO | None = None  # where the answer goes (None: this process's stdout)
+    spent_s: float = 0.0  # of the host's time, already used: off the watchdog's budget, in the log
+    # Inside the engine: session starts and prompts only (``run`` declines the rest), no
+    # watchdog (its ``os._exit`` would end the engine), logged with note "engine".
+    in_engine: bool = False
+
+
+def run(stdin: Stdin, context: RunContext) -> bool:
+    """Run one hook: at most one JSON object to ``context.stdout``, one log line. True, always,
+    except inside the engine for an event it leaves to the hook process: then False, with
+    nothing written and nothing logged."""
+    started = time.monotonic() - context.spent_s
+    env = os.environ if context.env is None else context.env
+    out = _Output(context.stdout if context.stdout is not None else stdout_buffer())
+    record = _Record(context.host)
+    paths = context.paths
+    watchdog: threading.Timer | None = None
+    try:
+        paths = paths or DataPaths.default()
+        from memself.hosts import HOSTS
+
+        adapter = HOSTS.get(record.host)
+        if adapter is None:
+            if context.in_engine:
+                record.declined = True
+                return False
+            record.note = "unknown-agent"
+            return True
+        record.adapter = adapter
+        payload, decode_note = decode_payload(stdin.raw, stdin.truncated)
+        event = adapter.parse(payload, env)
+        if context.in_engine and (decode_note or event.kind not in ENGINE_KINDS):
+            record.declined = True
+            return False
+        record.truncated = stdin.truncated
+        record.note = "stdin-timeout" if stdin.timed_out else decode_note
+        if adapter.steps_aside(payload, env, context.home or Path.home()):
+            record.note = "stepped-aside"
+            return True
+        record.event = event
+        if event.kind is EventKind.UNKNOWN:
+            record.note = record.note or "unknown-event"
+            out.write(adapter.render(event, HookReply()))
+            return True
+        if not event.session_key:
+            record.note = record.note or "no-session"
+        if context.in_engine:
+            record.note = record.note or "engine"
+        if hookdeadline.armed():
+            # The hook process: the event's own deadline, still counted from the process start.
+            hookdeadline.arm(record.host, event.kind.value)
+            hookdeadline.on_expire(lambda: _log_expired(paths, record, out, started))
+        elif not context.in_engine:
+            budget = max(adapter.TIMEOUTS.get(event.kind, 10) * WATCHDOG_SHARE - context.spent_s, 0.1)
+            watchdog = _start_watchdog(budget, out, adapter.render(event, HookReply()), paths, record)
+        core = context.core or _local_core(record, context.engine_error)
+        reply = core(event, context.now or now_from_env(env), paths)
+        out.write(adapter.render(event, reply))
+    except BaseException as exc:  # a hook must answer whatever went wrong
+        record.error = _describe(exc)
+        if record.adapter is not None:
+            try:
+                out.write(record.adapter.render(record.event or _blank_event(record.host), HookReply()))
+            except Exception:  # nothing more to try
+                pass
+    finally:
+        if watchdog is not None:
+            watchdog.cancel()
+        if not record.declined:
+            try:
+                _log_run(paths, record, out, started)
+            except Exception:  # logging must not be what breaks a hook
+                pass
+    return True
+
+
+class _Record:
+    """What one run learned, for its single log line (never the prompt)."""
+
+    def __init__(self, host: str) -> None:
+        self.host = host
+        self.adapter: Any = None
+        self.event: HookEvent | None = None
+        self.truncated = False
+        self.note = ""
+        self.error = ""
+        self.declined = False  # left to the hook process: no log line here
+
+
+class _Output:
+    """Writes the answer once; the main thread and the watchdog race for it."""
+
+    def __init__(self, stream: BinaryIO) -> None:
+        self._stream = stream
+        self._lock = threading.Lock()
+        self.written: dict[str, Any] | None = None
+        self.done = False
+
+    def write(self, answer: dict[str, Any] | None) -> bool:
+        with self._lock:
+            if self.done or not hookdeadline.begin_answer():
+                return False
+            self.done = True
+            try:
+                if answer is None:
+                    return True
+                data = json.dumps(answer, ensure_ascii=False, separators=(",", ":")) + "\n"
+                # A lone surrogate left anywhere (a hand-edited file) cannot be UTF-8: replace it.
+                self._stream.write(data.encode("utf-8", errors="replace"))
+                self._stream.flush()
+                self.written = answer
+                return True
+            finally:
+                hookdeadline.end_answer()
+
+
+def decode_payload(raw: bytes, truncated: bool) -> tuple[dict[str, Any], str]:
+    """The payload as a dict, ``{}`` for anything else, and a note saying why."""
+    if truncated:
+        return {}, "too-large"
+    text = raw.decode("utf-8-sig", errors="replace")
+    if not text.strip():
+        return {}, "empty-stdin"
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):
+        return {}, "bad-json"
+    if not isinstance(value, dict):
+        return {}, "not-object"
+    return no_lone_surrogates(value), ""
+
+
+def no_lone_surrogates(value: Any) -> Any:
+    """``value`` with every lone surrogate (a ``\\ud83d`` escape with no partner: half an emoji
+    cut by a client) replaced by U+FFFD. Nothing downstream can encode one: not the engine
+    request, not the tokenizer, not a job file."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return _SURROGATE.sub("\ufffd", value)
+        return value
+    if isinstance(value, dict):
+        return {no_lone_surrogates(k): no_lone_surrogates(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [no_lone_surrogates(v) for v in value]
+    return value
+
+
+def now_from_env(env: Mapping[str, str]) -> datetime:
+    """``MEMSELF_NOW`` of ``env`` when it holds an ISO time with offset, else the clock."""
+    fixed = parse_iso(env.get(FIXED_NOW_ENV, "").strip(), require_zone=True)
+    return fixed or datetime.now().astimezone()
+
+
+def _local_core(record: _Record, engine_error: str | None) -> Handler:
+    """The core in this process. Session start and prompt come here when the engine could not run
+    them: with its error (``engine_error``: unreachable, loading past the deadline, of another
+    version...) they are answered without recall, since the hook process already waited for the
+    engine as long as the deadline allows; when the engine was not asked (Stop aside: stdin
+    unreadable as a whole, an event name the byte filter missed) the core asks it for recall."""
+
+    def core(event: HookEvent, now: datetime, paths: DataPaths) -> HookReply:
+        from memself.hookcore import handle
+
+        if engine_error is not None and event.kind in ENGINE_KINDS:
+            record.note = record.note or f"local:{engine_error}"
+            return handle(event, now, paths, recall=lambda text, when: None)
+        return handle(event, now, paths)
+
+    return core
+
+
+def _start_watchdog(
+    budget_s: float, out: _Output, empty: dict[str, Any] | None, paths: DataPaths, record: _Record
+) -> threading.Timer:
+    def fire() -> None:
+        if out.write(empty):
+            record.note = "watchdog"
+            _log_run(paths, record, out, None)
+            try:
+                sys.stderr.flush()
+            finally:
+                os._exit(0)
+
+    timer = threading.Timer(budget_s, fire)
+    timer.daemon = True
+    timer.start()
+    return timer
+
+
+def _log_expired(paths: DataPaths, record: _Record, out: _Output, started: float) -> None:
+    """The log line of a run the deadline ended (``hookdeadline`` answered "nothing")."""
+    record.note = "deadline"
+    _log_run(paths, record, out, started)
+
+
+def _describe(exc: BaseException) -> str:
+    """Exception type and where it was raised; not its message, which may quote the prompt."""
+    import traceback
+
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = f" at {os.path.basename(frames[-1].filename)}:{frames[-1].lineno}" if frames else ""
+    return f"{type(exc).__name__}{where}"
+
+
+def _blank_event(host: str) -> HookEvent:
+    return HookEvent(host, EventKind.UNKNOWN, "", "", "", "", "", False)
+
+
+def _log_run(paths: DataPaths | None, record: _Record, out: _Output, started: float | None) -> None:
+    event = record.event
+    fields: dict[str, object] = {
+        "host": record.host[:32],
+        "hook_event": event.event_name if event else "",
+        "kind": event.kind.value if event else "",
+        "session": event.session_key[:12] if event else "",
+        "out": sorted(out.written) if out.written else [],
+    }
+    if started is not None:
+        fields["ms"] = round((time.monotonic() - started) * 1000, 1)
+    if record.note:
+        fields["note"] = record.note
+    if record.error:
+        fields["error"] = record.error
+    try:
+        from memself.logs import log
+    except Exception:  # no logs module: stderr reaches the host's debug log
+        sys.stderr.write(f"memself hook-run {json.dumps(fields, ensure_ascii=False)}\n")
+        return
+    log(paths, "hook-run", **fields)
