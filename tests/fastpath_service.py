@@ -11,6 +11,8 @@ from memself.errors import InvalidInput
 from memself.hosts.base import HookEvent, HookReply
 from memself.paths import DataPaths
 
+RECALLED_RULE = "发布前先跑冒烟测试"
+
 
 def scripted_core(event: HookEvent, now: datetime, paths: DataPaths) -> HookReply:
     """What the engine answers: everything the hook process forwarded, visible in the text."""
@@ -36,8 +38,11 @@ class FastPathService:
             from memself.engine.service import run_forwarded
 
             return run_forwarded(payload, self.paths, scripted_core)
-        if op == "recall":
-            return {"rule": [], "project": []}
+        if op == "recall":  # what a hook that runs in its own process asks for
+            return {
+                "rule": [{"id": "r1", "text": RECALLED_RULE, "score": 0.9, "confidence": 0.5}],
+                "project": [],
+            }
         raise InvalidInput(f"未知操作 {op}")
 
 

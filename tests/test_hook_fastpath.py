@@ -23,7 +23,7 @@ from memself.hook.run import FIXED_NOW_ENV, RunContext, now_from_env, run
 from memself.hosts import HOSTS
 from memself.hosts.base import EventKind, HookEvent, HookReply
 from memself.paths import DataPaths, data_root
-from tests.fastpath_service import scripted_core
+from tests.fastpath_service import RECALLED_RULE, scripted_core
 from tests.hookproc import hook_data, hook_runs, run_entry
 from tests.test_hook_imports import imported_modules
 
@@ -306,3 +306,40 @@ def test_without_an_engine_the_hook_runs_locally_once(
     assert "engine pid=" not in proc.stdout.decode()
     runs = hook_runs(hook_data)
     assert [(r["kind"], r.get("note")) for r in runs] == [("session_start", "local:unreachable")]
+
+
+def test_an_event_the_byte_filter_misses_runs_here_with_the_engines_recall(fast_engine: DataPaths) -> None:
+    """A prompt whose event name is spelled with a JSON escape is not forwarded: the core runs in
+    the hook process and asks the warm engine for its recall only (``recall``, not a whole hook)."""
+    raw = (
+        b'{"hook_event_name": "UserPromptSubmi\\u0074", "session_id": "s-escaped",'
+        b' "prompt": "\\u5e2e\\u6211\\u770b\\u4e0b\\u53d1\\u5e03\\u6d41\\u7a0b"}'
+    )
+    assert json.loads(raw)["hook_event_name"] == "UserPromptSubmit"
+    assert not process.may_be_engine_event(raw)
+    proc = run_entry("claude", raw, python_flags=["-X", "importtime"])
+    assert proc.rc == 0
+    answer = proc.answer()
+    assert answer is not None and RECALLED_RULE in answer["hookSpecificOutput"]["additionalContext"]
+    assert "engine pid=" not in proc.stdout.decode()  # not the engine's scripted hook
+    assert "memself.hookcore" in imported_modules(proc.stderr)
+    runs = hook_runs(fast_engine)
+    assert [(r["kind"], r.get("note")) for r in runs] == [("prompt_submit", None)]
+
+
+def test_the_cli_hook_takes_the_same_path(fast_engine: DataPaths) -> None:
+    """``memself hook`` is the entry's slow twin: a warm engine answers it through the fast path."""
+    import subprocess
+    import sys
+
+    payload = {"hook_event_name": "UserPromptSubmit", "session_id": "s-cli", "prompt": "命令行的问题"}
+    done = subprocess.run(
+        [sys.executable, "-m", "memself", "hook", "--agent", "claude"],
+        input=json.dumps(payload).encode(),
+        capture_output=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr[-500:]
+    assert "engine pid=" in done.stdout.decode() and "prompt=命令行的问题" in done.stdout.decode()
+    runs = hook_runs(fast_engine)
+    assert [(r["kind"], r.get("note")) for r in runs] == [("prompt_submit", "engine")]

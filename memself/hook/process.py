@@ -74,7 +74,7 @@ _JSON_ESCAPES[ord('"')] = '\\"'
 _JSON_ESCAPES[ord("\\")] = "\\\\"
 
 # What the engine made of a forwarded hook: ("out", stdout bytes), ("local", "") for an event
-# that must run here, ("error", ERR_* code) when it could not answer.
+# that must run here, ("error", ERR_* code) when it could not answer; ("", "") when not asked.
 Outcome = tuple[str, "bytes | str"]
 
 
@@ -85,33 +85,25 @@ def main(argv: list[str]) -> None:
     host = agent_arg(argv)
     stdin = read_stdin()
     hookdeadline.arm_for_payload(host, stdin.raw)
-    outcome = _ask_engine(host, stdin, started) if host else None
-    if outcome is not None and outcome[0] == "out":
-        answer = outcome[1]
-        if answer and hookdeadline.begin_answer():
+    kind, said = _ask_engine(host, stdin, started) if host else ("", "")
+    if kind == "out":
+        if isinstance(said, bytes) and said and hookdeadline.begin_answer():
             stdout = stdout_buffer()
-            stdout.write(answer)  # type: ignore[arg-type]
+            stdout.write(said)
             stdout.flush()
             hookdeadline.end_answer()
         return
     from memself.hook.run import RunContext, run
 
-    error = outcome[1] if outcome is not None and outcome[0] == "error" else None
-    run(
-        stdin,
-        RunContext(
-            host=host,
-            engine_error=error if isinstance(error, str) else None,
-            spent_s=max(0.0, time.time() - started),
-        ),
-    )
+    error = said if kind == "error" and isinstance(said, str) else None
+    run(stdin, RunContext(host, engine_error=error, spent_s=max(0.0, time.time() - started)))
 
 
-def _ask_engine(host: str, stdin: Stdin, started: float) -> Outcome | None:
-    """The engine's outcome for a session start or prompt; None when it was not asked (Stop,
-    unreadable stdin, a platform without sockets) and the local run may ask it for recall."""
+def _ask_engine(host: str, stdin: Stdin, started: float) -> Outcome:
+    """The engine's outcome for a session start or prompt; ("", "") when it was not asked (Stop,
+    unreadable stdin, a request too large) and the local run may ask it for recall."""
     if stdin.truncated or stdin.timed_out or not may_be_engine_event(stdin.raw):
-        return None
+        return ("", "")
     # The engine gets what the deadline leaves after a local run's share: when it does not
     # answer in time, this process still answers (without recall) before the deadline.
     prompt = hookdeadline.payload_kind(stdin.raw) == "prompt_submit"
@@ -123,8 +115,8 @@ def _ask_engine(host: str, stdin: Stdin, started: float) -> Outcome | None:
         if prompt and outcome is not None and outcome[0] == "error" and outcome[1] in _COLD:
             outcome = _start_and_forward(host, stdin.raw, started, outcome)
     except Exception:  # a bug here must cost one local run, not the answer
-        return None
-    return outcome
+        return ("", "")
+    return outcome or ("", "")
 
 
 def _start_and_forward(host: str, raw: bytes, started: float, outcome: Outcome | None) -> Outcome | None:
