@@ -7,8 +7,10 @@
 - ``run``: one hook run, wherever it happens (the hook process, ``memself hook``, the engine):
   payload -> host adapter -> core -> rendered answer, one log line.
 
-Imports go one way: ``process`` -> ``inputs``, the engine's client-side modules, and (for the
-local path only) ``run``; ``run`` -> ``inputs``, ``memself.hosts``, ``memself.hookcore``. The
-engine's service imports ``run``, never ``process``. Kept empty: the hook process imports this
-package first, and every import costs it start-up time.
+Imports go one way: ``process`` -> ``inputs``, ``memself.hookdeadline``, the engine's client
+side (``protocol``, ``location``, ``transport``; ``client`` to start an engine) and, for the local
+path only, ``run``; ``run`` -> ``inputs``, ``memself.hookdeadline``, ``memself.hosts``,
+``memself.hookcore``. The engine's service imports ``run``, never ``process``; nothing here
+imports the engine's server side. Kept empty: the hook process imports this package first, and
+every import costs it start-up time.
 """

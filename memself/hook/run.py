@@ -89,7 +89,6 @@ def run(stdin: Stdin, context: RunContext) -> bool:
         if context.in_engine and (decode_note or event.kind not in ENGINE_KINDS):
             record.declined = True
             return False
-        record.truncated = stdin.truncated
         record.note = "stdin-timeout" if stdin.timed_out else decode_note
         if adapter.steps_aside(payload, env, context.home or Path.home()):
             record.note = "stepped-aside"
@@ -138,7 +137,6 @@ class _Record:
         self.host = host
         self.adapter: Any = None
         self.event: HookEvent | None = None
-        self.truncated = False
         self.note = ""
         self.error = ""
         self.declined = False  # left to the hook process: no log line here
