@@ -14,17 +14,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from memself.errors import MemselfError
 from memself.models import DEFAULT_MODEL, OFFLINE_MODEL
 
 if TYPE_CHECKING:
     import numpy as np
 
 MIRROR = "https://hf-mirror.com"
-
-
-class ModelUnavailable(MemselfError):
-    """The embedding model could not be downloaded, prepared or loaded."""
 
 
 @runtime_checkable
@@ -54,11 +49,11 @@ def load_encoder(
 
     ``cache_dir`` is memself's model cache (``$MEMSELF_MODEL_CACHE`` or ``~/.cache/memself/models``
     when None). ``threads``: onnxruntime's pool, ``prompt_threads()`` when None.
-    Raises ``ModelUnavailable`` with a Chinese message when the model cannot be had.
+    Raises ``memself.errors.ModelUnavailable`` with a Chinese message when the model cannot be had.
     """
     from memself.model.runtime import load_lean_encoder
 
-    return load_lean_encoder(model, cache_dir, threads, notify)
+    return load_lean_encoder(model, cache_dir, threads or prompt_threads(), notify)
 
 
 def prompt_threads() -> int:

@@ -25,6 +25,10 @@ class ConfigError(MemselfError):
     """A config value that does not validate."""
 
 
+class ModelUnavailable(MemselfError):
+    """The embedding model could not be downloaded, prepared or loaded."""
+
+
 class EngineUnavailable(MemselfError):
     """The warm recall engine is not reachable or not ready."""
 

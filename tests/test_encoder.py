@@ -17,8 +17,8 @@ from typing import ClassVar
 import numpy as np
 import pytest
 
-from memself.encoder import Encoder, ModelUnavailable, download_failure_message
-from memself.errors import InvalidInput, MemselfError
+from memself.encoder import Encoder, download_failure_message
+from memself.errors import InvalidInput, MemselfError, ModelUnavailable
 from memself.models import DEFAULT_MODEL, MODELS, OFFLINE_MODEL, resolve_model
 
 REPO_ROOT = Path(__file__).resolve().parent.parent

@@ -35,8 +35,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from memself.encoder import ModelUnavailable, download_failure_message, error_reason
-from memself.errors import MemselfError
+from memself.encoder import download_failure_message, error_reason
+from memself.errors import MemselfError, ModelUnavailable
 from memself.model import cache, unigram
 from memself.model.cache import FORMAT_VERSION, MANIFEST, Prepared, PreparedInvalid
 from memself.model.probes import PROBES

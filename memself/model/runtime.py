@@ -21,8 +21,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from memself.encoder import ModelUnavailable
-from memself.errors import MemselfError
+from memself.errors import MemselfError, ModelUnavailable
 from memself.model import unigram
 from memself.model.cache import Prepared, PreparedInvalid, find_prepared
 from memself.models import ModelSettings, resolve_model
@@ -168,15 +167,14 @@ def heavy_modules_loaded() -> list[str]:
 
 
 def load_lean_encoder(
-    model: str, cache_dir: Path | None = None, threads: int | None = None, notify: Notify | None = None
+    model: str, cache_dir: Path | None, threads: int, notify: Notify | None = None
 ) -> LeanEncoder:
-    """The runtime encoder for ``model``, preparing it first when needed (with a message)."""
-    from memself.encoder import prompt_threads
-
+    """The runtime encoder for ``model`` with ``threads`` in onnxruntime's pool, preparing it
+    first when needed (with a message). Callers go through ``memself.encoder.load_encoder``."""
     settings = resolve_model(model)
     prepared = ensure_prepared(model, settings, cache_dir, notify)
     try:
-        return LeanEncoder(prepared, settings, threads or prompt_threads())
+        return LeanEncoder(prepared, settings, threads)
     except MemselfError:
         raise
     except Exception as exc:  # a graph or tokenizer onnxruntime cannot read despite its checksum
