@@ -30,21 +30,19 @@ from __future__ import annotations
 import functools
 import hashlib
 import importlib.util
-import math
-import os
 import re
 import struct
 import sys
-import tempfile
 import threading
 import zlib
 from array import array
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from memself.errors import MemselfError
+from memself.atomic import write_atomic
+from memself.errors import MemselfError, WriteFailed
 
 if TYPE_CHECKING:
     import numpy as np
@@ -224,20 +222,12 @@ def _read_cache(path: Path, key: bytes) -> IdfTable | None:
 
 def _write_cache(path: Path, data: bytes) -> bool:
     """Atomic replace; False (and nothing left behind) when the folder is not writable."""
-    tmp: str | None = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-        return True
-    except OSError:
-        if tmp is not None:
-            Path(tmp).unlink(missing_ok=True)
+        write_atomic(path, data)
+    except (OSError, WriteFailed):
         return False
+    return True
 
 
 def load_idf_table(cache_dir: Path | None = None, source: Path | None = None) -> tuple[IdfTable, str]:
@@ -331,15 +321,6 @@ def tokens_with(
     return out
 
 
-def overlap_score(query: dict[str, float], memory: dict[str, float], tau: float = DEFAULT_TAU) -> float:
-    """``1 - exp(-sum of min weights of shared tokens / tau)``, in [0, 1)."""
-    if len(memory) < len(query):
-        shared = sum(min(w, query[t]) for t, w in memory.items() if t in query)
-    else:
-        shared = sum(min(w, memory[t]) for t, w in query.items() if t in memory)
-    return 1.0 - math.exp(-shared / tau) if shared > 0 else 0.0
-
-
 class LexicalIndex:
     """Token postings over a list of texts, so one query touches only the texts it shares a word
     with (a Python loop over 100k memories per prompt would cost far more than the dense product).
@@ -384,7 +365,8 @@ class LexicalIndex:
         self._texts = new
 
     def scores(self, query: str, tau: float = DEFAULT_TAU) -> np.ndarray:
-        """``overlap_score`` of ``query`` against every indexed text, float32, row order."""
+        """``1 - exp(-overlap / tau)`` of ``query`` against every indexed text (see the module doc),
+        float32, row order."""
         import numpy as np
 
         shared = np.zeros(len(self._texts), dtype=np.float32)
@@ -394,10 +376,3 @@ class LexicalIndex:
                 rows, weights = posting  # a text holds a token once: rows are unique
                 shared[rows] += np.minimum(weights, np.float32(q_weight))
         return (1.0 - np.exp(-shared / np.float32(tau))).astype(np.float32, copy=False)
-
-
-def scores(query: str, texts: Iterable[str], tau: float = DEFAULT_TAU) -> np.ndarray:
-    """One-off lexical scores of ``query`` against ``texts`` (no index kept)."""
-    index = LexicalIndex()
-    index.set_texts(list(texts))
-    return index.scores(query, tau)
