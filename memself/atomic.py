@@ -12,6 +12,7 @@ import contextlib
 import os
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from memself.errors import WriteFailed
 
@@ -75,6 +76,27 @@ def write_atomic(path: Path, data: str | bytes, mode: int = 0o600) -> None:
             os.unlink(staged)
         if isinstance(exc, OSError):
             raise _through_link_error(path, target, exc) from exc
+        raise
+    fsync_dir(target.parent)
+
+
+def save_npy(path: Path, array: Any, mode: int = 0o600) -> None:
+    """``numpy.save`` with ``write_atomic``'s guarantees: the array is streamed into the temp file
+    (a large index is never copied into memory as bytes first), fsynced, renamed over ``path``."""
+    import numpy as np
+
+    target = real_target(path)
+    fd, tmp_name = tempfile.mkstemp(prefix=temp_prefix(target), dir=target.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            np.save(handle, array, allow_pickle=False)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp_name, mode)
+        os.replace(tmp_name, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp_name)
         raise
     fsync_dir(target.parent)
 
