@@ -21,14 +21,14 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from memself.background import default_sentences_path, load_sentences  # noqa: E402
-from memself.recall import (  # noqa: E402
-    GateParams,
-    Recaller,
-    ScoringSettings,
+from memself.background import (  # noqa: E402
     build_space,
+    default_sentences_path,
     general_prompts_path,
+    load_sentences,
 )
+from memself.recall.gate import GateParams  # noqa: E402
+from memself.recall.scoring import Recaller, ScoringSettings  # noqa: E402
 from memself.verify import load_cases, run_cases  # noqa: E402
 
 EVERYDAY = REPO / "bench" / "data" / "everyday_sentences.json"

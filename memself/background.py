@@ -1,33 +1,35 @@
-"""The background mean: the direction every prompt shares, removed before the cosine.
+"""The recall space: the directions every prompt shares, removed before the cosine.
 
-Raw sentence vectors are anisotropic (unrelated Chinese sentences score about 0.83 with e5), so
-recall centres both sides on the mean of generic sentences and re-normalises:
-``c(v) = normalize(v - mean)``. The mean depends only on the model and on
-``background_sentences.json``, never on the memory pool, so recall works with one memory.
+Raw sentence vectors are anisotropic (unrelated Chinese sentences score high with e5), so recall
+moves both sides into a space built from generic sentences: minus their mean, minus their top
+``dims`` principal directions, re-normalised (``RecallSpace.project``). Why the principal
+directions too (the "all-but-the-top" post-processing of Mu and Viswanath, 2018): a mean removes
+the one direction every prompt shares, but general coding questions ("X 和 Y 有什么区别", "写一个 X
+的函数") share several, and those directions are what makes an unrelated prompt land near a memory
+about the same technology. With ``dims = 0`` the space is the original's centring,
+``normalize(v - mean)``, with one mean for both sides.
 
-Which side the background is encoded on: as queries (with e5's ``query: `` prefix), and the one
-mean centres both queries and memory vectors, as in the original (one mean for both sides). The
-sentences are prompts, so the query side is their natural encoding. Measured on dev-cases.json with
-multilingual-e5-small (dense cosine, original gate, best floor with project leaks <= 12% / rule
-leaks <= 28%): query mean on both sides 81% project / 61% rule hits; passage mean on both 72% /
-58%; separate query and passage means 72% / 58%. For prefix-free models (bge) the sides agree.
+The sentences are prompts, so they are encoded on the query side. The space depends only on the
+model and the sentence file (``background_sentences.json``, or the shipped general prompts for a
+model calibrated so), never on the memory pool, so recall works with one memory.
 
-Cached per model as ``<model cache>/backgrounds/<model>-<id hash>-<sentences sha256[:16]>.npy``
-(a ``(dim,)`` float32 array); ``memself build-background`` rebuilds it.
+Cached per model under ``<model cache>/backgrounds/`` (``cache_file``): the background mean alone
+as a ``(dim,)`` array, a space with principal directions (or built from the general prompts) as
+``(1 + dims, dim)``, mean first; ``memself build-background`` rebuilds both.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
-import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from memself.atomic import save_npy
 from memself.errors import CorruptFile, MemselfError
 
 if TYPE_CHECKING:
@@ -36,11 +38,16 @@ if TYPE_CHECKING:
     from memself.encoder import Encoder
 
 SENTENCES_FILE = "background_sentences.json"
+GENERAL_PROMPTS_FILE = "general_prompts.json"
 
 
 def default_sentences_path() -> Path:
     """The shipped sentences (``memself/data``; a symlink to the repo root file in a checkout)."""
     return Path(str(resources.files("memself") / "data" / SENTENCES_FILE))
+
+
+def general_prompts_path() -> Path:
+    return Path(str(resources.files("memself") / "data" / GENERAL_PROMPTS_FILE))
 
 
 def load_sentences(path: Path | None = None) -> list[str]:
@@ -63,30 +70,6 @@ def sentences_digest(sentences: list[str]) -> str:
     return hashlib.sha256(blob).hexdigest()
 
 
-@dataclass(frozen=True)
-class Background:
-    """The background mean of one model; centre query and memory vectors with it alike."""
-
-    model_id: str
-    digest: str  # sha256 of the sentence list it was built from
-    mean: np.ndarray  # (dim,) float32
-
-    def centre(self, vectors: np.ndarray) -> np.ndarray:
-        return centre(vectors, self.mean)
-
-
-def centre(vectors: np.ndarray, mean: np.ndarray) -> np.ndarray:
-    """``normalize(v - mean)`` row-wise, float32; accepts one vector ``(dim,)`` or ``(n, dim)``."""
-    import numpy as np
-
-    v = np.asarray(vectors, dtype=np.float32)
-    single = v.ndim == 1
-    m = np.atleast_2d(v) - np.asarray(mean, dtype=np.float32)
-    norms = np.linalg.norm(m, axis=1, keepdims=True)
-    out = m / np.maximum(norms, 1e-12)
-    return out[0] if single else out
-
-
 def cache_file(model_id: str, digest: str, cache_dir: Path | None = None) -> Path:
     from memself.offline_model import model_cache_dir
 
@@ -97,6 +80,18 @@ def cache_file(model_id: str, digest: str, cache_dir: Path | None = None) -> Pat
     return root / "backgrounds" / f"{safe}-{tag}-{digest[:16]}.npy"
 
 
+# ------------------------------------------------------------------------------ the mean alone
+
+
+@dataclass(frozen=True)
+class Background:
+    """The background mean of one model (what ``memself build-background`` reports)."""
+
+    model_id: str
+    digest: str  # sha256 of the sentence list it was built from
+    mean: np.ndarray  # (dim,) float32
+
+
 def build_background(
     encoder: Encoder | str, cache_dir: Path | None = None, sentences_path: Path | None = None
 ) -> Background:
@@ -104,50 +99,129 @@ def build_background(
 
     ``encoder`` may be a model name (what ``memself build-background`` has); it is loaded then.
     """
-    import numpy as np
-
     if isinstance(encoder, str):
         from memself.encoder import load_encoder
 
         encoder = load_encoder(encoder, cache_dir)
-    sentences = load_sentences(sentences_path)
-    digest = sentences_digest(sentences)
-    mean = encoder.encode_queries(sentences).mean(axis=0).astype(np.float32)
-    if mean.shape != (encoder.dim,) or not np.isfinite(mean).all():
-        raise MemselfError(f"模型 {encoder.model_id} 算出的背景向量无效（形状 {mean.shape}）")
-    _save_npy(cache_file(encoder.model_id, digest, cache_dir), mean)
-    return Background(encoder.model_id, digest, mean)
+    return _background(encoder, cache_dir, sentences_path, rebuild=True)
 
 
 def load_background(
     encoder: Encoder, cache_dir: Path | None = None, sentences_path: Path | None = None
 ) -> Background:
     """The cached mean for this model and sentence file; built (and cached) when missing or bad."""
+    return _background(encoder, cache_dir, sentences_path, rebuild=False)
+
+
+def _background(
+    encoder: Encoder, cache_dir: Path | None, sentences_path: Path | None, rebuild: bool
+) -> Background:
     import numpy as np
 
     sentences = load_sentences(sentences_path)
     digest = sentences_digest(sentences)
-    path = cache_file(encoder.model_id, digest, cache_dir)
-    try:
-        mean = np.load(path, allow_pickle=False)
-        if mean.shape == (encoder.dim,) and mean.dtype == np.float32 and np.isfinite(mean).all():
-            return Background(encoder.model_id, digest, mean)
-    except (OSError, ValueError):
-        pass  # missing or unreadable: rebuild below
-    return build_background(encoder, cache_dir, sentences_path)
+
+    def build() -> np.ndarray:
+        mean = encoder.encode_queries(sentences).mean(axis=0).astype(np.float32)
+        if mean.shape != (encoder.dim,) or not np.isfinite(mean).all():
+            raise MemselfError(f"模型 {encoder.model_id} 算出的背景向量无效（形状 {mean.shape}）")
+        return mean
+
+    mean = _cached(
+        cache_file(encoder.model_id, digest, cache_dir),
+        lambda stored: stored.shape == (encoder.dim,),
+        build,
+        rebuild,
+    )
+    return Background(encoder.model_id, digest, mean)
 
 
-def _save_npy(path: Path, array: np.ndarray) -> None:
+# --------------------------------------------------------------------------------- the space
+
+
+@dataclass(frozen=True)
+class RecallSpace:
+    """Background mean plus the orthonormal directions removed after it (``(k, dim)``, k >= 0)."""
+
+    model_id: str
+    mean: np.ndarray
+    components: np.ndarray
+
+    def project(self, vectors: np.ndarray) -> np.ndarray:
+        """``normalize((v - mean) minus its part along the components)``, row-wise, float32."""
+        import numpy as np
+
+        v = np.atleast_2d(np.asarray(vectors, dtype=np.float32)) - self.mean
+        if len(self.components):
+            v = v - (v @ self.components.T) @ self.components
+        norms = np.linalg.norm(v, axis=1, keepdims=True)
+        return (v / np.maximum(norms, 1e-12)).astype(np.float32, copy=False)
+
+
+def build_space(model_id: str, sentence_vectors: np.ndarray, dims: int) -> RecallSpace:
+    """Mean and top ``dims`` principal directions of the (query-side) sentence vectors."""
     import numpy as np
 
+    x = np.asarray(sentence_vectors, dtype=np.float32)
+    mean = x.mean(axis=0).astype(np.float32)
+    dims = min(max(dims, 0), max(len(x) - 1, 0))
+    if dims:
+        comps = np.linalg.svd(x - mean, full_matrices=False)[2][:dims].astype(np.float32)
+    else:
+        comps = np.zeros((0, x.shape[1]), dtype=np.float32)
+    return RecallSpace(model_id, mean, comps)
+
+
+def load_space(
+    encoder: Encoder, dims: int, general: bool, cache_dir: Path | None = None, rebuild: bool = False
+) -> RecallSpace:
+    """The recall space of this model: ``dims`` principal directions removed, built from the
+    general prompts when ``general`` (else from the background sentences). Cached; ``rebuild``
+    encodes the sentences again and overwrites the cache (``memself build-background``).
+
+    Without directions and without the general prompts it is the background mean alone (same
+    cache file as ``load_background``).
+    """
+    import numpy as np
+
+    if dims == 0 and not general:
+        bg = _background(encoder, cache_dir, None, rebuild)
+        return RecallSpace(
+            encoder.model_id,
+            np.asarray(bg.mean, dtype=np.float32),
+            np.zeros((0, encoder.dim), dtype=np.float32),
+        )
+    sentences = load_sentences(general_prompts_path() if general else None)
+    digest = sentences_digest([*sentences, f"space_dims={dims}"])
+
+    def build() -> np.ndarray:
+        space = build_space(encoder.model_id, encoder.encode_queries(sentences), dims)
+        return np.vstack([space.mean[None, :], space.components])
+
+    stored = _cached(
+        cache_file(encoder.model_id, digest, cache_dir),
+        lambda stored: stored.shape[1:] == (encoder.dim,) and 1 <= len(stored) <= 1 + dims,
+        build,
+        rebuild,
+    )
+    return RecallSpace(encoder.model_id, stored[0], stored[1:])
+
+
+def _cached(
+    path: Path, fits: Callable[[np.ndarray], bool], build: Callable[[], np.ndarray], rebuild: bool
+) -> np.ndarray:
+    """The float32 array cached at ``path`` when it loads, ``fits`` and is finite; otherwise (or
+    when ``rebuild``) ``build()``, stored at ``path`` and returned."""
+    import numpy as np
+
+    if not rebuild:
+        try:
+            stored = np.load(path, allow_pickle=False)
+            if stored.dtype == np.float32 and fits(stored) and np.isfinite(stored).all():
+                return stored
+        except (OSError, ValueError):
+            pass  # missing or unreadable: rebuild below
+    array = build()
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            np.save(fh, array, allow_pickle=False)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    save_npy(path, array)
+    return array

@@ -233,7 +233,7 @@ def _sweep_root(root: Path, wall: float) -> int:
     return removed
 
 
-# The vector index's array files (``memself.vector_index``): a generation whose writer was killed
+# The vector index's array files (``memself.index.files``): a generation whose writer was killed
 # before it switched the header is never named by it and, unless a later index write happens,
 # would stay on disk (hundreds of MB for a large store).
 _INDEX_ARRAY = re.compile(r"^(vectors|ids|hashes)-[0-9a-f]+\.npy$")

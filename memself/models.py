@@ -53,7 +53,7 @@ class ModelSettings:
     note: str = ""
 
 
-# multilingual-e5-small's scoring knobs (read by memself.recall.ScoringSettings), chosen with
+# multilingual-e5-small's scoring knobs (read by memself.recall.scoring.ScoringSettings), chosen with
 # `memself verify` on dev-cases.json.
 E5_CALIBRATION: dict[str, float] = {
     "symmetric": 1.0,  # "query: " on memories too (e5's advice for text-to-text similarity)
@@ -89,7 +89,7 @@ MODELS: dict[str, ModelSettings] = {
         passage_prefix="passage: ",
         dim=384,
         pooling="mean",
-        # Calibrated with `memself verify` on dev-cases.json (owner: memself.recall; numbers in
+        # Calibrated with `memself verify` on dev-cases.json (owner: memself.recall.scoring; numbers in
         # the README). Each floor sits inside the range that meets the target, away from its
         # edges: rule 27/33 hits for floors <= 0.441 and <= 12/60 leaks for >= 0.385 -> 0.42
         # (27/33, 11/60); project >= 28/32 for <= 0.318 and <= 3/60 leaks for >= 0.298 -> 0.303

@@ -17,7 +17,8 @@ from memself.records import GROUPS, fmt_confidence, one_line
 if TYPE_CHECKING:
     from memself.config import Config
     from memself.paths import DataPaths
-    from memself.recall import GroupRecall, Recaller, RecallResult
+    from memself.recall.result import GroupRecall, RecallResult
+    from memself.recall.scoring import Recaller
     from memself.verify import VerifyResult
 
 GROUP_NAMES = {"rule": "规则", "project": "项目事实"}
@@ -27,7 +28,7 @@ ENGINE_PREVIEW_S = 2.0
 
 def _recaller(config: Config, cache_dir: Path | None = None) -> Recaller:
     from memself.encoder import load_encoder
-    from memself.recall import load_recaller
+    from memself.recall.scoring import load_recaller
 
     encoder = load_encoder(config.model, cache_dir)
     return load_recaller(encoder, config.model, cache_dir)
@@ -38,7 +39,7 @@ def preview_recall(text: str, paths: DataPaths, config: Config) -> RecallResult:
     when it cannot answer at once) compute it here with the lean runtime. Never rewards."""
     from memself.engine.client import EngineClient, EngineRequestError
     from memself.engine.protocol import OP_PREVIEW
-    from memself.recall import RecallResult
+    from memself.recall.result import RecallResult
 
     if not text.strip():
         raise InvalidInput("要召回的文本为空")
@@ -60,11 +61,12 @@ def local_recall(
 
     The vector index is synced first (new or changed memories are encoded), as the engine does.
     """
-    from memself.memory_encoder import memory_side
+    from memself.index.sync import VectorIndex
     from memself.models import resolve_model
-    from memself.recall import gate_params
+    from memself.recall.gate import gate_params
+    from memself.recall.memory_side import memory_side
+    from memself.recall.pool import indexed_pool
     from memself.store import MemoryStore
-    from memself.vector_index import VectorIndex
 
     if not text.strip():
         raise InvalidInput("要召回的文本为空")
@@ -72,16 +74,9 @@ def local_recall(
     memories = MemoryStore(paths).all()
     index = VectorIndex.for_paths(paths)
     index.sync(memories, memory_side(recaller.encoder))
-    row_of = {mem_id: i for i, mem_id in enumerate(index.ids)}
-    pool = [m for m in memories if m.id in row_of]
     params = gate_params(config, resolve_model(config.model))
     return recaller.recall(
-        text,
-        pool,
-        index.matrix,
-        params,
-        rows=[row_of[m.id] for m in pool],
-        matrix_key=getattr(index, "generation", None),
+        text, indexed_pool(memories, index), index.matrix, params, matrix_key=index.generation
     )
 
 
@@ -137,7 +132,7 @@ def verify_command(
     """``memself verify [--cases FILE]``: FILE, or the original's ``verify-cases.json`` in the data
     directory. The original format runs against the user's active memories (read only)."""
     from memself.models import resolve_model
-    from memself.recall import gate_params
+    from memself.recall.gate import gate_params
     from memself.store import MemoryStore
     from memself.verify import load_cases, run_cases
 

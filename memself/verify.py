@@ -11,7 +11,7 @@ Two case formats:
   Without ``irrelevant``, built-in unrelated inputs are used, as the original did.
 
 Nothing is written anywhere: memory records are made in memory (``Memory.create``), vectors come
-from ``recall.encode_memories`` (what the vector index stores), and no reward is given.
+from ``recall.memory_side.encode_memories`` (what the vector index stores), and no reward is given.
 
 Counting, per group: a relevant case counts for a group when it expects a memory of that group,
 and is a hit for it when that group's recall returns one of its expected memories of that group.
@@ -30,13 +30,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memself.errors import InvalidInput
-from memself.recall import GateParams, Recaller, RecallPool, encode_memories, gate_explained
+from memself.recall.gate import GateParams, gate_explained
+from memself.recall.memory_side import encode_memories
+from memself.recall.pool import RecallPool
 from memself.records import GROUPS, Memory
 
 if TYPE_CHECKING:
     import numpy as np
 
-# The targets of issue 3 (per group: hit rate >= goal while leak rate <= limit).
+    from memself.recall.scoring import Recaller
+
+# Recall's targets (per group: hit rate >= goal while leak rate <= limit).
 HIT_GOAL = {"project": 0.85, "rule": 0.80}
 LEAK_LIMIT = {"project": 0.05, "rule": 0.20}
 SINGLE_GOAL = 0.90

@@ -1,4 +1,4 @@
-"""The background mean: shipped sentences, per-model cache, centring."""
+"""The background mean and the recall space: shipped sentences, per-model cache, centring."""
 
 from __future__ import annotations
 
@@ -9,12 +9,13 @@ import numpy as np
 import pytest
 
 from memself.background import (
+    RecallSpace,
     build_background,
     cache_file,
-    centre,
     default_sentences_path,
     load_background,
     load_sentences,
+    load_space,
     sentences_digest,
 )
 from memself.errors import CorruptFile
@@ -60,16 +61,17 @@ def test_bad_sentence_files_are_refused(tmp_path, content):
         load_sentences(path)
 
 
-def test_centre_normalises_rows_and_single_vectors():
+def test_space_without_directions_is_plain_centring():
     rng = np.random.default_rng(0)
     v = rng.normal(size=(5, 16)).astype(np.float32)
     v /= np.linalg.norm(v, axis=1, keepdims=True)
     mean = v.mean(axis=0)
-    c = centre(v, mean)
+    space = RecallSpace("m", mean, np.zeros((0, 16), dtype=np.float32))
+    c = space.project(v)
     assert c.dtype == np.float32
     assert np.allclose(np.linalg.norm(c, axis=1), 1.0, atol=1e-6)
     expected = (v[2] - mean) / np.linalg.norm(v[2] - mean)
-    assert np.allclose(centre(v[2], mean), expected, atol=1e-6)
+    assert np.allclose(space.project(v[2])[0], expected, atol=1e-6)
     assert np.allclose(c[2], expected, atol=1e-6)
 
 
@@ -110,9 +112,21 @@ def test_build_accepts_a_model_name(model_cache, e5_encoder):
     assert cache_file(bg.model_id, bg.digest).parent == model_cache / "backgrounds"
 
 
+def test_mean_only_space_shares_the_background_cache(e5_encoder, tmp_path):
+    enc = CountingEncoder(e5_encoder)
+    bg = load_background(enc, cache_dir=tmp_path)
+    enc.calls = 0
+    space = load_space(enc, 0, False, cache_dir=tmp_path)
+    assert enc.calls == 0 and np.array_equal(space.mean, bg.mean)
+    assert space.components.shape == (0, enc.dim)
+    assert len(list((tmp_path / "backgrounds").glob("*.npy"))) == 1
+    load_space(enc, 0, False, cache_dir=tmp_path, rebuild=True)
+    assert enc.calls == len(load_sentences())
+
+
 def test_centring_spreads_e5_scores(e5_encoder, tmp_path):
     """Raw e5 cosines of unrelated texts sit near 0.8; centred, they drop while a match stays."""
-    bg = load_background(e5_encoder, cache_dir=tmp_path)
+    space = load_space(e5_encoder, 0, False, cache_dir=tmp_path)
     memories = e5_encoder.encode_passages(
         [
             "改完代码不要自动 git commit，由我来提交",
@@ -122,7 +136,7 @@ def test_centring_spreads_e5_scores(e5_encoder, tmp_path):
     )
     query = e5_encoder.encode_queries(["这次修改完别帮我提交，我自己 commit"])[0]
     raw = memories @ query
-    centred = bg.centre(memories) @ bg.centre(query)
+    centred = space.project(memories) @ space.project(query)[0]
     assert raw[1:].min() > 0.7  # the anisotropy centring exists to remove
     assert centred[1:].max() < raw[1:].min() - 0.3
     assert centred[0] > centred[1:].max() + 0.15

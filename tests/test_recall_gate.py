@@ -7,17 +7,10 @@ from datetime import datetime, timezone
 import numpy as np
 import pytest
 
+from memself.background import RecallSpace, build_space
 from memself.models import MODELS, OFFLINE_MODEL
-from memself.recall import (
-    GateParams,
-    Recaller,
-    RecallSpace,
-    ScoringSettings,
-    build_space,
-    gate,
-    gate_explained,
-    query_views,
-)
+from memself.recall.gate import GateParams, gate, gate_explained
+from memself.recall.scoring import Recaller, ScoringSettings, query_views
 from memself.records import Memory
 
 NOW = datetime(2026, 11, 30, 9, 0, tzinfo=timezone.utc)
@@ -213,7 +206,7 @@ def test_offline_model_has_calibration() -> None:
 
 
 def test_lexical_fusion_only_for_weighted_groups_and_pool_reuse() -> None:
-    from memself.recall import RecallPool
+    from memself.recall.pool import RecallPool
 
     # Same dense vector everywhere: any score difference is the lexical part.
     same = [1.0, 0, 0, 0]
@@ -279,7 +272,7 @@ def test_list_pools_are_reused_and_tokens_carried_over(monkeypatch: pytest.Monke
 def test_space_is_cached_and_rebuilt_on_request(tmp_path) -> None:
     import hashlib
 
-    from memself.recall import load_space
+    from memself.background import load_space
 
     class HashEncoder:
         model_id, dim = "test:hash", 8
@@ -300,14 +293,13 @@ def test_space_is_cached_and_rebuilt_on_request(tmp_path) -> None:
         encode_passages = encode_queries
 
     enc = HashEncoder()
-    scoring = ScoringSettings(space_dims=3, general_space=True)
-    first = load_space(enc, scoring, tmp_path)
+    first = load_space(enc, 3, True, tmp_path)
     assert first.components.shape == (3, 8) and enc.calls == 1
-    again = load_space(enc, scoring, tmp_path)
+    again = load_space(enc, 3, True, tmp_path)
     assert enc.calls == 1 and np.allclose(again.mean, first.mean)
     assert np.allclose(again.components, first.components)
-    load_space(enc, scoring, tmp_path, rebuild=True)
+    load_space(enc, 3, True, tmp_path, rebuild=True)
     assert enc.calls == 2
     # A different number of directions is a different cache entry.
-    other = load_space(enc, ScoringSettings(space_dims=2, general_space=True), tmp_path)
+    other = load_space(enc, 2, True, tmp_path)
     assert other.components.shape == (2, 8) and enc.calls == 3

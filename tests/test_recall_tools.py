@@ -12,7 +12,7 @@ from memself.config import load_config
 from memself.errors import InvalidInput
 from memself.models import OFFLINE_MODEL
 from memself.paths import DataPaths
-from memself.recall import load_recaller
+from memself.recall.scoring import load_recaller
 from memself.recall_tools import (
     local_recall,
     render_recall_json,

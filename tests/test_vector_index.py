@@ -11,10 +11,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from memself.background import centre, load_background
+from memself.background import load_space
+from memself.index.files import HEADER, text_hash
+from memself.index.legacy import LEGACY_MARKER
+from memself.index.sync import VectorIndex
 from memself.paths import DataPaths
+from memself.recall.scoring import Recaller, ScoringSettings
 from memself.store import MemoryStore
-from memself.vector_index import HEADER, LEGACY_MARKER, VectorIndex, text_hash
 
 NOW = datetime(2026, 11, 30, 9, 0, tzinfo=timezone.utc)
 
@@ -105,7 +108,7 @@ def test_index_round_trips_through_disk(index_dir):
         assert loaded.ids == ["m1", "m2", "m3"]
         assert loaded.matrix.dtype == np.float32
         assert np.allclose(loaded.vector("m3"), enc._vec("周报周五发"))
-        assert loaded.is_current(Mem("m1", "回答用中文"))
+        assert loaded.missing([Mem("m1", "回答用中文")]) == []
     hashes = np.load(index_dir / header["hashes"])
     assert hashes[0] == text_hash("回答用中文")
 
@@ -268,18 +271,6 @@ def test_legacy_embeddings_ignored_for_other_models(tmp_path):
     assert not (paths.index_dir / LEGACY_MARKER).exists()
 
 
-def test_scores_equal_centred_matmul(index_dir):
-    enc = FakeEncoder(dim=16)
-    idx = VectorIndex.load(index_dir)
-    idx.sync([Mem(f"m{i}", f"记忆 {i}") for i in range(50)], enc)
-    mean = np.mean([enc._vec(f"背景 {i}") for i in range(10)], axis=0)
-    q = centre(enc._vec("一个提问"), mean)
-    expected = centre(np.asarray(idx.matrix), mean) @ q
-    assert np.allclose(idx.scores(q, mean), expected, atol=1e-5)
-    other_mean = mean * 0.5  # the per-row norm cache follows the mean
-    assert np.allclose(idx.scores(q, other_mean), centre(np.asarray(idx.matrix), other_mean) @ q, atol=1e-5)
-
-
 def test_real_model_index_ranks_the_relevant_memory_first(e5_encoder, tmp_path):
     paths = DataPaths(tmp_path / "data")
     store = MemoryStore(paths)
@@ -294,9 +285,10 @@ def test_real_model_index_ranks_the_relevant_memory_first(e5_encoder, tmp_path):
     idx = VectorIndex.for_paths(paths)
     result = idx.sync(store.all(), e5_encoder)
     assert result.encoded == 4 and idx.model_id == "multilingual-e5-small" and idx.dim == 384
-    bg = load_background(e5_encoder, cache_dir=tmp_path / "models")
-    q = bg.centre(e5_encoder.encode_queries(["订单库用的是哪个数据库版本？"])[0])
-    scores = VectorIndex.for_paths(paths).scores(q, bg.mean)
+    # Scored as recall scores the index (plain centring: the original's cosine).
+    space = load_space(e5_encoder, 0, False, cache_dir=tmp_path / "models")
+    recaller = Recaller(e5_encoder, space, ScoringSettings())
+    scores = recaller.dense_scores("订单库用的是哪个数据库版本？", VectorIndex.for_paths(paths).matrix)
     best = idx.ids[int(np.argmax(scores))]
     assert store.get(best).text.startswith("订单服务的数据库")
     # The stored rows are the encoder's passage vectors of the texts.

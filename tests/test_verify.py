@@ -11,7 +11,9 @@ import pytest
 
 from memself.errors import InvalidInput
 from memself.models import MODELS, OFFLINE_MODEL
-from memself.recall import GateParams, encode_memories, load_recaller
+from memself.recall.gate import GateParams
+from memself.recall.memory_side import encode_memories
+from memself.recall.scoring import load_recaller
 from memself.records import Memory
 from memself.verify import load_cases, parse_cases, render_json, render_text, run_cases, run_verify
 

@@ -52,10 +52,10 @@ def verify_cmd(cases: Path | None, as_json: bool) -> None:
 def rebuild_index_cmd() -> None:
     """备份旧索引后按当前模型重建全部向量（换模型或手改过记忆正文后用）。"""
     from memself.encoder import batch_threads, load_encoder
-    from memself.memory_encoder import memory_side
+    from memself.index.sync import VectorIndex
     from memself.progress import progress_bar
+    from memself.recall.memory_side import memory_side
     from memself.store import MemoryStore
-    from memself.vector_index import VectorIndex
 
     paths = DataPaths.default()
     memories = MemoryStore(paths).all()
@@ -78,7 +78,7 @@ def build_background_cmd() -> None:
     """按当前模型重新生成背景均值和召回空间（换模型或改了背景句子后用）。"""
     from memself.background import build_background
     from memself.encoder import batch_threads, load_encoder
-    from memself.recall import load_recaller
+    from memself.recall.scoring import load_recaller
 
     paths = DataPaths.default()
     model = load_config(paths).model

@@ -52,7 +52,7 @@ class RecallService:
         self.recaller: Any = None
         self.index: Any = None
         self.memories: dict[str, Memory] = {}
-        self.pool: Any = None  # memself.recall.RecallPool of the indexed memories
+        self.pool: Any = None  # memself.recall.pool.RecallPool of the indexed memories
 
     # ----- lifecycle (called by the engine) -----
 
@@ -81,9 +81,9 @@ class RecallService:
 
     def _load_model(self, config: Config) -> None:
         from memself.encoder import load_encoder
-        from memself.memory_encoder import memory_side
-        from memself.recall import load_recaller
-        from memself.vector_index import VectorIndex
+        from memself.index.sync import VectorIndex
+        from memself.recall.memory_side import memory_side
+        from memself.recall.scoring import load_recaller
 
         # A model not prepared yet is prepared in a child process; the engine's stderr goes
         # nowhere, so the log says why this start is slow.
@@ -97,6 +97,8 @@ class RecallService:
 
     def reload(self) -> None:
         """Re-read memories; encode new or changed ones (a model change re-encodes everything)."""
+        from memself.recall.pool import indexed_pool
+
         config = load_config(self.paths)
         if config.model != self.model:
             self._load_model(config)
@@ -105,7 +107,9 @@ class RecallService:
         result = self.index.sync(memories, self.memory_encoder)
         if result.failed:
             log(self.paths, "index-encode-failed", count=len(result.failed))
-        self.pool = self._indexed_pool()
+        # Matched once per reload: memories and index rows change nowhere else, and matching them
+        # is a Python loop over every memory that prompts need not pay.
+        self.pool = indexed_pool(list(self.memories.values()), self.index)
 
     def describe(self) -> dict[str, Any]:
         from memself.model.runtime import heavy_modules_loaded
@@ -139,18 +143,6 @@ class RecallService:
             return run_forwarded(payload, self.paths, self.hook_core)
         raise InvalidInput(f"召回引擎不支持的操作「{op}」")
 
-    def _indexed_pool(self) -> Any:
-        """Memories that have a vector, with their rows (a memory not yet encoded waits a turn),
-        prepared once per reload: memories and index rows change nowhere else, and matching
-        them costs a Python loop over every memory (milliseconds at 1k) that prompts need not
-        pay."""
-        from memself.recall import RecallPool
-
-        memories = list(self.memories.values())
-        rows = self.index.rows([m.id for m in memories])
-        kept = [(m, int(r)) for m, r in zip(memories, rows, strict=True) if r >= 0]
-        return RecallPool([m for m, _ in kept], [r for _, r in kept])
-
     def nearest(self, text: str, k: int) -> list[tuple[Memory, float]]:
         """The k nearest active memories, ungated and unrewarded (the judge's dedup)."""
         return self.recaller.top_k(text, self.pool, self.index.matrix, k, matrix_key=self.index.generation)
@@ -158,7 +150,7 @@ class RecallService:
     def preview(self, text: str) -> dict[str, Any]:
         """What ``text`` would recall, with each group's line, and no reward."""
         from memself.models import resolve_model
-        from memself.recall import gate_params
+        from memself.recall.gate import gate_params
 
         config = load_config(self.paths)
         params = gate_params(config, resolve_model(config.model))
@@ -169,7 +161,7 @@ class RecallService:
     def recall(self, text: str, now: datetime) -> dict[str, Any]:
         """Gated per-group recall; the hits are rewarded (once per memory per day)."""
         from memself.models import resolve_model
-        from memself.recall import gate_params
+        from memself.recall.gate import gate_params
 
         config = load_config(self.paths)
         params = gate_params(config, resolve_model(config.model))

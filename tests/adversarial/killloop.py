@@ -267,7 +267,7 @@ class RebuildIndex(Scenario):
     def __init__(self, paths: DataPaths) -> None:
         super().__init__(paths)
         from memself.encoder import load_encoder
-        from memself.memory_encoder import memory_side
+        from memself.recall.memory_side import memory_side
 
         self.encoder = memory_side(load_encoder("multilingual-e5-small"))
         self.round = 0
@@ -280,7 +280,7 @@ class RebuildIndex(Scenario):
         self.before = self.paths.group_file("rule").read_bytes()
 
     def child(self, rng: random.Random) -> None:
-        from memself.vector_index import VectorIndex
+        from memself.index.sync import VectorIndex
 
         while True:
             self.round += 1
@@ -291,14 +291,14 @@ class RebuildIndex(Scenario):
             )
 
     def finish(self) -> None:
-        from memself.vector_index import VectorIndex
+        from memself.index.sync import VectorIndex
 
         VectorIndex.for_paths(self.paths).rebuild(
             MemoryStore(self.paths).all(), self.encoder, datetime.now(timezone.utc)
         )
 
     def check(self, state: dict[str, Any]) -> tuple[int, int]:
-        from memself.vector_index import VectorIndex
+        from memself.index.sync import VectorIndex
 
         lost, duplicated = self.count(state, set(self.seeds))
         if self.paths.group_file("rule").read_bytes() != self.before:

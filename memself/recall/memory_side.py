@@ -1,15 +1,18 @@
-"""The encoder as the vector index sees it: memories encoded on the side recall compares them on.
+"""Which side of the encoder memories are encoded on: the side recall compares them on.
 
 e5 is calibrated symmetric (``query: `` on memories too, its advice for text-to-text similarity),
 and that side is part of the index's model identity: a calibration change then re-encodes the
-index instead of silently mixing vectors of two sides. Everything that syncs the index (the
-engine, ``memself recall``, ``memself rebuild-index``) goes through ``memory_side``.
+index instead of silently mixing vectors of two sides. Everything that stores or compares memory
+vectors goes through here: the index syncs (the engine, ``memself recall``, ``memself
+rebuild-index``) through ``memory_side``, ``memself verify`` through ``encode_memories``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
+
+from memself.recall.scoring import ScoringSettings
 
 if TYPE_CHECKING:
     import numpy as np
@@ -19,18 +22,25 @@ if TYPE_CHECKING:
 QUERY_SIDE_SUFFIX = "#query-side"
 
 
-class MemorySideEncoder:
-    def __init__(self, encoder: Encoder) -> None:
-        from memself.recall import ScoringSettings
+def encode_memories(encoder: Encoder, texts: Sequence[str]) -> np.ndarray:
+    """Memory vectors as recall wants them: passage side, or query side for a model calibrated as
+    symmetric."""
+    if ScoringSettings.for_model_id(encoder.model_id).symmetric:
+        return encoder.encode_queries(list(texts))
+    return encoder.encode_passages(list(texts))
 
+
+class MemorySideEncoder:
+    """An encoder whose passages are memories as ``encode_memories`` encodes them, and whose model
+    id says which side that is (what the vector index is keyed by)."""
+
+    def __init__(self, encoder: Encoder) -> None:
         self.inner = encoder
         self.dim = encoder.dim
         symmetric = ScoringSettings.for_model_id(encoder.model_id).symmetric
         self.model_id = encoder.model_id + (QUERY_SIDE_SUFFIX if symmetric else "")
 
     def encode_passages(self, texts: Sequence[str]) -> np.ndarray:
-        from memself.recall import encode_memories
-
         return encode_memories(self.inner, texts)
 
     def encode_queries(self, texts: Sequence[str]) -> np.ndarray:

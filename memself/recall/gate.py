@@ -1,0 +1,90 @@
+"""The gate: which of one group's ranked memories a prompt recalls, exactly as the original.
+
+Separately for ``rule`` and ``project`` (the original's section 2.3): rank; floor >= 0 and
+top1 < floor -> nothing; margin >= 0 and top1 - top2 < margin -> nothing; floor and margin both
+off -> plain top-k; else keep ``score >= max(floor, 0.6 * top1)`` and cut to top-k.
+
+Pure: scores in, kept pairs out. The numbers come from config (``gate_params``); the scores from
+``memself.recall.scoring``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+if TYPE_CHECKING:
+    from memself.models import ModelSettings
+
+T = TypeVar("T")
+
+RELATIVE = 0.6  # the original's relative line: a hit must reach 0.6 x its group's top1
+
+
+@dataclass(frozen=True)
+class GateParams:
+    """The gate's numbers from config (floors already resolved against the model's defaults)."""
+
+    floors: dict[str, float]
+    margin: float = -1.0
+    top_k: int = 3
+
+
+def gate_params(config: Any, model_settings: ModelSettings) -> GateParams:
+    """Floors from config when the user set them, else the model's calibrated defaults."""
+    rule = config.recallMinScore if config.is_set("recallMinScore") else model_settings.rule_floor
+    project = (
+        config.recallMinScoreProject
+        if config.is_set("recallMinScoreProject")
+        else model_settings.project_floor
+    )
+    return GateParams(
+        {"rule": float(rule), "project": float(project)},
+        float(config.recallMinMargin),
+        int(config.recallTopK),
+    )
+
+
+@dataclass(frozen=True)
+class GateOutcome(Generic[T]):
+    """What one group's gate did: the kept pairs and the line they had to pass.
+
+    ``reason``: ``empty`` (no candidates), ``below-floor`` (top1 under the floor), ``margin``
+    (top1 not far enough ahead of top2), ``top-k`` (floor and margin off: plain top-k), ``line``
+    (kept what reached ``line``).
+    """
+
+    kept: list[tuple[T, float]]
+    reason: str
+    line: float | None
+    top1: float | None
+    floor: float
+    margin: float
+
+
+def gate_explained(
+    pool: Sequence[tuple[T, float]], floor: float, margin: float, top_k: int
+) -> GateOutcome[T]:
+    """The original's gate over ``(item, score)`` pairs of one group; see the module doc."""
+    ranked = sorted(pool, key=lambda pair: pair[1], reverse=True)
+    k = max(int(top_k), 0)
+    if not ranked:
+        return GateOutcome([], "empty", None, None, floor, margin)
+    top1 = ranked[0][1]
+    if floor >= 0 and top1 < floor:
+        return GateOutcome([], "below-floor", floor, top1, floor, margin)
+    if margin >= 0:
+        top2 = ranked[1][1] if len(ranked) > 1 else 0.0
+        if top1 - top2 < margin:
+            return GateOutcome([], "margin", None, top1, floor, margin)
+    if floor < 0 and margin < 0:
+        return GateOutcome(ranked[:k], "top-k", None, top1, floor, margin)
+    line = max(floor, RELATIVE * top1) if floor >= 0 else RELATIVE * top1
+    kept = [pair for pair in ranked[:k] if pair[1] >= line]
+    return GateOutcome(kept, "line", line, top1, floor, margin)
+
+
+def gate(pool: Sequence[tuple[T, float]], floor: float, margin: float, top_k: int) -> list[tuple[T, float]]:
+    """The kept ``(item, score)`` pairs of one group, best first."""
+    return gate_explained(pool, floor, margin, top_k).kept

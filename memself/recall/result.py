@@ -1,0 +1,71 @@
+"""What one recall returns: each group's hits and the gate's explanation.
+
+``to_json`` is what a hook injects and rewards; ``to_detail`` / ``from_detail`` carry the whole
+result, explanation included, from the engine to ``memself recall``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from memself.records import GROUPS
+
+
+@dataclass(frozen=True)
+class Hit:
+    id: str
+    text: str
+    score: float
+    confidence: float
+    dense: float
+    lexical: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "text": self.text,
+            "score": round(self.score, 4),
+            "confidence": self.confidence,
+        }
+
+
+@dataclass(frozen=True)
+class GroupRecall:
+    """One group's hits and the gate's explanation (for ``memself recall``)."""
+
+    group: str
+    hits: list[Hit]
+    reason: str
+    line: float | None
+    top1: float | None
+    floor: float
+    margin: float
+    candidates: int
+
+
+@dataclass(frozen=True)
+class RecallResult:
+    text: str
+    groups: dict[str, GroupRecall]
+
+    @property
+    def hit_ids(self) -> list[str]:
+        return [h.id for g in GROUPS for h in self.groups[g].hits]
+
+    def to_json(self) -> dict[str, list[dict[str, Any]]]:
+        """``{"rule": [{"id","text","score","confidence"}...], "project": [...]}``."""
+        return {g: [h.to_json() for h in self.groups[g].hits] for g in GROUPS}
+
+    def to_detail(self) -> dict[str, Any]:
+        """Everything, the gate's explanation included: what the engine sends ``memself recall``."""
+        return {"text": self.text, "groups": {g: asdict(self.groups[g]) for g in GROUPS}}
+
+    @classmethod
+    def from_detail(cls, data: dict[str, Any]) -> RecallResult:
+        groups: dict[str, GroupRecall] = {}
+        for group in GROUPS:
+            raw = dict(data["groups"][group])
+            raw["hits"] = [Hit(**hit) for hit in raw["hits"]]
+            groups[group] = GroupRecall(**raw)
+        return cls(str(data["text"]), groups)
