@@ -26,14 +26,13 @@ from memself.config import (
     user_only_key,
 )
 from memself.errors import InvalidInput, MemselfError
-from memself.judge.notices import GROUP_LABELS
 from memself.judge.resolve import DECISIONS, MSG_INVALID, invalidate_for_memories, resolve
 from memself.judge.secrets import key_state, read_key_file
 from memself.logs import log
 from memself.paths import DataPaths
 from memself.records import GROUPS, fmt_confidence
 from memself.store import MemoryStore
-from memself.texts import inert
+from memself.texts import group_suffix, inert
 
 SERVER_NAME = "memory-self-evolution"
 READ_LIMIT = 50
@@ -225,7 +224,7 @@ class MemoryTools:
             m = change.memory
             lines = [
                 f"已合并：保留 {m.id}，正文改为「{inert(m.text)}」，"
-                f"置信度 {fmt_confidence(m.confidence)}；{drop} 已移入回收站。{_group_tail(m.category)}"
+                f"置信度 {fmt_confidence(m.confidence)}；{drop} 已移入回收站。{group_suffix(m.category)}"
             ]
             return "\n".join(lines + self._invalidated({keep, drop}, now))
         if action == "replace":
@@ -236,7 +235,7 @@ class MemoryTools:
             m = change.memory
             lines = [
                 f"已改写 {m.id}：「{inert(change.previous_text)}」改为「{inert(m.text)}」，置信度不变"
-                f"（{fmt_confidence(m.confidence)}）。{_group_tail(m.category)}"
+                f"（{fmt_confidence(m.confidence)}）。{group_suffix(m.category)}"
             ]
             return "\n".join(lines + self._invalidated({mem_id}, now))
         raise InvalidInput("参数 action 必须是 delete、merge 或 replace")
@@ -303,10 +302,6 @@ def _show_value(value: object) -> str:
     if value == "":
         return "（未设置）"
     return str(value)
-
-
-def _group_tail(group: str) -> str:
-    return f"归类：{group}（{GROUP_LABELS.get(group, group)}）"
 
 
 def _str_arg(args: dict[str, Any], name: str) -> str:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memself.errors import InvalidInput
-from memself.records import GROUPS, fmt_confidence, one_line
+from memself.records import GROUP_SHORT_LABELS, GROUPS, fmt_confidence, one_line
 
 if TYPE_CHECKING:
     from memself.config import Config
@@ -21,7 +21,6 @@ if TYPE_CHECKING:
     from memself.recall.scoring import Recaller
     from memself.verify import VerifyResult
 
-GROUP_NAMES = {"rule": "规则", "project": "项目事实"}
 # A warm engine answers a preview in milliseconds; one that is busy or loading is not waited for.
 ENGINE_PREVIEW_S = 2.0
 
@@ -92,7 +91,7 @@ def render_recall_text(result: RecallResult) -> str:
 
 
 def _group_lines(g: GroupRecall) -> list[str]:
-    name = GROUP_NAMES[g.group]
+    name = GROUP_SHORT_LABELS[g.group]
     floor = "关闭" if g.floor < 0 else f"{g.floor:.3f}"
     head = f"【{name}】候选 {g.candidates} 条，底线 {floor}"
     if g.reason == "empty":

@@ -20,6 +20,11 @@ from memself.errors import InvalidInput
 from memself.timeutil import iso, local_day
 
 GROUPS = ("rule", "project")
+# The original plugin's names for the groups: the full label (page headings, the session-start
+# list, "归类：rule（规则与偏好）") and the short one (recall headings, lists, the CLI).
+GROUP_LABELS = {"rule": "规则与偏好", "project": "项目事实"}
+GROUP_SHORT_LABELS = {"rule": "规则", "project": "项目事实"}
+# At or below this confidence a memory is deprecated: never injected, recalled or decayed.
 DEPRECATION_LINE = 0.4
 MIN_TEXT, MAX_TEXT = 6, 400
 _KNOWN = (

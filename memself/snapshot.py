@@ -16,19 +16,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from memself.atomic import write_atomic
+from memself.records import DEPRECATION_LINE, GROUP_LABELS, Memory
 from memself.timeutil import parse_iso
 
 if TYPE_CHECKING:
     from memself.paths import DataPaths
-    from memself.records import Memory
 
-# Known groups first, in this order, with the labels the original plugin uses.
-GROUP_LABELS = {"rule": "规则与偏好", "project": "项目事实"}
 GROUP_HINTS = {
     "rule": "会话开始时按置信度注入前 50 条有效规则；每轮输入时相关的规则还会再被召回。",
     "project": "只在每轮输入时按语义相关性召回，会话开始不注入。",
 }
-DEPRECATION_LINE = 0.4
 DEPRECATED_BADGE = "已废弃"
 
 _CSS = """
@@ -81,6 +78,7 @@ footer { color: var(--muted); font-size: 12px; border-top: 1px solid var(--line)
 
 def render_html(groups: Mapping[str, Sequence[Memory]], now: datetime) -> str:
     """The whole page for ``groups``, stamped as generated at ``now`` (aware)."""
+    # Known groups first, in the records module's order, then any other the files hold.
     order = [g for g in GROUP_LABELS] + [g for g in groups if g not in GROUP_LABELS]
     sorted_groups = {g: _sorted(groups.get(g, ())) for g in order}
     summary = '<span class="sep">|</span>'.join(_summary_item(g, mems) for g, mems in sorted_groups.items())

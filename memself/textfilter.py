@@ -24,8 +24,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from itertools import pairwise
 
-NOTICE_HEADER = "memory-self-evolution 捕捉到了新的记忆："
-CONFIRM_MARKER = "MEMORY_CONFIRM_V1"
+from memself.texts import CONFIRM_MARKER, NOTICE_HEADER
+
 REDACTED = "[已隐去]"
 
 MIN_CHARS = 6

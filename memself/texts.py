@@ -1,7 +1,10 @@
-"""Every text the hooks inject into a host's context, in one place to read and review together.
+"""Every text the hooks show a host's model or its user, in one place to read and review together.
 
-Chinese, as in the original. ``plugin_scoped`` selects Claude Code's wording, which constrains only
-this plugin and does not ask the model to set Claude Code's own memory aside.
+Session start, the per-prompt recall block, the result lines after a write (also what
+``memory_resolve`` answers) and the Stop continuation with its confirmation popup. Chinese, as in
+the original. ``plugin_scoped`` selects Claude Code's wording, which constrains only this plugin
+and does not ask the model to set Claude Code's own memory aside. Memory texts are always quoted
+through ``inert``. Standard library only: the hook renders these.
 """
 
 from __future__ import annotations
@@ -9,8 +12,22 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from memself.records import MAX_TEXT, Memory, fmt_confidence, one_line
+from memself.records import (
+    GROUP_LABELS,
+    GROUP_SHORT_LABELS,
+    GROUPS,
+    MAX_TEXT,
+    Memory,
+    fmt_confidence,
+    one_line,
+)
+
+# The first line of every Stop continuation the user sees, and the marker that opens every
+# instruction the plugin gives the model: the input filter skips prompts that carry them.
+NOTICE_HEADER = "memory-self-evolution 捕捉到了新的记忆："
+CONFIRM_MARKER = "MEMORY_CONFIRM_V1"
 
 SESSION_RULE_LIMIT = 50
 SESSION_HEADER = "# 长期记忆（自动生成，请勿手动编辑）"
@@ -169,7 +186,7 @@ def session_start(
     shown = list(rules[:SESSION_RULE_LIMIT])
     over_cap = len(rules) - len(shown)
     head = f"{SESSION_HEADER}\n\n{boundary(plugin_scoped, deposition)}\n\n"
-    title = f"## 规则与偏好（共 {len(rules)} 条，必须遵守）\n\n"
+    title = f"## {GROUP_LABELS['rule']}（共 {len(rules)} 条，必须遵守）\n\n"
     if not shown:
         return head + title + "（暂无）"
     lines = [f"{i}. {inert(m.text)}（置信度 {fmt_confidence(m.confidence)}）" for i, m in enumerate(shown, 1)]
@@ -200,12 +217,197 @@ def recall_block(rules: Sequence[RecallHit], projects: Sequence[RecallHit]) -> s
     if not rules and not projects:
         return ""
     lines = [RECALL_HEADER]
-    for title, hits in (("规则", rules), ("项目事实", projects)):
+    for group, hits in (("rule", rules), ("project", projects)):
         if hits:
-            lines += ["", f"## {title}"]
+            lines += ["", f"## {GROUP_SHORT_LABELS[group]}"]
             lines += [
                 f"- {inert(h.text)}（置信度 {fmt_confidence(h.confidence)}，相关度 {h.score:.2f}）"
                 for h in hits
             ]
     lines += ["", RECALL_FOOTER]
     return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------
+# Result lines after a write: the judge, Stop and memory_resolve
+# ---------------------------------------------------------------------------------------------
+# Every line ends with the group the memory landed in (「归类：rule（规则与偏好）」) so that a wrong
+# group is noticed at once: the written group for a new memory, the target's otherwise. A
+# reinforced or replaced memory may be a hand edit that never went through ``check_text``.
+
+VERBS = {"create": "新增", "reinforce": "强化", "merge": "合并", "replace": "替换"}
+
+
+def group_suffix(group: str) -> str:
+    return f"归类：{group}（{GROUP_LABELS.get(group, group)}）"
+
+
+def gain_text(gain: float) -> str:
+    if gain <= 0:
+        return "置信度今天已加满，本次不再加分"
+    return f"置信度 +{fmt_confidence(gain)}"
+
+
+def _end(text: str) -> str:
+    return text if text.endswith(("。", "！", "？", ".", "!", "?")) else text + "。"
+
+
+def direct_line(action: str, body: str, group: str, gain: float = 0.0, previous: str = "") -> str:
+    """The line Stop shows in no-confirm mode, e.g.
+    ``记忆插件memory-self-evolution新增了一条记忆："…"。归类：rule（规则与偏好）``."""
+    line = f'记忆插件memory-self-evolution{VERBS[action]}了一条记忆："{inert(body)}"'
+    if action in ("reinforce", "merge"):
+        line += f"，{gain_text(gain)}"
+    elif action == "replace" and previous:
+        line += f"，替换了原来的「{inert(previous)}」"
+    return f"{line}。{group_suffix(group)}"
+
+
+def resolve_notice(action: str, body: str, group: str, gain: float = 0.0, previous: str = "") -> str:
+    """What ``memory_resolve`` returns after writing (§4.9, with the actual gain and the group)."""
+    body, previous = inert(body), inert(previous)
+    if action == "create":
+        text = f"生成了一条记忆：{_end(body)}"
+    elif action == "reinforce":
+        text = f"强化了一条记忆：{body}，{gain_text(gain)}。"
+    elif action == "merge":
+        text = f"合并了一条记忆：旧记忆「{previous}」，新记忆「{body}」，{gain_text(gain)}。"
+    else:
+        text = f"替换了一条记忆：旧记忆「{previous}」，新记忆「{body}」，置信度不变。"
+    return text + group_suffix(group)
+
+
+# ---------------------------------------------------------------------------------------------
+# The Stop continuation: results only (confirm = false) or the MEMORY_CONFIRM_V1 popup
+# ---------------------------------------------------------------------------------------------
+
+DIALOG_TITLE = "记忆确认·插件"
+QUESTION = "检测到一条记忆。是否落成记忆。"
+RESULT_HEADING = "结果："
+CONFIRM_HEADING = "待确认："
+SKIP_OPTION = "不落成"
+DIRECT_INSTRUCTIONS = (
+    "插件已直接写入记忆。不要调用任何工具，不要向用户提问，不要复述本段说明。",
+    "只把「结果」下面的文字原样输出给用户，不要增删改，不要做其他任何操作。",
+)
+# What the model is told when a prompt looks like our continuation but its saved instruction is
+# gone and it lists no results to rebuild one from.
+STALE_CONFIRMATION = "\n".join(
+    [
+        CONFIRM_MARKER,
+        "这条消息是记忆插件的通知，不是用户的新要求。",
+        "确认弹窗的说明已失效：不要调用任何工具，不要调用 memory_resolve，"
+        "只回复「好的」，不要做其他任何操作。",
+    ]
+)
+
+
+def direct_texts(lines: Sequence[str]) -> tuple[str, str]:
+    """The visible result lines and the model's instruction to show them as they are."""
+    # Notices quote memory texts; a job file of the original plugin's (or a prompt fed back by
+    # Cursor) may hold them raw.
+    lines = [inert(line, limit=None) for line in lines]
+    visible = "\n".join([NOTICE_HEADER, RESULT_HEADING, *lines])
+    model = "\n".join([CONFIRM_MARKER, *DIRECT_INSTRUCTIONS, "", "结果", *lines])
+    return visible, model
+
+
+def _quoted(p: dict[str, Any], key: str) -> str:
+    """A proposal's text, target or merged text as the popup quotes it: proposal files of the
+    original plugin, and targets edited by hand, were never normalised."""
+    return inert(str(p.get(key) or ""))
+
+
+def _quote_end(text: str) -> str:
+    return "" if text.endswith(("。", "！", "？")) else "。"
+
+
+def visible_line(p: dict[str, Any]) -> str:
+    text, target, merged = _quoted(p, "text"), _quoted(p, "targetText"), _quoted(p, "mergedText")
+    action = p.get("action")
+    if action in ("reinforce", "unsure") and target:
+        return f"建议强化已有记忆「{target}」。新说法「{text}」{_quote_end(text)}"
+    if action == "merge" and target:
+        return f"建议合并。新记忆「{text}」并入已有记忆「{target}」。合并后「{merged}」{_quote_end(merged)}"
+    if action == "replace" and target:
+        return f"建议替换。用新说法「{text}」替换已有记忆「{target}」{_quote_end(target)}"
+    return f"建议新增记忆「{text}」{_quote_end(text)}"
+
+
+def popup_options(p: dict[str, Any]) -> list[tuple[str, str]]:
+    """``(label, decision)`` pairs offered for a proposal; the label doubles as the option id."""
+    text, target = _quoted(p, "text"), _quoted(p, "targetText")
+    group = p.get("category") if p.get("category") in GROUPS else "rule"
+    other = "project" if group == "rule" else "rule"
+    action = p.get("action")
+    head: list[tuple[str, str]] = []
+    create_verb = "落成"
+    if action in ("reinforce", "unsure") and target:
+        head = [(f"强化已有记忆 「{target}」", "reinforce")]
+        create_verb = "仍新建"
+    elif action == "merge" and target and p.get("mergedText"):
+        head = [(f"合并进已有记忆 「{target}」", "merge")]
+        create_verb = "仍新建"
+    elif action == "replace" and target:
+        head = [(f"用新说法替换已有记忆 「{target}」", "replace")]
+        create_verb = "仍新建"
+    return [
+        *head,
+        (f"{create_verb}，使用推荐标签 {group}「{text}」", f"create_{group}"),
+        (f"{create_verb}，把标签改为 {other}「{text}」", f"create_{other}"),
+        (SKIP_OPTION, "discard"),
+    ]
+
+
+def confirm_texts(
+    proposal_ids: Sequence[str],
+    proposals: Sequence[dict[str, Any]],
+    notice_lines: Sequence[str],
+    ask_phrase: str,
+    forbidden_tools: str,
+) -> tuple[str, str]:
+    """The visible lines and the ``MEMORY_CONFIRM_V1`` instruction for the host's model.
+
+    ``ask_phrase`` names the host's popup tool and ``forbidden_tools`` the memory write tools the
+    model must not call besides ``memory_resolve``: both are the host's, chosen by the caller.
+    """
+    notice_lines = [inert(line, limit=None) for line in notice_lines]
+    visible = [NOTICE_HEADER]
+    if notice_lines:
+        visible += [RESULT_HEADING, *notice_lines]
+    visible += [CONFIRM_HEADING, *(f"{i}. {visible_line(p)}" for i, p in enumerate(proposals, 1))]
+    count = len(proposals)
+    model = [
+        CONFIRM_MARKER,
+        f"本轮回答已经结束。记忆插件在后台分析出 {count} 条待确认的记忆，需要逐条请用户确认。",
+        f"调用 {ask_phrase} 发起确认：每条一个问题，一次调用里放进全部 {count} 个问题；"
+        "工具一次只能问一个问题时，按顺序逐条调用。",
+        "不要用文字列出草稿让用户回复，也不要自己判断该不该记、改写正文或改选项。",
+        f"只有 memory_resolve 能写入这些记忆；不要调用 {forbidden_tools} 或其它记忆写工具。",
+        f"弹窗标题必须是「{DIALOG_TITLE}」；每个选项的 id 就是选项文字，逐字照抄下面给出的选项。",
+        "用户点选后，对每一条调用一次 memory_resolve，sessionID 用该条的 sessionID，decision 取所选选项"
+        "箭头后面的值（create_rule、create_project、reinforce、merge、replace 或 discard）。",
+        "提问工具返回 Skipped，或者用户关闭、取消了弹窗时，不要调用 memory_resolve，也不要再追问。",
+        "处理完后用一句话告诉用户结果，不要做其他任何操作。",
+    ]
+    if notice_lines:
+        model += ["", "另外，插件已直接写入下面的记忆，原样告知用户即可：", *notice_lines]
+    for i, (pid, p) in enumerate(zip(proposal_ids, proposals, strict=True), 1):
+        model += [
+            "",
+            f"第 {i} 条",
+            f"sessionID：{pid}",
+            f"正文：{_quoted(p, 'text')}",
+            f"推荐标签：{p.get('category') or 'rule'}",
+        ]
+        if p.get("evidence"):
+            model.append(f"佐证：{_quoted(p, 'evidence')}")
+        if p.get("score") is not None:
+            model.append(f"与最相近记忆的相似度：{float(p['score']):.2f}")
+        if p.get("targetText"):
+            model.append(f"最相近记忆：{_quoted(p, 'targetText')}")
+        if p.get("action") == "merge" and p.get("mergedText"):
+            model.append(f"合并后正文：{_quoted(p, 'mergedText')}")
+        model += [f"题面：{QUESTION}", "选项："]
+        model += [f"- {label} → {decision}" for label, decision in popup_options(p)]
+    return "\n".join(visible), "\n".join(model)

@@ -33,7 +33,7 @@ from memself.errors import InvalidInput
 from memself.recall.gate import GateParams, gate_explained
 from memself.recall.memory_side import encode_memories
 from memself.recall.pool import RecallPool
-from memself.records import GROUPS, Memory
+from memself.records import GROUP_SHORT_LABELS, GROUPS, Memory
 
 if TYPE_CHECKING:
     import numpy as np
@@ -44,7 +44,6 @@ if TYPE_CHECKING:
 HIT_GOAL = {"project": 0.85, "rule": 0.80}
 LEAK_LIMIT = {"project": 0.05, "rule": 0.20}
 SINGLE_GOAL = 0.90
-GROUP_NAMES = {"rule": "规则", "project": "项目事实"}
 
 # The original's 11 built-in unrelated inputs (its list, in the user's language).
 BUILTIN_IRRELEVANT = (
@@ -553,7 +552,7 @@ def render_text(result: VerifyResult, max_items: int = 8) -> str:
             lines.append("以下期望片段不在任何记忆里：" + "、".join(result.unmatched[:max_items]))
     for g in ("project", "rule"):
         rep = result.groups[g]
-        name = GROUP_NAMES[g]
+        name = GROUP_SHORT_LABELS[g]
         lines.append(
             f"【{name}】相关命中 {_pct(rep.hits, rep.cases)}，"
             f"无关输入泄漏 {_pct(rep.leaks, rep.irrelevant)}"

@@ -11,7 +11,7 @@ from memself.judge import jobs
 from memself.judge.followup import confirm_pair_path, followup, restore_cursor_prompt
 from memself.paths import DataPaths
 from memself.store import MemoryStore
-from memself.textfilter import NOTICE_HEADER
+from memself.texts import NOTICE_HEADER
 from tests.judge_helpers import NOW, configure, judge_exits, start_job
 
 

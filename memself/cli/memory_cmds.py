@@ -11,10 +11,8 @@ from memself.config import KEYS, load_config, set_config_value
 from memself.judge.resolve import invalidate_for_memories
 from memself.judge.secrets import key_state, read_key_file, shown_base
 from memself.paths import DataPaths
-from memself.records import GROUPS, fmt_confidence, one_line
+from memself.records import GROUP_LABELS, GROUP_SHORT_LABELS, GROUPS, fmt_confidence, one_line
 from memself.store import MemoryStore
-
-GROUP_TITLES = {"rule": "规则与偏好", "project": "项目事实"}
 
 
 def _store() -> MemoryStore:
@@ -68,15 +66,14 @@ def read_cmd(group: str, as_json: bool) -> None:
 
 def _add(group: str, text: str) -> None:
     memory = _store().create(text, group, now_utc(), evidence="用户通过 CLI 直接添加")
-    title = "规则" if group == "rule" else "项目事实"
-    click.echo(f"已新增{title}：{one_line(memory.text)}")
+    click.echo(f"已新增{GROUP_SHORT_LABELS[group]}：{one_line(memory.text)}")
     click.echo(f"置信度 {fmt_confidence(memory.confidence)}，id {memory.id}")
     click.echo("下个会话开始起无条件生效。" if group == "rule" else "之后每轮输入按相关性召回。")
 
 
-@main.group("rule")
+@main.group("rule", help=f"{GROUP_LABELS['rule']}。")
 def rule_group() -> None:
-    """规则与偏好。"""
+    pass
 
 
 @rule_group.command("add")
@@ -86,9 +83,9 @@ def rule_add(text: str) -> None:
     _add("rule", text)
 
 
-@main.group("project")
+@main.group("project", help=f"{GROUP_LABELS['project']}。")
 def project_group() -> None:
-    """项目事实。"""
+    pass
 
 
 @project_group.command("add")

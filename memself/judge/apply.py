@@ -11,8 +11,8 @@ from datetime import datetime
 from typing import Any
 
 from memself.errors import MemselfError
-from memself.judge import notices
 from memself.store import MemoryStore
+from memself.texts import direct_line, resolve_notice
 
 
 def apply_proposal(
@@ -31,7 +31,7 @@ def apply_proposal(
     """
     text = str(proposal["text"])
     target = str(proposal.get("targetId") or "")
-    line = notices.resolve_notice if resolve_style else notices.direct_line
+    line = resolve_notice if resolve_style else direct_line
     if action == "create":
         memory = store.create(text, group, now, evidence=str(proposal.get("evidence") or ""))
         return line("create", memory.text, memory.category)

@@ -26,23 +26,20 @@ from memself.judge.secrets import read_session_secret
 from memself.logs import log
 from memself.paths import DataPaths
 from memself.store import MemoryStore
-from memself.textfilter import CONFIRM_MARKER, NOTICE_HEADER
-from memself.texts import inert
+from memself.texts import (
+    CONFIRM_HEADING,
+    NOTICE_HEADER,
+    RESULT_HEADING,
+    STALE_CONFIRMATION,
+    confirm_texts,
+    direct_texts,
+)
 from memself.timeutil import iso
 
 POLL_S = 0.2
 JUDGE_DIED = "judge-died"
-DIALOG_TITLE = "记忆确认·插件"
-QUESTION = "检测到一条记忆。是否落成记忆。"
-RESULT_HEADING = "结果："
-CONFIRM_HEADING = "待确认："
-SKIP_OPTION = "不落成"
 # Claude Code and CodeBuddy share this tool name; CodeBuddy IDE calls its own one differently.
 SHARED_ASK_TOOL = "AskUserQuestion"
-DIRECT_INSTRUCTIONS = (
-    "插件已直接写入记忆。不要调用任何工具，不要向用户提问，不要复述本段说明。",
-    "只把「结果」下面的文字原样输出给用户，不要增删改，不要做其他任何操作。",
-)
 
 
 def followup(
@@ -209,15 +206,6 @@ def _mark_shown(job: jobs.Job, now: datetime, notice: str) -> bool:
     return True
 
 
-def direct_texts(lines: Sequence[str]) -> tuple[str, str]:
-    # Notices quote memory texts; a job file of the original plugin's (or a prompt fed back by
-    # Cursor) may hold them raw.
-    lines = [inert(line, limit=None) for line in lines]
-    visible = "\n".join([NOTICE_HEADER, RESULT_HEADING, *lines])
-    model = "\n".join([CONFIRM_MARKER, *DIRECT_INSTRUCTIONS, "", "结果", *lines])
-    return visible, model
-
-
 # ---------------------------------------------------------------------------------------------
 # confirm = true: the MEMORY_CONFIRM_V1 dialog
 # ---------------------------------------------------------------------------------------------
@@ -245,7 +233,9 @@ def _confirm(
             notice_lines.append(notice)
     if not marked:
         return direct_texts(notice_lines) if notice_lines else None
-    return confirm_texts([j["id"] for j in marked], [j["proposal"] for j in marked], notice_lines, ask_tool)
+    return host_confirm_texts(
+        [j["id"] for j in marked], [j["proposal"] for j in marked], notice_lines, ask_tool
+    )
 
 
 def _mark_prompted(job: jobs.Job, now: datetime) -> bool:
@@ -255,53 +245,6 @@ def _mark_prompted(job: jobs.Job, now: datetime) -> bool:
     return True
 
 
-def _quoted(p: dict[str, Any], key: str) -> str:
-    """A proposal's text, target or merged text as the popup quotes it: proposal files of the
-    original plugin, and targets edited by hand, were never normalised."""
-    return inert(str(p.get(key) or ""))
-
-
-def _quote_end(text: str) -> str:
-    return "" if text.endswith(("。", "！", "？")) else "。"
-
-
-def visible_line(p: dict[str, Any]) -> str:
-    text, target, merged = _quoted(p, "text"), _quoted(p, "targetText"), _quoted(p, "mergedText")
-    action = p.get("action")
-    if action in ("reinforce", "unsure") and target:
-        return f"建议强化已有记忆「{target}」。新说法「{text}」{_quote_end(text)}"
-    if action == "merge" and target:
-        return f"建议合并。新记忆「{text}」并入已有记忆「{target}」。合并后「{merged}」{_quote_end(merged)}"
-    if action == "replace" and target:
-        return f"建议替换。用新说法「{text}」替换已有记忆「{target}」{_quote_end(target)}"
-    return f"建议新增记忆「{text}」{_quote_end(text)}"
-
-
-def options(p: dict[str, Any]) -> list[tuple[str, str]]:
-    """``(label, decision)`` pairs offered for a proposal; the label doubles as the option id."""
-    text, target = _quoted(p, "text"), _quoted(p, "targetText")
-    group = p.get("category") if p.get("category") in ("rule", "project") else "rule"
-    other = "project" if group == "rule" else "rule"
-    action = p.get("action")
-    head: list[tuple[str, str]] = []
-    create_verb = "落成"
-    if action in ("reinforce", "unsure") and target:
-        head = [(f"强化已有记忆 「{target}」", "reinforce")]
-        create_verb = "仍新建"
-    elif action == "merge" and target and p.get("mergedText"):
-        head = [(f"合并进已有记忆 「{target}」", "merge")]
-        create_verb = "仍新建"
-    elif action == "replace" and target:
-        head = [(f"用新说法替换已有记忆 「{target}」", "replace")]
-        create_verb = "仍新建"
-    return [
-        *head,
-        (f"{create_verb}，使用推荐标签 {group}「{text}」", f"create_{group}"),
-        (f"{create_verb}，把标签改为 {other}「{text}」", f"create_{other}"),
-        (SKIP_OPTION, "discard"),
-    ]
-
-
 def ask_tool_phrase(ask_tool: str) -> str:
     if ask_tool == SHARED_ASK_TOOL:
         return f"{SHARED_ASK_TOOL}（CodeBuddy IDE 中为 ask_followup_question）"
@@ -309,54 +252,15 @@ def ask_tool_phrase(ask_tool: str) -> str:
     return f"你自带的提问工具（让用户在弹窗里点选选项的工具，例如 {ask_tool}）"
 
 
-def confirm_texts(
-    session_ids: Sequence[str],
+def host_confirm_texts(
+    proposal_ids: Sequence[str],
     proposals: Sequence[dict[str, Any]],
     notice_lines: Sequence[str],
     ask_tool: str,
 ) -> tuple[str, str]:
-    """The visible lines and the ``MEMORY_CONFIRM_V1`` instruction for the host's model."""
-    notice_lines = [inert(line, limit=None) for line in notice_lines]
-    visible = [NOTICE_HEADER]
-    if notice_lines:
-        visible += [RESULT_HEADING, *notice_lines]
-    visible += [CONFIRM_HEADING, *(f"{i}. {visible_line(p)}" for i, p in enumerate(proposals, 1))]
+    """``texts.confirm_texts`` worded for the host whose popup tool is ``ask_tool``."""
     forbidden = "memory_propose、update_memory" if ask_tool == SHARED_ASK_TOOL else "memory_propose"
-    count = len(proposals)
-    model = [
-        CONFIRM_MARKER,
-        f"本轮回答已经结束。记忆插件在后台分析出 {count} 条待确认的记忆，需要逐条请用户确认。",
-        f"调用 {ask_tool_phrase(ask_tool)} 发起确认：每条一个问题，一次调用里放进全部 {count} 个问题；"
-        "工具一次只能问一个问题时，按顺序逐条调用。",
-        "不要用文字列出草稿让用户回复，也不要自己判断该不该记、改写正文或改选项。",
-        f"只有 memory_resolve 能写入这些记忆；不要调用 {forbidden} 或其它记忆写工具。",
-        f"弹窗标题必须是「{DIALOG_TITLE}」；每个选项的 id 就是选项文字，逐字照抄下面给出的选项。",
-        "用户点选后，对每一条调用一次 memory_resolve，sessionID 用该条的 sessionID，decision 取所选选项"
-        "箭头后面的值（create_rule、create_project、reinforce、merge、replace 或 discard）。",
-        "提问工具返回 Skipped，或者用户关闭、取消了弹窗时，不要调用 memory_resolve，也不要再追问。",
-        "处理完后用一句话告诉用户结果，不要做其他任何操作。",
-    ]
-    if notice_lines:
-        model += ["", "另外，插件已直接写入下面的记忆，原样告知用户即可：", *notice_lines]
-    for i, (sid, p) in enumerate(zip(session_ids, proposals, strict=True), 1):
-        model += [
-            "",
-            f"第 {i} 条",
-            f"sessionID：{sid}",
-            f"正文：{_quoted(p, 'text')}",
-            f"推荐标签：{p.get('category') or 'rule'}",
-        ]
-        if p.get("evidence"):
-            model.append(f"佐证：{_quoted(p, 'evidence')}")
-        if p.get("score") is not None:
-            model.append(f"与最相近记忆的相似度：{float(p['score']):.2f}")
-        if p.get("targetText"):
-            model.append(f"最相近记忆：{_quoted(p, 'targetText')}")
-        if p.get("action") == "merge" and p.get("mergedText"):
-            model.append(f"合并后正文：{_quoted(p, 'mergedText')}")
-        model += [f"题面：{QUESTION}", "选项："]
-        model += [f"- {label} → {decision}" for label, decision in options(p)]
-    return "\n".join(visible), "\n".join(model)
+    return confirm_texts(proposal_ids, proposals, notice_lines, ask_tool_phrase(ask_tool), forbidden)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -423,14 +327,7 @@ def restore_cursor_prompt(paths: DataPaths, agent: str, session_key: str, prompt
     lines = _result_lines(text)
     if lines:
         return direct_texts(lines)[1]
-    return "\n".join(
-        [
-            CONFIRM_MARKER,
-            "这条消息是记忆插件的通知，不是用户的新要求。",
-            "确认弹窗的说明已失效：不要调用任何工具，不要调用 memory_resolve，"
-            "只回复「好的」，不要做其他任何操作。",
-        ]
-    )
+    return STALE_CONFIRMATION
 
 
 def _result_lines(text: str) -> list[str]:

@@ -23,7 +23,7 @@ from memself.judge.resolve import resolve
 from memself.judge.secrets import load_or_create_session_secret
 from memself.paths import DataPaths
 from memself.store import MemoryStore
-from memself.textfilter import NOTICE_HEADER
+from memself.texts import NOTICE_HEADER
 from tests.judge_helpers import NOW, configure
 from tests.test_judge_followup import Clock, proposal, ready, stop
 from tests.test_mcp_stdio import session_calls, text_of

@@ -37,7 +37,7 @@ from memself.judge.worker import run_job
 from memself.mcp_server import MemoryTools
 from memself.paths import DataPaths
 from memself.store import MemoryStore
-from memself.textfilter import CONFIRM_MARKER, NOTICE_HEADER
+from memself.texts import CONFIRM_MARKER, NOTICE_HEADER
 from tests.adversarial.injection_corpus import (
     SHAPES,
     assert_marker_only_first,
@@ -351,7 +351,7 @@ def test_hand_edited_memories_are_inert_at_session_start_and_recall(real_engine:
 PROPOSAL_LABELS = ("正文：", "佐证：", "最相近记忆：", "合并后正文：")
 MODEL_FIXED = re.compile(
     r"^(?:|第 \d+ 条|sessionID：s_[0-9a-f]{64}|推荐标签：(?:rule|project)|"
-    r"与最相近记忆的相似度：[0-9.]+|题面：" + followup.QUESTION + r"|选项：)$"
+    r"与最相近记忆的相似度：[0-9.]+|题面：" + texts.QUESTION + r"|选项：)$"
 )
 DECISIONS = {"reinforce", "merge", "replace", "create_rule", "create_project", "discard"}
 
@@ -377,7 +377,7 @@ def _confirm_jobs(paths: DataPaths, host: str, session: str) -> list[str]:
 
 def _check_visible(visible: str, count: int) -> None:
     lines = visible.split("\n")
-    assert lines[0] == NOTICE_HEADER and lines[1] == followup.CONFIRM_HEADING, lines[:2]
+    assert lines[0] == NOTICE_HEADER and lines[1] == texts.CONFIRM_HEADING, lines[:2]
     items = lines[2:]
     assert len(items) == count
     for i, line in enumerate(items, 1):
@@ -387,9 +387,8 @@ def _check_visible(visible: str, count: int) -> None:
 
 def _check_model(model: str, ids: list[str], ask_tool: str) -> None:
     assert_marker_only_first(model)
-    head = followup.confirm_texts(ids, [proposal("回答问题时使用中文")] * len(ids), [], ask_tool)[1].split(
-        "\n\n"
-    )[0]
+    proposals = [proposal("回答问题时使用中文")] * len(ids)
+    head = followup.host_confirm_texts(ids, proposals, [], ask_tool)[1].split("\n\n")[0]
     assert model.startswith(head + "\n\n")
     sessions = []
     for line in model[len(head) :].split("\n"):
@@ -479,7 +478,7 @@ def test_stop_notices_quote_hand_edited_targets_inertly(host: str, hook_data: Da
     assert answer is not None
     text = answer["followup_message"] if host == "cursor" else answer["reason"]
     lines = text.split("\n")
-    assert lines[:2] == [NOTICE_HEADER, followup.RESULT_HEADING]
+    assert lines[:2] == [NOTICE_HEADER, texts.RESULT_HEADING]
     notices = lines[2 : 2 + len(NAMES)]
     assert all(n.startswith("记忆插件memory-self-evolution强化了一条记忆") for n in notices), notices
     for line in notices:
@@ -487,7 +486,7 @@ def test_stop_notices_quote_hand_edited_targets_inertly(host: str, hook_data: Da
     if host != "cursor":
         model = text.split("\n\n", 1)[1]
         assert_marker_only_first(model)
-        assert model.split("\n")[len(followup.DIRECT_INSTRUCTIONS) + 3 :] == notices
+        assert model.split("\n")[len(texts.DIRECT_INSTRUCTIONS) + 3 :] == notices
 
 
 # --- MCP outputs --------------------------------------------------------------------------
