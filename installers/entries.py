@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from memself.installers.jsonfile import expect_dict, expect_list
+from memself.mcp_server import SERVER_NAME
 
-SERVER_NAME = "memory-self-evolution"
 LEGACY_SERVER_NAMES = ("dsh-memory",)
 RESOLVE_RULE = f"mcp__{SERVER_NAME}__memory_resolve"
 

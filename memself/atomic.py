@@ -113,7 +113,7 @@ def _through_link_error(path: Path, target: Path, exc: OSError) -> OSError | Wri
 
 
 def fsync_dir(folder: Path) -> None:
-    # The rename is durable only once the directory entry is flushed too.
+    """Flush a folder's entries: a rename or a link is durable only once its directory is."""
     try:
         fd = os.open(folder, os.O_RDONLY)
     except OSError:

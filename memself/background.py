@@ -71,7 +71,7 @@ def sentences_digest(sentences: list[str]) -> str:
 
 
 def cache_file(model_id: str, digest: str, cache_dir: Path | None = None) -> Path:
-    from memself.offline_model import model_cache_dir
+    from memself.paths import model_cache_dir
 
     safe = re.sub(r"[^A-Za-z0-9._-]+", "_", model_id).strip("_")[:80]
     # The readable name can collide (two local folders with the same name); the hash cannot.

@@ -14,9 +14,8 @@ from typing import Any
 from memself.atomic import write_atomic
 from memself.errors import ConfigError
 from memself.logs import log
+from memself.models import DEFAULT_MODEL
 from memself.paths import DataPaths
-
-DEFAULT_MODEL = "BAAI/bge-base-zh-v1.5"
 
 
 @dataclass(frozen=True)

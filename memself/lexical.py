@@ -116,7 +116,7 @@ def parse_idf(path: Path) -> dict[str, float]:
 
 
 def cache_path(cache_dir: Path | None = None) -> Path:
-    from memself.offline_model import model_cache_dir
+    from memself.paths import model_cache_dir
 
     return (cache_dir or model_cache_dir()) / "lexical" / "jieba-idf.bin"
 

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memself.errors import MemselfError
+from memself.paths import model_cache_dir
 
 if TYPE_CHECKING:
     import numpy as np
@@ -55,14 +56,6 @@ _SHIELD_BASE = 0xF0000
 
 class OfflineModelError(MemselfError):
     """The bundled offline model could not be found or expanded."""
-
-
-def model_cache_dir() -> Path:
-    """Where memself keeps model folders: ``$MEMSELF_MODEL_CACHE`` or ``~/.cache/memself/models``."""
-    override = os.environ.get("MEMSELF_MODEL_CACHE", "").strip()
-    if override:
-        return Path(override).expanduser()
-    return Path.home() / ".cache" / "memself" / "models"
 
 
 def source_path() -> Path:

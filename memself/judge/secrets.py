@@ -14,7 +14,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from memself.atomic import write_atomic
+from memself.atomic import fsync_dir, write_atomic
 from memself.errors import InvalidInput, KeyEndpointMismatch, KeyFileInvalid, SecretUnavailable
 from memself.logs import log
 from memself.paths import DataPaths
@@ -147,7 +147,7 @@ def _link_into_place(tmp: Path, target: Path, value: str) -> str | None:
             os.fsync(fd)
         finally:
             os.close(fd)
-    _fsync_dir(target.parent)
+    fsync_dir(target.parent)
     return value
 
 
@@ -198,20 +198,6 @@ def _secret_lock(paths: DataPaths) -> Iterator[None]:
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
-    finally:
-        os.close(fd)
-
-
-def _fsync_dir(folder: Path) -> None:
-    # The link is durable only once the directory entry is flushed too.
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
     finally:
         os.close(fd)
 

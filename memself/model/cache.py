@@ -29,6 +29,7 @@ from typing import Any
 
 from memself.errors import MemselfError
 from memself.models import ModelSettings
+from memself.paths import model_cache_dir
 
 FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
@@ -61,12 +62,6 @@ class Prepared:
 
     def done_message(self, model: str) -> str:
         return f"向量模型 {model} 已准备好：{self.folder}（{self.size_bytes() / 1e6:.0f} MB）"
-
-
-def model_cache_dir() -> Path:
-    from memself.offline_model import model_cache_dir as cache
-
-    return cache()
 
 
 def prepared_root(cache_dir: Path | None = None) -> Path:

@@ -35,6 +35,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from memself.atomic import fsync_dir
 from memself.encoder import download_failure_message, error_reason
 from memself.errors import MemselfError, ModelUnavailable
 from memself.model import cache, unigram
@@ -163,7 +164,7 @@ def _finish(folder: Path, manifest: dict[str, Any]) -> None:
             os.fsync(fd)
         finally:
             os.close(fd)
-    _fsync_dir(folder)
+    fsync_dir(folder)
 
 
 def _swap_into_place(tmp: Path, target: Path) -> None:
@@ -172,20 +173,7 @@ def _swap_into_place(tmp: Path, target: Path) -> None:
         os.rename(target, aside)
         shutil.rmtree(aside, ignore_errors=True)
     os.rename(tmp, target)
-    _fsync_dir(target.parent)
-
-
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+    fsync_dir(target.parent)
 
 
 def _versions() -> dict[str, str]:
