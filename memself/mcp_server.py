@@ -16,7 +16,7 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any
 
-from memself import __version__
+from memself import __version__, memories
 from memself.config import (
     KEYS,
     USER_ONLY_KEYS,
@@ -26,7 +26,7 @@ from memself.config import (
     user_only_key,
 )
 from memself.errors import InvalidInput, MemselfError
-from memself.judge.resolve import DECISIONS, MSG_INVALID, invalidate_for_memories, resolve
+from memself.judge.resolve import DECISIONS, MSG_INVALID, resolve
 from memself.judge.secrets import key_state, read_key_file
 from memself.logs import log
 from memself.paths import DataPaths
@@ -208,41 +208,38 @@ class MemoryTools:
             ids = _id_list(args)
             if not ids:
                 raise InvalidInput("delete 需要 id 或 ids")
-            removed = store.delete(ids, now)
+            deleted = memories.delete(store, ids, now)
+            removed = deleted.removed
             gone = {m.id for m in removed}
             lines = [f"已删除 {len(removed)} 条记忆，已移入回收站（可用 memself restore <id> 恢复）："]
             lines += [f"- {inert(m.text)}（id {m.id}）" for m in removed]
             skipped = [i for i in ids if i not in gone]
             if skipped:
                 lines.append("以下 id 不存在，已跳过：" + "、".join(skipped))
-            return "\n".join(lines + self._invalidated(gone, now))
+            return "\n".join(lines + _invalidated(deleted.invalidated))
         if action == "merge":
             keep, drop, text = _str_arg(args, "id"), _str_arg(args, "id2"), _str_arg(args, "text")
             if not keep or not drop or not text:
                 raise InvalidInput("merge 需要 id、id2 和 text")
-            change = store.merge_pair(keep, drop, text, now)
-            m = change.memory
+            merged = memories.merge(store, keep, drop, text, now)
+            m = merged.change.memory
             lines = [
                 f"已合并：保留 {m.id}，正文改为「{inert(m.text)}」，"
                 f"置信度 {fmt_confidence(m.confidence)}；{drop} 已移入回收站。{group_suffix(m.category)}"
             ]
-            return "\n".join(lines + self._invalidated({keep, drop}, now))
+            return "\n".join(lines + _invalidated(merged.invalidated))
         if action == "replace":
             mem_id, text = _str_arg(args, "id"), _str_arg(args, "text")
             if not mem_id or not text:
                 raise InvalidInput("replace 需要 id 和 text")
-            change = store.replace(mem_id, text, now)
-            m = change.memory
+            replaced = memories.replace(store, mem_id, text, now)
+            m, previous = replaced.change.memory, replaced.change.previous_text
             lines = [
-                f"已改写 {m.id}：「{inert(change.previous_text)}」改为「{inert(m.text)}」，置信度不变"
+                f"已改写 {m.id}：「{inert(previous)}」改为「{inert(m.text)}」，置信度不变"
                 f"（{fmt_confidence(m.confidence)}）。{group_suffix(m.category)}"
             ]
-            return "\n".join(lines + self._invalidated({mem_id}, now))
+            return "\n".join(lines + _invalidated(replaced.invalidated))
         raise InvalidInput("参数 action 必须是 delete、merge 或 replace")
-
-    def _invalidated(self, ids: set[str], now: datetime) -> list[str]:
-        count = invalidate_for_memories(self.paths, ids, now)
-        return [f"已作废 {count} 条指向这些记忆的待确认提案。"] if count else []
 
     # -- memory_resolve ---------------------------------------------------------------------
     def memory_resolve(self, args: dict[str, Any]) -> str:
@@ -302,6 +299,10 @@ def _show_value(value: object) -> str:
     if value == "":
         return "（未设置）"
     return str(value)
+
+
+def _invalidated(count: int) -> list[str]:
+    return [f"已作废 {count} 条指向这些记忆的待确认提案。"] if count else []
 
 
 def _str_arg(args: dict[str, Any], name: str) -> str:

@@ -1,5 +1,5 @@
 """memory_resolve: only this host's prompted, unanswered proposal, only the offered options,
-text and target from the proposal (checklist 19, 20, 22); invalidation by memory_update."""
+text and target from the proposal (checklist 19, 20, 22)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,6 @@ from memself.judge.resolve import (
     MSG_MISMATCH,
     MSG_NOT_FOUND,
     ResolveRejected,
-    invalidate_for_memories,
     resolve,
 )
 from memself.paths import DataPaths
@@ -156,14 +155,3 @@ def test_concurrent_resolves_apply_once(env) -> None:
     for t in threads:
         t.join()
     assert outcomes.count(MSG_NOT_FOUND) == 3 and len(store.all()) == 1
-
-
-def test_invalidate_for_memories(env) -> None:
-    paths, store = env
-    target = store.create("回答问题时一律使用中文", "rule", NOW - timedelta(days=3))
-    aimed = prompted(paths, store, proposal("回答时使用中文", "reinforce", target=target))
-    other = ready(paths, "记住：提交前先跑测试", proposal("提交代码前先运行全部测试"), session="z")
-    assert invalidate_for_memories(paths, [target.id], NOW) == 1
-    assert jobs.load_job(paths, aimed)["reason"] == "target-changed"
-    assert jobs.load_job(paths, other)["status"] == "ready"
-    assert rejected(paths, store, aimed, "reinforce") == MSG_NOT_FOUND

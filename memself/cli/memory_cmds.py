@@ -6,9 +6,9 @@ import webbrowser
 
 import click
 
+from memself import memories
 from memself.cli.app import echo_json, main, now_utc
 from memself.config import KEYS, load_config, set_config_value
-from memself.judge.resolve import invalidate_for_memories
 from memself.judge.secrets import key_state, read_key_file, shown_base
 from memself.paths import DataPaths
 from memself.records import GROUP_LABELS, GROUP_SHORT_LABELS, GROUPS, fmt_confidence, one_line
@@ -99,11 +99,7 @@ def project_add(text: str) -> None:
 @click.argument("ids", nargs=-1, required=True)
 def delete_cmd(ids: tuple[str, ...]) -> None:
     """把记忆移入回收站（保留 30 天）。"""
-    store = _store()
-    now = now_utc()
-    removed = store.delete(ids, now)
-    # A pending popup about a memory that is gone would describe something that no longer exists.
-    invalidate_for_memories(store.paths, [m.id for m in removed], now)
+    removed = memories.delete(_store(), ids, now_utc()).removed
     click.echo(f"已删除 {len(removed)} 条，移入回收站（保留 30 天，可用 memself restore <id> 恢复）：")
     for memory in removed:
         click.echo(f"- {one_line(memory.text)}（id {memory.id}）")

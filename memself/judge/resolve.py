@@ -8,7 +8,6 @@ seal (``memself.judge.seal``), so a forged, edited or re-armed file is refused. 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from datetime import datetime
 
 from memself.errors import MemselfError
@@ -101,32 +100,3 @@ def resolve(
         jobs.save_job(paths, job)
     log(paths, "side-resolved", id=session_id, decision=decision)
     return notice
-
-
-def invalidate_for_memories(paths: DataPaths, ids: Iterable[str], now: datetime) -> int:
-    """Pending proposals aimed at memories that were just deleted, merged or rewritten become
-    ``none`` / ``target-changed`` (their popup would describe a memory that no longer is)."""
-    wanted = set(ids)
-    if not wanted:
-        return 0
-    count = 0
-    for job in jobs.list_jobs(paths, now):
-        proposal = job.get("proposal")
-        if (
-            job.get("status") == jobs.READY
-            and not job.get("applied")
-            and isinstance(proposal, dict)
-            and proposal.get("targetId") in wanted
-        ):
-
-            def change(current: jobs.Job) -> bool:
-                return current.get("status") == jobs.READY and not current.get("applied")
-
-            if jobs.update_job(paths, job["id"], lambda j: change(j) and _drop(j, now)):
-                count += 1
-    return count
-
-
-def _drop(job: jobs.Job, now: datetime) -> bool:
-    job.update(status=jobs.NONE, reason="target-changed", finishedAt=iso(now))
-    return True
