@@ -243,9 +243,3 @@ def remove_allow_rule(data: dict[str, Any], path: Path, rule: str = RESOLVE_RULE
     if allow and rule in allow:
         permissions["allow"] = [item for item in allow if item != rule]
     return data
-
-
-def has_allow_rule(data: dict[str, Any], rule: str = RESOLVE_RULE) -> bool:
-    permissions = data.get("permissions")
-    allow = permissions.get("allow") if isinstance(permissions, dict) else None
-    return isinstance(allow, list) and rule in allow

@@ -70,9 +70,6 @@ class Config:
     def is_set(self, key: str) -> bool:
         return key in self.explicit
 
-    def as_dict(self) -> dict[str, Any]:
-        return dict(self.values)
-
 
 def _accepts(key: Key, value: object) -> bool:
     if key.kind is bool:

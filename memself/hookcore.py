@@ -143,10 +143,8 @@ def prompt_submit(
 
 def _restore_hidden_confirmation(event: HookEvent, paths: DataPaths) -> str | None:
     """Cursor shows a Stop follow-up to the user; the model's instruction comes back from a file."""
-    try:
-        from memself.judge.followup import restore_cursor_prompt
-    except ModuleNotFoundError:
-        return None
+    from memself.judge.followup import restore_cursor_prompt
+
     try:
         return restore_cursor_prompt(paths, event.host, event.session_key, event.prompt)
     except (MemselfError, OSError) as exc:
@@ -196,10 +194,8 @@ def _recall_block(recall: RecallFn, text: str, now: datetime, paths: DataPaths) 
 def stop(event: HookEvent, config: Config, now: datetime, paths: DataPaths) -> HookReply:
     if event.stop_active or not event.session_key:
         return HookReply()
-    try:
-        from memself.judge.followup import take_followup
-    except ModuleNotFoundError:
-        return HookReply()
+    from memself.judge.followup import take_followup
+
     adapter = _adapter(event)
     try:
         # The wait for judge jobs ends in time for the rest of Stop to answer before the hook

@@ -365,8 +365,8 @@ class LexicalIndex:
         self._texts = new
 
     def scores(self, query: str, tau: float = DEFAULT_TAU) -> np.ndarray:
-        """``1 - exp(-overlap / tau)`` of ``query`` against every indexed text (see the module doc),
-        float32, row order."""
+        """``1 - exp(-shared / tau)`` of ``query`` against every indexed text, float32, row order,
+        where ``shared`` sums the smaller weight of each token the two share (a value in [0, 1))."""
         import numpy as np
 
         shared = np.zeros(len(self._texts), dtype=np.float32)

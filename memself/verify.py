@@ -514,18 +514,6 @@ def _original_summary(
     result.harmful = sum(bool(_kept(s, "project", params.floors["project"], params)) for s in irr)
 
 
-def run_verify(
-    cases_path: Path,
-    recaller: Recaller,
-    params: GateParams,
-    now: datetime,
-    pool: Sequence[Memory] = (),
-    model: str = "",
-) -> VerifyResult:
-    """Load ``cases_path`` and run it (the CLI's entry point)."""
-    return run_cases(load_cases(cases_path), recaller, params, now, pool, model)
-
-
 # ---------------------------------------------------------------------------------- rendering
 
 

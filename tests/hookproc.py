@@ -113,10 +113,8 @@ def hook_data(monkeypatch: pytest.MonkeyPatch) -> Iterator[DataPaths]:
 
 def _stop_engines(paths: DataPaths) -> None:
     """An engine spawned by a hook may still be starting: look for it for a moment."""
-    try:
-        from memself.engine.client import stop_engine
-    except ModuleNotFoundError:
-        return
+    from memself.engine.client import stop_engine
+
     deadline = time.monotonic() + 3.0
     lock = _lock_path(paths)
     while time.monotonic() < deadline:

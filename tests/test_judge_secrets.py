@@ -17,7 +17,6 @@ from memself.judge.secrets import (
     key_for_endpoint,
     key_state,
     load_or_create_session_secret,
-    read_api_key,
     read_key_file,
     read_session_secret,
     same_base,
@@ -80,14 +79,14 @@ def test_invalid_secret_is_set_aside_and_replaced() -> None:
 
 def test_api_key_roundtrip_mode_600() -> None:
     paths = DataPaths.default()
-    assert read_api_key(paths) == ""
+    assert read_key_file(paths).state == "missing"
     write_api_key(paths, " sk-test-123 ")
-    assert read_api_key(paths) == "sk-test-123"
+    assert (read_key_file(paths).state, read_key_file(paths).key) == ("ok", "sk-test-123")
     assert stat.S_IMODE(paths.side_secret.stat().st_mode) == 0o600
     write_api_key(paths, "")
     assert not paths.side_secret.exists()
     paths.side_secret.write_text("{broken")
-    assert read_api_key(paths) == ""
+    assert read_key_file(paths).state == "invalid"
 
 
 def test_session_id_matches_spec_exactly() -> None:

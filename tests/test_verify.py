@@ -15,7 +15,7 @@ from memself.recall.gate import GateParams
 from memself.recall.memory_side import encode_memories
 from memself.recall.scoring import load_recaller
 from memself.records import Memory
-from memself.verify import load_cases, parse_cases, render_json, render_text, run_cases, run_verify
+from memself.verify import load_cases, parse_cases, render_json, render_text, run_cases
 
 NOW = datetime(2026, 11, 30, 9, 0, tzinfo=timezone.utc)
 DEV_CASES = Path(__file__).resolve().parents[2] / "shared" / "eval" / "dev-cases.json"
@@ -71,7 +71,7 @@ def e5_params() -> GateParams:
 def test_small_dev_file_counts_and_sweep(recaller, tmp_path: Path) -> None:
     path = tmp_path / "cases.json"
     path.write_text(json.dumps(SMALL, ensure_ascii=False), encoding="utf-8")
-    res = run_verify(path, recaller, e5_params(), NOW, model=OFFLINE_MODEL)
+    res = run_cases(load_cases(path), recaller, e5_params(), NOW, model=OFFLINE_MODEL)
     rule, project = res.groups["rule"], res.groups["project"]
     assert (rule.cases, project.cases) == (1, 2)
     assert rule.irrelevant == project.irrelevant == 3
@@ -132,7 +132,7 @@ def test_original_format_against_own_pool(recaller, tmp_path: Path) -> None:
         ),
         encoding="utf-8",
     )
-    res = run_verify(path, recaller, e5_params(), NOW, pool=[*pool, deprecated])
+    res = run_cases(load_cases(path), recaller, e5_params(), NOW, pool=[*pool, deprecated])
     assert res.fmt == "original" and res.relevant_total == 3
     assert res.relevant_hits == 2
     assert res.unmatched == ["根本不存在的片段"]
@@ -173,7 +173,7 @@ def test_memory_vectors_use_the_calibrated_side(e5_encoder) -> None:
 
 @pytest.mark.slow
 def test_dev_cases_meet_rule_and_project_targets(recaller) -> None:
-    res = run_verify(DEV_CASES, recaller, e5_params(), NOW, model=OFFLINE_MODEL)
+    res = run_cases(load_cases(DEV_CASES), recaller, e5_params(), NOW, model=OFFLINE_MODEL)
     met = {t.name: t for t in res.targets}
     for name in ("project-hits", "project-leaks", "rule-hits", "rule-leaks"):
         assert met[name].met, render_text(res)

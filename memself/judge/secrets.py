@@ -247,12 +247,6 @@ def read_key_file(paths: DataPaths) -> KeyFile:
     return KeyFile("ok", key.strip(), base.strip())
 
 
-def read_api_key(paths: DataPaths) -> str:
-    """The side judge's API key from ``side-secret.json``, or ``""`` when unset or unusable."""
-    found = read_key_file(paths)
-    return found.key if found.state == "ok" else ""
-
-
 def write_api_key(paths: DataPaths, api_key: str, base: str | None = None) -> None:
     """Store the API key bound to ``base``, the endpoint it was entered for (mode 600, atomic).
 

@@ -47,7 +47,7 @@ def deposition_status(paths: DataPaths, config: Config) -> str:
     """
     if not config.enabled:
         return "off"
-    if legacy_blocking(config):
+    if config.side_judge is False:  # the removed blocking mode
         return "legacy"
     base = str(config.sideApiBase or "").strip()
     if not base or not str(config.sideApiModel or "").strip():
@@ -71,11 +71,6 @@ def deposition_configured(paths: DataPaths, config: Config) -> bool:
     """Enabled, not the legacy blocking mode, the API triple complete and the key usable for the
     configured endpoint."""
     return deposition_status(paths, config) in LEARNING
-
-
-def legacy_blocking(config: Config) -> bool:
-    # Config exposes the legacy key as ``side_judge``; accept the contract's ``sideJudge`` too.
-    return getattr(config, "side_judge", None) is False or getattr(config, "sideJudge", None) is False
 
 
 def judge_command(job_file: Path) -> list[str]:
