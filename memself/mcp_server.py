@@ -131,17 +131,17 @@ _SECRET_KEYS = {"apikey", "api_key", "sessionsecret", "session-secret", "secret"
 
 
 class MemoryTools:
-    """The five tools as plain methods. ``agent`` scopes ``memory_resolve`` to one host."""
+    """The five tools as plain methods. ``host`` scopes ``memory_resolve`` to one host."""
 
     def __init__(
         self,
         paths: DataPaths,
-        agent: str,
+        host: str,
         now_fn: Callable[[], datetime] = lambda: datetime.now(timezone.utc),
         opener: Callable[[str], object] = webbrowser.open,
     ) -> None:
         self.paths = paths
-        self.agent = agent
+        self.host = host
         self.now_fn = now_fn
         self.opener = opener
 
@@ -246,9 +246,7 @@ class MemoryTools:
         session_id, decision = args.get("sessionID"), args.get("decision")
         if not isinstance(session_id, str) or not isinstance(decision, str):
             raise InvalidInput(MSG_INVALID)
-        return resolve(
-            self.paths, self.store, self.agent, session_id.strip(), decision.strip(), self.now_fn()
-        )
+        return resolve(self.paths, self.store, self.host, session_id.strip(), decision.strip(), self.now_fn())
 
     # -- memory_config ----------------------------------------------------------------------
     def memory_config(self, args: dict[str, Any]) -> str:
@@ -266,7 +264,7 @@ class MemoryTools:
             )
         protected = user_only_key(key)
         if protected is not None:
-            log(self.paths, "mcp-config-refused", key=protected, agent=self.agent)
+            log(self.paths, "mcp-config-refused", key=protected, agent=self.host)
             raise InvalidInput(
                 f"{protected} 决定数据发往哪里或写入前是否询问用户，只能由用户本人在终端修改，"
                 f"不能通过 memory_config 修改。请让用户自己在终端运行：{user_only_command(protected, value)}"
@@ -275,7 +273,7 @@ class MemoryTools:
             raise InvalidInput("修改配置需要同时提供 key 与 value")
         raw = ("true" if value else "false") if isinstance(value, bool) else str(value)
         stored = set_config_value(self.paths, key, raw)
-        log(self.paths, "mcp-config-set", key=key, agent=self.agent)
+        log(self.paths, "mcp-config-set", key=key, agent=self.host)
         return f"{key} 已设为 {_show_value(stored)}"
 
     def _show_config(self) -> str:
@@ -360,12 +358,12 @@ def _result(types: Any, text: str, is_error: bool) -> Any:
     return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=is_error)
 
 
-def serve(agent: str, paths: DataPaths | None = None) -> None:
+def serve(host: str, paths: DataPaths | None = None) -> None:
     """Run the server on stdin/stdout until the client closes the connection."""
     import anyio
     from mcp.server.stdio import stdio_server
 
-    server = build_server(MemoryTools(paths or DataPaths.default(), agent))
+    server = build_server(MemoryTools(paths or DataPaths.default(), host))
 
     async def main() -> None:
         async with stdio_server() as (read_stream, write_stream):

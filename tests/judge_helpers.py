@@ -56,7 +56,7 @@ _RUNNING: dict[str, tuple[Path, int]] = {}
 def start_job(
     paths: DataPaths,
     prompt: str,
-    agent: str = "claude",
+    host: str = "claude",
     session: str = "sess-1",
     turn: str = "turn-1",
     now: datetime = NOW,
@@ -71,7 +71,7 @@ def start_job(
         spawned.append(str(path))
         _RUNNING[path.stem] = (paths.root, os.dup(run_lock))  # a duplicate shares the lock
 
-    sid = maybe_start_judge(paths, load_config(paths), agent, session, turn, prompt, now, spawn=spawn)
+    sid = maybe_start_judge(paths, load_config(paths), host, session, turn, prompt, now, spawn=spawn)
     assert sid is not None and spawned == [str(jobs.job_path(paths, sid))]
     return sid
 

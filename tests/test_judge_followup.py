@@ -53,20 +53,20 @@ def ready(
     paths: DataPaths,
     prompt: str,
     prop: dict,
-    agent: str = "claude",
+    host: str = "claude",
     session: str = "sess-1",
     turn: str = "t1",
     at: datetime = NOW,
 ) -> str:
-    sid = start_job(paths, prompt, agent, session, turn, at)
+    sid = start_job(paths, prompt, host, session, turn, at)
     jobs.finish(paths, sid, at, jobs.READY, proposal=prop)
     return sid
 
 
-def stop(paths, store, agent="claude", session="sess-1", clock=None, ask="AskUserQuestion", keep=False):
+def stop(paths, store, host="claude", session="sess-1", clock=None, ask="AskUserQuestion", keep=False):
     clock = clock or Clock()
     return followup(
-        paths, store, load_config(paths), agent, session, ask, clock, clock.sleep, keep_model_text=keep
+        paths, store, load_config(paths), host, session, ask, clock, clock.sleep, keep_model_text=keep
     )
 
 
@@ -155,9 +155,9 @@ def test_cursor_phrasing_and_replace_options() -> None:
         paths,
         "记住：缩进用 4 个空格",
         proposal("缩进统一用 4 个空格", "replace", "project", target),
-        agent="cursor",
+        host="cursor",
     )
-    _, model = stop(paths, store, agent="cursor", ask="AskQuestion")
+    _, model = stop(paths, store, host="cursor", ask="AskQuestion")
     assert "ask_followup_question" not in model and "update_memory" not in model
     assert "AskQuestion" in model and "你自带的提问工具" in model
     assert "- 用新说法替换已有记忆 「缩进统一用 2 个空格」 → replace" in model
@@ -179,13 +179,13 @@ def test_only_this_host_and_session_checklist_17() -> None:
     mine = ready(paths, "记住：以后回答都用中文", proposal("回答问题时使用中文"))
     other_session = ready(paths, "记住：以后回答都用中文", proposal("回答问题时使用中文"), session="sess-2")
     other_host = ready(
-        paths, "记住：以后回答都用中文", proposal("回答问题时使用中文"), agent="codebuddy", session="sess-1"
+        paths, "记住：以后回答都用中文", proposal("回答问题时使用中文"), host="codebuddy", session="sess-1"
     )
     untouched = {s: jobs.job_path(paths, s).read_bytes() for s in (other_session, other_host)}
     _, model = stop(paths, store)
     assert mine in model and other_session not in model and other_host not in model
     assert {s: jobs.job_path(paths, s).read_bytes() for s in untouched} == untouched
-    _, model_cb = stop(paths, store, agent="codebuddy")
+    _, model_cb = stop(paths, store, host="codebuddy")
     assert other_host in model_cb and mine not in model_cb and other_session not in model_cb
 
 
@@ -275,13 +275,13 @@ def test_no_session_key_returns_nothing() -> None:
 def test_cursor_restore_per_session() -> None:
     paths, store = env()
     a = ready(
-        paths, "记住：以后回答都用中文", proposal("回答问题时使用中文"), agent="cursor", session="conv-A"
+        paths, "记住：以后回答都用中文", proposal("回答问题时使用中文"), host="cursor", session="conv-A"
     )
     b = ready(
-        paths, "记住：以后回答都用中文", proposal("回答问题时使用中文"), agent="cursor", session="conv-B"
+        paths, "记住：以后回答都用中文", proposal("回答问题时使用中文"), host="cursor", session="conv-B"
     )
-    visible_a, model_a = stop(paths, store, agent="cursor", session="conv-A", ask="AskQuestion", keep=True)
-    visible_b, model_b = stop(paths, store, agent="cursor", session="conv-B", ask="AskQuestion", keep=True)
+    visible_a, model_a = stop(paths, store, host="cursor", session="conv-A", ask="AskQuestion", keep=True)
+    visible_b, model_b = stop(paths, store, host="cursor", session="conv-B", ask="AskQuestion", keep=True)
     assert visible_a == visible_b  # identical visible texts, different hidden sessionIDs
     path_a = confirm_pair_path(paths, "cursor", "conv-A")
     assert stat.S_IMODE(path_a.stat().st_mode) == 0o600
@@ -308,12 +308,12 @@ def test_take_followup_real_clock_and_pair_saved() -> None:
 
     paths, _ = env()
     set_config_value(paths, "sideWaitMs", "300")
-    sid = start_job(paths, "记住：以后回答都用中文", agent="cursor", session="conv-9")
+    sid = start_job(paths, "记住：以后回答都用中文", host="cursor", session="conv-9")
     other = ready(
         paths,
         "记住：提交前先跑测试",
         proposal("提交代码前先运行全部测试"),
-        agent="cursor",
+        host="cursor",
         session="conv-9",
         turn="t9",
     )
@@ -343,15 +343,13 @@ def test_rendered_by_each_host_checklist_21() -> None:
     from memself.hosts.base import EventKind, HookEvent, HookReply
 
     paths, store = env()
-    for agent in HOSTS:
-        ready(
-            paths, "记住：以后回答都用中文", proposal("回答问题时使用中文"), agent=agent, session=f"s-{agent}"
-        )
-    for agent, adapter in HOSTS.items():
-        visible, model = stop(paths, store, agent=agent, session=f"s-{agent}", ask=adapter.ASK_TOOL)
-        event = HookEvent(agent, EventKind.STOP, "Stop", f"s-{agent}", "", "", "/tmp", False)
+    for host in HOSTS:
+        ready(paths, "记住：以后回答都用中文", proposal("回答问题时使用中文"), host=host, session=f"s-{host}")
+    for host, adapter in HOSTS.items():
+        visible, model = stop(paths, store, host=host, session=f"s-{host}", ask=adapter.ASK_TOOL)
+        event = HookEvent(host, EventKind.STOP, "Stop", f"s-{host}", "", "", "/tmp", False)
         out = adapter.render(event, HookReply(continuation=model, visible=visible))
-        if agent == "cursor":
+        if host == "cursor":
             assert out == {"followup_message": visible}
             assert "ask_followup_question" not in model and "update_memory" not in model
         else:

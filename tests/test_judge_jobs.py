@@ -19,8 +19,8 @@ def sid(n: int) -> str:
     return "s_" + f"{n:064x}"
 
 
-def make(paths: DataPaths, n: int, now: datetime = NOW, agent: str = "claude", session: str = "k1") -> str:
-    job = jobs.new_job(sid(n), agent, session, "t", "用户原话" * 2000, now)
+def make(paths: DataPaths, n: int, now: datetime = NOW, host: str = "claude", session: str = "k1") -> str:
+    job = jobs.new_job(sid(n), host, session, "t", "用户原话" * 2000, now)
     assert jobs.create_job(paths, job)
     return job["id"]
 
@@ -108,9 +108,9 @@ def test_run_locks_go_with_their_jobs() -> None:
 
 def test_session_jobs_isolated() -> None:
     paths = DataPaths.default()
-    a = make(paths, 1, agent="claude", session="k1")
-    make(paths, 2, agent="claude", session="k2")
-    make(paths, 3, agent="codebuddy", session="k1")
+    a = make(paths, 1, host="claude", session="k1")
+    make(paths, 2, host="claude", session="k2")
+    make(paths, 3, host="codebuddy", session="k1")
     assert [j["id"] for j in jobs.session_jobs(paths, "claude", "k1", NOW)] == [a]
 
 

@@ -30,15 +30,15 @@ def env() -> tuple[DataPaths, MemoryStore]:
     return paths, MemoryStore(paths)
 
 
-def prompted(paths, store, prop, agent="claude", session="sess-1", turn="t1") -> str:
-    sid = ready(paths, f"记住：{prop['text']}", prop, agent=agent, session=session, turn=turn)
-    assert stop(paths, store, agent=agent, session=session) is not None
+def prompted(paths, store, prop, host="claude", session="sess-1", turn="t1") -> str:
+    sid = ready(paths, f"记住：{prop['text']}", prop, host=host, session=session, turn=turn)
+    assert stop(paths, store, host=host, session=session) is not None
     return sid
 
 
-def rejected(paths, store, sid, decision, agent="claude") -> str:
+def rejected(paths, store, sid, decision, host="claude") -> str:
     with pytest.raises(ResolveRejected) as info:
-        resolve(paths, store, agent, sid, decision, NOW)
+        resolve(paths, store, host, sid, decision, NOW)
     return str(info.value)
 
 
@@ -109,7 +109,7 @@ def test_rejections_checklist_19_20_22(env) -> None:
     assert rejected(paths, store, sid.upper(), "create_rule") == MSG_INVALID
     assert rejected(paths, store, "../../config", "create_rule") == MSG_INVALID
     assert rejected(paths, store, sid, "persist") == MSG_INVALID
-    assert rejected(paths, store, sid, "create_rule", agent="cursor") == MSG_NOT_FOUND
+    assert rejected(paths, store, sid, "create_rule", host="cursor") == MSG_NOT_FOUND
     assert rejected(paths, store, sid, "reinforce") == MSG_MISMATCH  # a create proposal
     assert rejected(paths, store, sid, "merge") == MSG_MISMATCH
     assert rejected(paths, store, sid, "replace") == MSG_MISMATCH

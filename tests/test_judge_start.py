@@ -30,14 +30,14 @@ def start(
     prompt: str = PROMPT,
     session: str = "sess-1",
     turn: str = "g1",
-    agent: str = "cursor",
+    host: str = "cursor",
     spawned: list | None = None,
 ) -> str | None:
     record = spawned if spawned is not None else []
     return maybe_start_judge(
         paths,
         load_config(paths),
-        agent,
+        host,
         session,
         turn,
         prompt,

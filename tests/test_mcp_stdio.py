@@ -23,15 +23,15 @@ from tests.fakes.judge_server import remember, running_judge, sse
 from tests.judge_helpers import configure
 
 
-def server_params(agent: str) -> StdioServerParameters:
+def server_params(host: str) -> StdioServerParameters:
     env = {k: os.environ[k] for k in ("HOME", "MEMSELF_HOME", "PATH") if k in os.environ}
     return StdioServerParameters(
-        command=sys.executable, args=["-m", "memself", "mcp", "--agent", agent], env=env
+        command=sys.executable, args=["-m", "memself", "mcp", "--agent", host], env=env
     )
 
 
-async def session_calls(agent: str, calls: list[tuple[str, dict]]) -> tuple[object, list, list]:
-    async with stdio_client(server_params(agent)) as (read, write), ClientSession(read, write) as session:
+async def session_calls(host: str, calls: list[tuple[str, dict]]) -> tuple[object, list, list]:
+    async with stdio_client(server_params(host)) as (read, write), ClientSession(read, write) as session:
         init = await session.initialize()
         listed = await session.list_tools()
         results = [await session.call_tool(name, args) for name, args in calls]
@@ -42,8 +42,8 @@ def text_of(result) -> str:
     return "".join(c.text for c in result.content)
 
 
-def run(agent: str, calls: list[tuple[str, dict]]):
-    return anyio.run(session_calls, agent, calls)
+def run(host: str, calls: list[tuple[str, dict]]):
+    return anyio.run(session_calls, host, calls)
 
 
 def test_server_identity_tools_and_missing_session_checklist_20() -> None:

@@ -4,12 +4,13 @@
 from memself.cli import (  # noqa: F401
     engine_cmds,
     hook_cmds,
+    judge_cmds,
     key_cmds,
+    mcp_cmds,
     memory_cmds,
     model_cmds,
     recall_cmds,
     setup_cmds,
-    side_cmds,
 )
 from memself.cli.app import main
 

@@ -14,15 +14,15 @@ from memself.hosts import HOSTS
 
 @main.command("hook")
 @click.option(
-    "--agent", default="", metavar="|".join(HOSTS), help="哪个客户端调用的 hook：" + "、".join(HOSTS)
+    "--agent", "host", default="", metavar="|".join(HOSTS), help="哪个客户端调用的 hook：" + "、".join(HOSTS)
 )
-def hook_cmd(agent: str) -> None:
+def hook_cmd(host: str) -> None:
     """读 stdin 的 hook 事件，输出该客户端要的 JSON；无论发生什么都以 0 退出。"""
     from memself.hook.process import main as run_hook
     from memself.hookdeadline import arm
 
-    arm(agent.strip().lower())  # the hook's hard deadline, counted from this process's start
+    arm(host.strip().lower())  # the hook's hard deadline, counted from this process's start
     # Not click.Choice: a usage error would exit 2, which Claude Code reads as "block the prompt".
-    run_hook(["--agent", agent])
+    run_hook(["--agent", host])
     sys.stdout.flush()
     sys.exit(0)

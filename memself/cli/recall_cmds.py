@@ -17,7 +17,7 @@ from memself.paths import DataPaths
 @click.option("--json", "as_json", is_flag=True, help="输出 JSON")
 def recall_cmd(text: str, as_json: bool) -> None:
     """预览一句输入会召回哪些记忆、分数和每组要过的线（不加分，不写文件）。"""
-    from memself.recall_tools import preview_recall, render_recall_json, render_recall_text
+    from memself.cli.recall_run import preview_recall, render_recall_json, render_recall_text
 
     paths = DataPaths.default()
     result = preview_recall(text, paths, load_config(paths))
@@ -37,7 +37,7 @@ def recall_cmd(text: str, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="输出 JSON")
 def verify_cmd(cases: Path | None, as_json: bool) -> None:
     """用标注用例评测召回：命中、泄漏、单条记忆召回和逐组阈值扫描。"""
-    from memself.recall_tools import verify_command
+    from memself.cli.recall_run import verify_command
     from memself.verify import render_json, render_text
 
     paths = DataPaths.default()

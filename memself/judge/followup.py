@@ -46,7 +46,7 @@ def followup(
     paths: DataPaths,
     store: MemoryStore,
     config: Config,
-    agent: str,
+    host: str,
     session_key: str,
     ask_tool: str,
     now_fn: Callable[[], datetime],
@@ -64,12 +64,12 @@ def followup(
     are left for the next Stop.
     """
     if not session_key:
-        log(paths, "旁路结果缺少稳定会话 ID，已跳过", agent=agent)
+        log(paths, "旁路结果缺少稳定会话 ID，已跳过", agent=host)
         return None
     wait_s = max(0, int(config.sideWaitMs)) / 1000
     if max_wait_s is not None:
         wait_s = max(0.0, min(wait_s, max_wait_s))
-    mine = _wait_for_jobs(paths, agent, session_key, wait_s, now_fn, sleep)
+    mine = _wait_for_jobs(paths, host, session_key, wait_s, now_fn, sleep)
     now = now_fn()
     shown = _trusted([j for j in mine if _pending(j)], paths, now)
     if not shown:
@@ -79,14 +79,14 @@ def followup(
     else:
         result = _confirm(paths, mine, shown, ask_tool, now)
     if result is not None and keep_model_text:
-        save_confirm_pair(paths, agent, session_key, result[0], result[1])
+        save_confirm_pair(paths, host, session_key, result[0], result[1])
     return result
 
 
 def take_followup(
     paths: DataPaths,
     config: Config,
-    agent: str,
+    host: str,
     session_key: str,
     ask_tool: str,
     now: datetime,
@@ -109,7 +109,7 @@ def take_followup(
         paths,
         MemoryStore(paths),
         config,
-        agent,
+        host,
         session_key,
         ask_tool,
         clock,
@@ -121,7 +121,7 @@ def take_followup(
 
 def _wait_for_jobs(
     paths: DataPaths,
-    agent: str,
+    host: str,
     session_key: str,
     wait_s: float,
     now_fn: Callable[[], datetime],
@@ -130,9 +130,9 @@ def _wait_for_jobs(
     deadline = now_fn() + timedelta(seconds=wait_s)
     while True:
         now = now_fn()
-        mine = jobs.session_jobs(paths, agent, session_key, now)
+        mine = jobs.session_jobs(paths, host, session_key, now)
         if jobs.expire_stuck(paths, mine, now) + _finish_dead(paths, mine, now):
-            mine = jobs.session_jobs(paths, agent, session_key, now)
+            mine = jobs.session_jobs(paths, host, session_key, now)
         if not any(j.get("status") == jobs.RUNNING for j in mine) or now >= deadline:
             return mine
         sleep(POLL_S)
@@ -268,24 +268,22 @@ def host_confirm_texts(
 # ---------------------------------------------------------------------------------------------
 
 
-def confirm_pair_path(paths: DataPaths, agent: str, session_key: str) -> Path:
-    return paths.side_dir / f"confirm-{agent}-{session_key}.json"
+def confirm_pair_path(paths: DataPaths, host: str, session_key: str) -> Path:
+    return paths.side_dir / f"confirm-{host}-{session_key}.json"
 
 
-def save_confirm_pair(
-    paths: DataPaths, agent: str, session_key: str, user_text: str, model_text: str
-) -> None:
+def save_confirm_pair(paths: DataPaths, host: str, session_key: str, user_text: str, model_text: str) -> None:
     jobs.ensure_side_dir(paths)
     pair: dict[str, str] = {"userText": user_text, "modelText": model_text}
     secret = read_session_secret(paths)
     if secret is not None:  # without it the pair is not trusted, and the text is rebuilt
-        pair[seal.MAC_FIELD] = seal.pair_mac(agent, session_key, user_text, model_text, secret)
+        pair[seal.MAC_FIELD] = seal.pair_mac(host, session_key, user_text, model_text, secret)
     write_atomic(
-        confirm_pair_path(paths, agent, session_key), json.dumps(pair, ensure_ascii=False) + "\n", mode=0o600
+        confirm_pair_path(paths, host, session_key), json.dumps(pair, ensure_ascii=False) + "\n", mode=0o600
     )
 
 
-def _sealed_pair(paths: DataPaths, agent: str, session_key: str, saved: object) -> str | None:
+def _sealed_pair(paths: DataPaths, host: str, session_key: str, saved: object) -> str | None:
     """The saved model text if the plugin wrote this pair for this host and session."""
     if not isinstance(saved, dict):
         return None
@@ -296,14 +294,14 @@ def _sealed_pair(paths: DataPaths, agent: str, session_key: str, saved: object) 
     if (
         not isinstance(mac, str)
         or secret is None
-        or not hmac.compare_digest(mac, seal.pair_mac(agent, session_key, user_text, model_text, secret))
+        or not hmac.compare_digest(mac, seal.pair_mac(host, session_key, user_text, model_text, secret))
     ):
-        log(paths, "side-confirm-pair-seal-invalid", agent=agent)
+        log(paths, "side-confirm-pair-seal-invalid", agent=host)
         return None
     return model_text
 
 
-def restore_cursor_prompt(paths: DataPaths, agent: str, session_key: str, prompt: str) -> str | None:
+def restore_cursor_prompt(paths: DataPaths, host: str, session_key: str, prompt: str) -> str | None:
     """The model text for a prompt that is our own Stop continuation, or ``None`` if it is not.
 
     Looked up per host and session, so one session can never see another's sessionIDs. With no
@@ -313,7 +311,7 @@ def restore_cursor_prompt(paths: DataPaths, agent: str, session_key: str, prompt
     if not text.startswith(NOTICE_HEADER):
         return None
     if session_key:
-        path = confirm_pair_path(paths, agent, session_key)
+        path = confirm_pair_path(paths, host, session_key)
         try:
             saved = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
@@ -321,7 +319,7 @@ def restore_cursor_prompt(paths: DataPaths, agent: str, session_key: str, prompt
         if isinstance(saved, dict) and str(saved.get("userText", "")).strip() == text:
             with contextlib.suppress(OSError):
                 os.unlink(path)
-            model_text = _sealed_pair(paths, agent, session_key, saved)
+            model_text = _sealed_pair(paths, host, session_key, saved)
             if model_text is not None:
                 return model_text
     lines = _result_lines(text)

@@ -68,12 +68,12 @@ def side_lock(paths: DataPaths) -> Iterator[None]:
         os.close(fd)  # closing releases the flock
 
 
-def new_job(session_id: str, agent: str, session_key: str, turn_id: str, prompt: str, now: datetime) -> Job:
+def new_job(session_id: str, host: str, session_key: str, turn_id: str, prompt: str, now: datetime) -> Job:
     return {
         "version": 1,
         "id": session_id,
         "status": RUNNING,
-        "agent": agent,
+        "agent": host,  # the job file keeps the original plugin's field name
         "sessionKey": session_key,
         "generationKey": turn_id,
         "prompt": prompt[:PROMPT_LIMIT],
@@ -281,11 +281,9 @@ def _mtime_older(path: Path, now: datetime, age: timedelta) -> bool:
         return False
 
 
-def session_jobs(paths: DataPaths, agent: str, session_key: str, now: datetime) -> list[Job]:
+def session_jobs(paths: DataPaths, host: str, session_key: str, now: datetime) -> list[Job]:
     """Jobs of exactly this host and this session; other sessions' jobs are never returned."""
-    return [
-        j for j in list_jobs(paths, now) if j.get("agent") == agent and j.get("sessionKey") == session_key
-    ]
+    return [j for j in list_jobs(paths, now) if j.get("agent") == host and j.get("sessionKey") == session_key]
 
 
 def expire_stuck(paths: DataPaths, jobs: list[Job], now: datetime) -> list[str]:

@@ -25,14 +25,14 @@ def prompt_hash(prompt: str) -> str:
     return hashlib.sha256(normalise_prompt(prompt).encode("utf-8")).hexdigest()
 
 
-def proposal_id(agent: str, session_key: str, turn_id: str, prompt: str, secret: str) -> str:
+def proposal_id(host: str, session_key: str, turn_id: str, prompt: str, secret: str) -> str:
     """``s_`` + hex HMAC; the key is the hex secret string's UTF-8 bytes, not its decoded bytes."""
-    return proposal_id_from_hash(agent, session_key, turn_id, prompt_hash(prompt), secret)
+    return proposal_id_from_hash(host, session_key, turn_id, prompt_hash(prompt), secret)
 
 
-def proposal_id_from_hash(agent: str, session_key: str, turn_id: str, prompt_sha256: str, secret: str) -> str:
+def proposal_id_from_hash(host: str, session_key: str, turn_id: str, prompt_sha256: str, secret: str) -> str:
     """The same id from the prompt's hash: how a stored job's id is checked again later."""
-    material = "\0".join((agent, session_key, turn_id, prompt_sha256, _VERSION))
+    material = "\0".join((host, session_key, turn_id, prompt_sha256, _VERSION))
     digest = hmac.new(secret.encode("utf-8"), material.encode("utf-8"), hashlib.sha256)
     return "s_" + digest.hexdigest()
 

@@ -50,7 +50,7 @@ def allowed_decisions(proposal: dict[str, object]) -> set[str]:
 
 
 def resolve(
-    paths: DataPaths, store: MemoryStore, agent: str, session_id: str, decision: str, now: datetime
+    paths: DataPaths, store: MemoryStore, host: str, session_id: str, decision: str, now: datetime
 ) -> str:
     """Apply ``decision`` to the proposal of ``session_id``; returns the notice for the user.
 
@@ -75,7 +75,7 @@ def resolve(
         if (
             job is None
             or secret is None
-            or job.get("agent") != agent
+            or job.get("agent") != host
             or not job.get("prompted")
             or job.get("applied")
             or job.get("status") != jobs.READY

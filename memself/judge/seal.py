@@ -86,10 +86,10 @@ def check_job(job: dict[str, Any], secret: str | None, expected_id: str) -> str:
     if not isinstance(masked, str) or not _HEX64.match(masked):
         return "no-prompt-hash"
     digest = mask_prompt_hash(masked, expected_id, secret)
-    agent, key, turn = (job.get(k) for k in ("agent", "sessionKey", "generationKey"))
-    if not all(isinstance(v, str) for v in (agent, key, turn)):
+    host, key, turn = (job.get(k) for k in ("agent", "sessionKey", "generationKey"))
+    if not all(isinstance(v, str) for v in (host, key, turn)):
         return "bad-identity"
-    if not hmac.compare_digest(proposal_id_from_hash(agent, key, turn, digest, secret), expected_id):
+    if not hmac.compare_digest(proposal_id_from_hash(host, key, turn, digest, secret), expected_id):
         return "id-mismatch"
     mac = job.get(MAC_FIELD)
     if not isinstance(mac, str) or not hmac.compare_digest(mac, job_mac(job, secret)):
@@ -97,6 +97,6 @@ def check_job(job: dict[str, Any], secret: str | None, expected_id: str) -> str:
     return ""
 
 
-def pair_mac(agent: str, session_key: str, user_text: str, model_text: str, secret: str) -> str:
+def pair_mac(host: str, session_key: str, user_text: str, model_text: str, secret: str) -> str:
     """The MAC of a Cursor confirm pair (the model text handed back on the next prompt)."""
-    return _hmac(secret, _PAIR_LABEL, _canonical([agent, session_key, user_text, model_text])).hex()
+    return _hmac(secret, _PAIR_LABEL, _canonical([host, session_key, user_text, model_text])).hex()

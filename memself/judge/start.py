@@ -134,7 +134,7 @@ def spawn_judge(job_file: Path, run_lock: int | None = None) -> int:
 def maybe_start_judge(
     paths: DataPaths,
     config: Config,
-    agent: str,
+    host: str,
     session_key: str,
     turn_id: str,
     prompt: str,
@@ -154,17 +154,17 @@ def maybe_start_judge(
     if not safe_prompt:
         return None
     if not session_key:
-        log(paths, NO_SESSION_MESSAGE, agent=agent)
+        log(paths, NO_SESSION_MESSAGE, agent=host)
         return None
     secret = load_or_create_session_secret(paths)
-    sid = make_proposal_id(agent, session_key, turn_id, prompt, secret)
+    sid = make_proposal_id(host, session_key, turn_id, prompt, secret)
     jobs.ensure_side_dir(paths)
     # Locked before the job exists, so Stop never sees a running job that nobody holds.
     run_lock = runlock.take(paths, sid)
     if run_lock is None:
         return sid  # a retry while this job's hook or judge is still running
     try:
-        job = jobs.new_job(sid, agent, session_key, turn_id, safe_prompt, now)
+        job = jobs.new_job(sid, host, session_key, turn_id, safe_prompt, now)
         seal.bind_prompt(job, prompt_hash(prompt), secret)
         if not jobs.create_job(paths, job):
             return sid  # a retry or a tombstone: the judge already ran or is running
@@ -176,5 +176,5 @@ def maybe_start_judge(
             return None
     finally:
         os.close(run_lock)  # the judge's copy keeps the lock
-    log(paths, "side-job-started", id=sid, agent=agent)
+    log(paths, "side-job-started", id=sid, agent=host)
     return sid

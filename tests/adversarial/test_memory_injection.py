@@ -370,7 +370,7 @@ def _confirm_jobs(paths: DataPaths, host: str, session: str) -> list[str]:
         )
         prop["evidence"] = SHAPES[name]
         ids.append(
-            ready(paths, f"记住：以后第 {i} 条规则也要遵守", prop, agent=host, session=session, turn=f"t{i}")
+            ready(paths, f"记住：以后第 {i} 条规则也要遵守", prop, host=host, session=session, turn=f"t{i}")
         )
     return ids
 
@@ -459,7 +459,7 @@ def test_stop_notices_quote_hand_edited_targets_inertly(host: str, hook_data: Da
             paths,
             f"记住：以后第 {i} 条规则也要遵守",
             proposal("回答问题时使用中文", "reinforce", target=target),
-            agent=host,
+            host=host,
             session=session,
             turn=f"t{i}",
         )

@@ -8,17 +8,17 @@ from pathlib import Path
 
 import pytest
 
-from memself.config import load_config
-from memself.errors import InvalidInput
-from memself.models import OFFLINE_MODEL
-from memself.paths import DataPaths
-from memself.recall.scoring import load_recaller
-from memself.recall_tools import (
+from memself.cli.recall_run import (
     local_recall,
     render_recall_json,
     render_recall_text,
     verify_command,
 )
+from memself.config import load_config
+from memself.errors import InvalidInput
+from memself.models import OFFLINE_MODEL
+from memself.paths import DataPaths
+from memself.recall import load_recaller
 from memself.store import MemoryStore
 
 NOW = datetime(2026, 11, 30, 9, 0, tzinfo=timezone.utc)
