@@ -60,9 +60,8 @@ def prompt_threads() -> int:
     """onnxruntime threads for encoding prompts: 2 (or the one core there is).
 
     Why not 1: onnxruntime's pool does not collapse when the cores are busy, as torch's OpenMP
-    threads did. Measured on these 2-core machines, one short prompt, interleaved (p50): idle
-    16.4 ms with 2 threads vs 23.8 ms with 1; one busy-looping process beside it 33.9 vs 38.6 ms;
-    two 48.4 vs 49.1 ms.
+    threads did: on a two-core machine two threads encode a short prompt faster than one when
+    idle, and no slower when the cores are busy.
     """
     return max(1, min(2, os.cpu_count() or 1))
 

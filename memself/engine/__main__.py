@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 
 # One BLAS thread: scoring is memory-bound, and on a 2-core machine shared with the host a second
-# thread made 100k-memory scoring slower (48 ms against 21 ms). Set before numpy is imported.
+# thread made scoring a large pool slower, not faster. Set before numpy is imported.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import argparse  # after the environment above: numpy reads it when first imported

@@ -243,7 +243,7 @@ class CachedReadStore(MemoryStore):
     """The store with its lock-free reads parsed once per version of each group file.
 
     Every prompt checks whether a recall reward is due and every session start lists the rules;
-    both read a whole group file, and parsing 1k lines costs 10-25 ms a time on these machines.
+    both read a whole group file, and parsing a large one on every prompt is a visible share of it.
     A version is the file's (mtime_ns, size, inode): writers replace the file atomically, so any
     write gives a new stamp. Writes (``_writing``) still load from disk under the lock.
     The cached ``Memory`` objects are shared between calls: callers must treat them as read-only

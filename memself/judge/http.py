@@ -15,7 +15,7 @@ from memself.errors import MemselfError
 
 DEFAULT_TIMEOUT_S = 70.0
 # A completion is a few hundred bytes of JSON, its SSE stream a few KiB. Reading an endpoint's
-# answer whole, however long, let one 400 MB response take a judge past 1 GB of memory.
+# answer whole, however long, let one huge response take a judge's memory with it.
 MAX_RESPONSE_BYTES = 1 << 20
 _ERROR_BODY_CHARS = 200
 

@@ -2,9 +2,9 @@
 
 It reads what ``memself.model.prepare`` wrote (``memself.model.cache``): the transformer body as
 ONNX, the word-embedding table as a memory-mapped ``.npy`` (only the rows a text touches are read,
-so e5's 384 MB table costs a few MB of memory), the tokenizer, and the pooling settings. Vectors
-are those of sentence-transformers (preparation checked them): the table's prefixes, the model's
-pooling, then L2 normalisation.
+so a large multilingual table costs memory only for the words in use), the tokenizer, and the
+pooling settings. Vectors are those of sentence-transformers (preparation checked them): the
+table's prefixes, the model's pooling, then L2 normalisation.
 
 torch, transformers and sentence-transformers are never imported here. A model that is not
 prepared (or whose preparation is stale or damaged) is prepared on first use in a child process,

@@ -1,12 +1,13 @@
-"""A Unigram (SentencePiece) tokenizer that loads in a third of the time and a quarter of the memory.
+"""A Unigram (SentencePiece) tokenizer that loads faster and in less memory than ``tokenizers``' own.
 
-``tokenizers`` keeps a Unigram vocabulary in a byte trie with a hash map per node: e5's 250k
-pieces take about 270 MB and most of a second to load, more than the model's layers. Here the
-pipeline stays the ``tokenizers`` one (added tokens, normalizer, pre-tokenizer, post-processor,
-truncation all from the model's own ``tokenizer.json``); only the Unigram step changes: a
-custom pre-tokenizer finds the best segmentation of each word (the same Viterbi search, the same
-order of candidates, the same tie rule, the same unknown-character penalty and fusing of unknown
-runs as ``tokenizers``' Unigram model), and a ``WordLevel`` model maps each piece to its id.
+``tokenizers`` keeps a Unigram vocabulary in a byte trie with a hash map per node: for a large
+multilingual vocabulary (e5's) that costs more time and memory to load than the model's layers.
+Here the pipeline stays the ``tokenizers`` one (added tokens, normalizer, pre-tokenizer,
+post-processor, truncation all from the model's own ``tokenizer.json``); only the Unigram step
+changes: a custom pre-tokenizer finds the best segmentation of each word (the same Viterbi
+search, the same order of candidates, the same tie rule, the same unknown-character penalty and
+fusing of unknown runs as ``tokenizers``' Unigram model), and a ``WordLevel`` model maps each
+piece to its id.
 
 Preparation writes the three files below only when this tokenizer gives the same ids as the full
 one on a test set (``memself.model.prepare``); otherwise the runtime loads ``tokenizer.json``.
