@@ -7,7 +7,7 @@ Rows (medians, with the spread where it matters; markdown tables on stdout):
 - engine start to ready: process exec to the engine's ``engine-ready`` log line, 1k memories
   (500 rules, 500 project facts) already indexed: e5-small (the offline model) and a
   bge-base-zh-shaped random BERT (12 layers, 768 hidden, 21128-piece WordPiece: built here
-  with ``tests/bge_shaped.py``), on the lean runtime; and, for reference, e5-small on the torch
+  with ``tests/support/bge_shaped.py``), on the lean runtime; and, for reference, e5-small on the torch
   path of an older checkout (``--old-tree``: a checkout from before this runtime, with its own
   ``.venv``). Runs are interleaved so load drifts hit every row alike.
 - engine RSS at ready and after 50 prompts (``recall`` ops through the engine's own client).
@@ -248,7 +248,7 @@ def bge_shaped(cache: Path) -> Path:
     folder = REPO / ".cache" / "bench" / "bge-base-shaped"
     if not (folder / "st" / "modules.json").is_file():
         print("building the bge-base-shaped model (12 layers, 768 hidden, 21128 pieces)…", file=sys.stderr)
-        from tests.bge_shaped import BASE, build
+        from tests.support.bge_shaped import BASE, build
 
         build(folder, BASE)
     return folder / "st"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-pytest_plugins = ["tests.model_fixtures"]
+pytest_plugins = ["tests.support.model_fixtures"]
 
 REAL_HOME = Path(os.path.expanduser("~")).resolve()
 REPO_ROOT = Path(__file__).resolve().parent.parent

@@ -10,7 +10,7 @@ import sys
 import time
 
 from memself.store import MemoryStore
-from tests.helpers import T0, days, make_store, record, write_records
+from tests.support.helpers import T0, days, make_store, record, write_records
 
 PROCS, OPS = 8, 50
 

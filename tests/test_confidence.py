@@ -6,7 +6,7 @@ import pytest
 
 from memself.confidence import apply_gain, decay, reinforce, reward_recall
 from memself.records import Memory
-from tests.helpers import T0, days
+from tests.support.helpers import T0, days
 
 
 def fresh(conf: float = 0.5, age_days: float = 100) -> Memory:

@@ -145,7 +145,7 @@ class _FakeHub(http.server.BaseHTTPRequestHandler):
 
 @pytest.fixture
 def fake_hub(bge_tiny_folder) -> Iterator[str]:
-    """Serves the tiny bge-shaped model (tests/bge_shaped.py): a real download, prepared fast."""
+    """Serves the tiny bge-shaped model (tests/support/bge_shaped.py): a real download, prepared fast."""
     folder = bge_tiny_folder
     _FakeHub.repo_id = "memself-test/bge-served"
     _FakeHub.files = {str(p.relative_to(folder)): p for p in folder.rglob("*") if p.is_file()}

@@ -1,8 +1,8 @@
 """The warm engine: real engine processes (with a small test service) and in-process servers.
 
-Spawned engines load ``tests.engine_test_service:make`` (the repo root on PYTHONPATH), listen in a short
-runtime dir under /tmp (sun_path is ~104 bytes; pytest's tmp paths are longer), and are stopped
-or killed by pid at teardown.
+Spawned engines load ``tests.support.engine_test_service:make`` (the repo root on PYTHONPATH),
+listen in a short runtime dir under /tmp (sun_path is ~104 bytes; pytest's tmp paths are longer),
+and are stopped or killed by pid at teardown.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from memself.engine.protocol import MAX_REQUEST_BYTES, read_message
 from memself.engine.server import EngineServer
 from memself.errors import EngineUnavailable
 from memself.paths import DataPaths
-from tests.engine_test_service import WARM_UP_ENV, WARM_UP_FAIL_ENV, EngineTestService
+from tests.support.engine_test_service import WARM_UP_ENV, WARM_UP_FAIL_ENV, EngineTestService
 
 # A failed assertion or request inside a helper thread must fail its test.
 pytestmark = pytest.mark.filterwarnings("error::pytest.PytestUnhandledThreadExceptionWarning")
@@ -88,7 +88,7 @@ def runtime_dir(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
 @pytest.fixture
 def paths(runtime_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[DataPaths]:
     """A data dir whose spawned engines host the test service; all of them die at teardown."""
-    monkeypatch.setenv(SERVICE_ENV, "tests.engine_test_service:make")
+    monkeypatch.setenv(SERVICE_ENV, "tests.support.engine_test_service:make")
     old = os.environ.get("PYTHONPATH", "")
     monkeypatch.setenv("PYTHONPATH", str(REPO_ROOT) + (os.pathsep + old if old else ""))
     monkeypatch.delenv(WARM_UP_ENV, raising=False)

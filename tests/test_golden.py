@@ -19,7 +19,7 @@ import pytest
 
 from memself.hosts import HOSTS
 from memself.paths import DataPaths
-from tests.hookproc import hook_data, hook_runs, load_payloads, run_entry
+from tests.support.hookproc import hook_data, hook_runs, load_payloads, run_entry
 
 __all__ = ["hook_data"]
 

@@ -21,7 +21,7 @@ from memself.hooks.command import hook_command_line
 from memself.hosts import HOSTS
 from memself.hosts.base import EventKind, HookEvent, HookReply
 from memself.paths import DataPaths
-from tests.hookproc import REPO_ROOT, HookProc, hook_data, hook_runs, load_payloads, run_entry
+from tests.support.hookproc import REPO_ROOT, HookProc, hook_data, hook_runs, load_payloads, run_entry
 
 __all__ = ["hook_data"]  # the fixture, imported for pytest
 
@@ -284,7 +284,7 @@ def test_stuck_core_answers_before_the_host_kills_the_hook(
             sys.executable,
             "-I",
             "-S",
-            str(REPO_ROOT / "tests" / "hook_harness.py"),
+            str(REPO_ROOT / "tests" / "support" / "hook_harness.py"),
             "--agent",
             "cursor",
             "--replies",

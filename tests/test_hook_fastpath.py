@@ -23,8 +23,8 @@ from memself.hook.run import FIXED_NOW_ENV, RunContext, now_from_env, run
 from memself.hosts import HOSTS
 from memself.hosts.base import EventKind, HookEvent, HookReply
 from memself.paths import DataPaths, data_root
-from tests.fastpath_service import RECALLED_RULE, scripted_core
-from tests.hookproc import hook_data, hook_runs, run_entry
+from tests.support.fastpath_service import RECALLED_RULE, scripted_core
+from tests.support.hookproc import hook_data, hook_runs, run_entry
 from tests.test_hook_imports import imported_modules
 
 __all__ = ["hook_data"]
@@ -227,7 +227,7 @@ def test_run_forwarded_leaves_the_rest_to_the_hook_process(raw: bytes, isolated_
 
 @pytest.fixture
 def fast_engine(hook_data: DataPaths, monkeypatch: pytest.MonkeyPatch) -> Iterator[DataPaths]:
-    monkeypatch.setenv("MEMSELF_ENGINE_SERVICE", "tests.fastpath_service:make")
+    monkeypatch.setenv("MEMSELF_ENGINE_SERVICE", "tests.support.fastpath_service:make")
     call_engine(hook_data, "recall", {"text": "预热"}, timeout_s=30)
     yield hook_data
 
@@ -299,7 +299,7 @@ def test_without_an_engine_the_hook_runs_locally_once(
 ) -> None:
     """No engine: the fast path's "unreachable" goes to the local run, which does not ask again and
     answers from the local core (and starts an engine for the next turn)."""
-    monkeypatch.setenv("MEMSELF_ENGINE_SERVICE", "tests.fastpath_service:make")
+    monkeypatch.setenv("MEMSELF_ENGINE_SERVICE", "tests.support.fastpath_service:make")
     payload = {"hook_event_name": "SessionStart", "session_id": "s-cold"}
     proc = run_entry("claude", json.dumps(payload).encode())
     assert proc.rc == 0

@@ -11,7 +11,7 @@ import pytest
 from memself.hosts import HOSTS
 from memself.hosts.base import EventKind
 from memself.paths import DataPaths
-from tests.hookproc import hook_data, hook_runs, run_entry
+from tests.support.hookproc import hook_data, hook_runs, run_entry
 
 __all__ = ["hook_data"]
 

@@ -11,7 +11,7 @@ from memself.hookcore import handle
 from memself.hosts.base import EventKind, HookEvent
 from memself.judge.secrets import write_api_key
 from memself.paths import DataPaths
-from tests.helpers import T0, days, make_store, record, write_records
+from tests.support.helpers import T0, days, make_store, record, write_records
 
 
 def event(kind: EventKind, host: str = "codebuddy", prompt: str = "", session: str = "s1") -> HookEvent:

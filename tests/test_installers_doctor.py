@@ -18,8 +18,8 @@ from memself.installers import doctor
 from memself.installers.base import InstallContext
 from memself.installers.cursor import INSTALLER as CURSOR
 from memself.paths import DataPaths
-from tests.fakes.judge_server import Reply, running_judge, sse
-from tests.judge_helpers import API_KEY, configure
+from tests.support.judge_helpers import API_KEY, configure
+from tests.support.judge_server import Reply, running_judge, sse
 
 REPO = Path(__file__).resolve().parent.parent
 SKILL = Path(__file__).parent / "fixtures" / "installers" / "_skill" / "memory-self-evolution-manage"
@@ -141,7 +141,7 @@ def engine_paths(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Da
 
     runtime = Path(tempfile.mkdtemp(prefix="msd-", dir="/tmp"))
     monkeypatch.setenv(RUNTIME_ENV, str(runtime / "rt"))
-    monkeypatch.setenv(SERVICE_ENV, "tests.engine_test_service:make")
+    monkeypatch.setenv(SERVICE_ENV, "tests.support.engine_test_service:make")
     old = os.environ.get("PYTHONPATH", "")
     monkeypatch.setenv("PYTHONPATH", str(REPO) + (os.pathsep + old if old else ""))
     paths = DataPaths.default()
@@ -165,7 +165,7 @@ def test_engine_is_started_and_reported_ready(engine_paths: DataPaths) -> None:
 def test_engine_that_cannot_load_its_model_is_reported(
     engine_paths: DataPaths, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    from tests.engine_test_service import WARM_UP_FAIL_ENV
+    from tests.support.engine_test_service import WARM_UP_FAIL_ENV
 
     marker = tmp_path / "fail"
     marker.write_text("1")

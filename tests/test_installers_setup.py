@@ -18,7 +18,7 @@ from memself.installers.entries import RESOLVE_RULE
 from memself.installers.model_prep import ModelReady, prepare_model
 from memself.installers.setup_flow import SetupOptions, run_setup, run_uninstall
 from memself.paths import DataPaths
-from tests.hookproc import hook_data
+from tests.support.hookproc import hook_data
 
 __all__ = ["hook_data"]  # the engine fixture, for the uninstall test
 

@@ -12,7 +12,7 @@ from memself.atomic import stage
 from memself.errors import LockLost
 from memself.paths import DataPaths
 from memself.store import MemoryStore, render_lines
-from tests.helpers import T0, make_store, record, write_records
+from tests.support.helpers import T0, make_store, record, write_records
 
 
 @pytest.fixture

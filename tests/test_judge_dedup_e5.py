@@ -13,8 +13,8 @@ from memself.judge import jobs
 from memself.judge.worker import run_job
 from memself.paths import DataPaths
 from memself.store import MemoryStore
-from tests.fakes.judge_server import dedup, remember, running_judge, sse
-from tests.judge_helpers import NOW, clock, configure, start_job
+from tests.support.judge_helpers import NOW, clock, configure, start_job
+from tests.support.judge_server import dedup, remember, running_judge, sse
 
 LIBRARY = [
     ("回答问题时一律使用中文", "rule"),

@@ -16,10 +16,10 @@ from memself.hosts.base import EventKind
 from memself.judge import jobs
 from memself.paths import DataPaths
 from memself.store import MemoryStore
-from tests.fakes.judge_server import remember, running_judge, sse
-from tests.hookproc import hook_data, run_entry
-from tests.judge_helpers import API_KEY, configure
-from tests.test_mcp_stdio import session_calls, text_of
+from tests.support.hookproc import hook_data, run_entry
+from tests.support.judge_helpers import API_KEY, configure
+from tests.support.judge_server import remember, running_judge, sse
+from tests.support.mcp_client import session_calls, text_of
 
 __all__ = ["hook_data"]
 

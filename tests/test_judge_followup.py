@@ -4,70 +4,21 @@
 from __future__ import annotations
 
 import stat
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 from memself.config import load_config, set_config_value
 from memself.judge import jobs
-from memself.judge.followup import confirm_pair_path, followup, restore_cursor_prompt
+from memself.judge.followup import confirm_pair_path, restore_cursor_prompt
 from memself.paths import DataPaths
 from memself.store import MemoryStore
 from memself.texts import NOTICE_HEADER
-from tests.judge_helpers import NOW, configure, judge_exits, start_job
-
-
-class Clock:
-    def __init__(self, start: datetime = NOW) -> None:
-        self.now = start
-        self.sleeps = 0
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.sleeps += 1
-        self.now += timedelta(seconds=seconds)
+from tests.support.judge_helpers import NOW, Clock, configure, judge_exits, proposal, ready, start_job, stop
 
 
 def env(confirm: bool = True) -> tuple[DataPaths, MemoryStore]:
     paths = DataPaths.default()
     configure(paths, "http://127.0.0.1:9/v1", confirm)
     return paths, MemoryStore(paths)
-
-
-def proposal(
-    text: str, action: str = "create", category: str = "rule", target=None, merged: str = ""
-) -> dict:
-    return {
-        "text": text,
-        "evidence": "原话",
-        "category": category,
-        "action": action,
-        "targetId": target.id if target else "",
-        "targetText": target.text if target else "",
-        "mergedText": merged,
-        "score": 0.61 if target else None,
-    }
-
-
-def ready(
-    paths: DataPaths,
-    prompt: str,
-    prop: dict,
-    host: str = "claude",
-    session: str = "sess-1",
-    turn: str = "t1",
-    at: datetime = NOW,
-) -> str:
-    sid = start_job(paths, prompt, host, session, turn, at)
-    jobs.finish(paths, sid, at, jobs.READY, proposal=prop)
-    return sid
-
-
-def stop(paths, store, host="claude", session="sess-1", clock=None, ask="AskUserQuestion", keep=False):
-    clock = clock or Clock()
-    return followup(
-        paths, store, load_config(paths), host, session, ask, clock, clock.sleep, keep_model_text=keep
-    )
 
 
 def test_confirm_off_notice_then_nothing_checklist_18() -> None:

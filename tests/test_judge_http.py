@@ -7,7 +7,7 @@ import time
 import pytest
 
 from memself.judge.http import ResponseTooLarge, SideApiError, chat, endpoint, parse_body
-from tests.fakes.judge_server import Reply, huge, plain, running_judge, sse
+from tests.support.judge_server import Reply, huge, plain, running_judge, sse
 
 KEY = "sk-live-XYZ123456789"
 

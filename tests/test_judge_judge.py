@@ -11,8 +11,8 @@ from memself.judge import jobs
 from memself.judge.worker import run_job
 from memself.paths import DataPaths
 from memself.store import MemoryStore
-from tests.fakes.judge_server import Reply, dedup, not_memory, plain, remember, running_judge, sse
-from tests.judge_helpers import API_KEY, NOW, clock, configure, overlap_nearest, start_job
+from tests.support.judge_helpers import API_KEY, NOW, clock, configure, overlap_nearest, start_job
+from tests.support.judge_server import Reply, dedup, not_memory, plain, remember, running_judge, sse
 
 
 @pytest.fixture

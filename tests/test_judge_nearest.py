@@ -9,7 +9,7 @@ import pytest
 from memself.judge.worker import engine_nearest
 from memself.paths import DataPaths
 from memself.store import MemoryStore
-from tests.judge_helpers import NOW
+from tests.support.judge_helpers import NOW
 
 
 def test_empty_library_never_asks_the_engine(monkeypatch: pytest.MonkeyPatch) -> None:

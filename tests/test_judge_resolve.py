@@ -19,8 +19,7 @@ from memself.judge.resolve import (
 )
 from memself.paths import DataPaths
 from memself.store import MemoryStore
-from tests.judge_helpers import NOW, configure, start_job
-from tests.test_judge_followup import proposal, ready, stop
+from tests.support.judge_helpers import NOW, configure, proposal, ready, start_job, stop
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from memself.judge import jobs, seal
 from memself.judge.proposal_id import normalise_prompt
 from memself.judge.secrets import read_session_secret
 from memself.paths import DataPaths
-from tests.judge_helpers import NOW, configure, start_job
+from tests.support.judge_helpers import NOW, configure, start_job
 
 PROMPT = "记住：以后回答都用中文，提交前先跑测试"
 

@@ -19,8 +19,8 @@ from memself.judge.proposal_id import proposal_id
 from memself.judge.secrets import load_or_create_session_secret
 from memself.judge.start import maybe_start_judge, spawn_judge
 from memself.paths import DataPaths
-from tests.fakes.judge_server import remember, running_judge, sse
-from tests.judge_helpers import NOW, configure
+from tests.support.judge_helpers import NOW, configure
+from tests.support.judge_server import remember, running_judge, sse
 
 PROMPT = "记住：以后回答都用中文"
 

@@ -12,7 +12,7 @@ import pytest
 from memself.errors import LockTimeout
 from memself.lock import write_lock
 from memself.store import MemoryStore
-from tests.helpers import T0, days, make_store, record, write_records
+from tests.support.helpers import T0, days, make_store, record, write_records
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ from memself.errors import CorruptFile
 from memself.maintenance import ran_today, run_daily_maintenance
 from memself.store import MemoryStore
 from memself.timeutil import iso
-from tests.helpers import T0, by_id, days, make_store, record, write_records
+from tests.support.helpers import T0, by_id, days, make_store, record, write_records
 
 
 @pytest.fixture

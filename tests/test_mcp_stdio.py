@@ -3,15 +3,11 @@ prompt -> detached judge against the fake server -> Stop -> memory_resolve over 
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from datetime import datetime, timezone
 
-import anyio
 import pytest
-from mcp import ClientSession
-from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from memself.config import load_config
 from memself.judge import jobs
@@ -19,31 +15,9 @@ from memself.judge.followup import followup
 from memself.judge.start import maybe_start_judge
 from memself.paths import DataPaths
 from memself.store import MemoryStore
-from tests.fakes.judge_server import remember, running_judge, sse
-from tests.judge_helpers import configure
-
-
-def server_params(host: str) -> StdioServerParameters:
-    env = {k: os.environ[k] for k in ("HOME", "MEMSELF_HOME", "PATH") if k in os.environ}
-    return StdioServerParameters(
-        command=sys.executable, args=["-m", "memself", "mcp", "--agent", host], env=env
-    )
-
-
-async def session_calls(host: str, calls: list[tuple[str, dict]]) -> tuple[object, list, list]:
-    async with stdio_client(server_params(host)) as (read, write), ClientSession(read, write) as session:
-        init = await session.initialize()
-        listed = await session.list_tools()
-        results = [await session.call_tool(name, args) for name, args in calls]
-    return init, listed.tools, results
-
-
-def text_of(result) -> str:
-    return "".join(c.text for c in result.content)
-
-
-def run(host: str, calls: list[tuple[str, dict]]):
-    return anyio.run(session_calls, host, calls)
+from tests.support.judge_helpers import configure
+from tests.support.judge_server import remember, running_judge, sse
+from tests.support.mcp_client import run, text_of
 
 
 def test_server_identity_tools_and_missing_session_checklist_20() -> None:

@@ -14,8 +14,7 @@ from memself.judge.secrets import load_or_create_session_secret
 from memself.mcp_server import TOOL_NAMES, TOOLS, MemoryTools
 from memself.paths import DataPaths
 from memself.store import MemoryStore
-from tests.judge_helpers import API_KEY, NOW, configure
-from tests.test_judge_followup import proposal, ready, stop
+from tests.support.judge_helpers import API_KEY, NOW, configure, proposal, ready, stop
 
 
 @pytest.fixture

@@ -14,8 +14,7 @@ from memself import memories
 from memself.judge import jobs
 from memself.paths import DataPaths
 from memself.store import MemoryStore
-from tests.judge_helpers import NOW, configure
-from tests.test_judge_followup import proposal, ready, stop
+from tests.support.judge_helpers import NOW, configure, proposal, ready, stop
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ from memself.config import load_config
 from memself.maintenance import run_daily_maintenance
 from memself.paths import DataPaths
 from memself.store import MemoryStore
-from tests.helpers import T0
+from tests.support.helpers import T0
 
 FIXTURE = Path(__file__).parent / "fixtures" / "original-store"
 

@@ -13,7 +13,7 @@ import pytest
 from memself.errors import InvalidInput, NotFound
 from memself.records import Memory
 from memself.store import MemoryStore
-from tests.helpers import T0, by_id, days, make_store, record, write_records
+from tests.support.helpers import T0, by_id, days, make_store, record, write_records
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ from memself.hookcore import handle
 from memself.hosts.base import EventKind, HookEvent
 from memself.records import fmt_confidence, round_conf, sort_memories
 from memself.store import MemoryStore
-from tests.helpers import T0, make_store, record
+from tests.support.helpers import T0, make_store, record
 
 GOOD_A = record("a", "回答一律使用中文", 0.8)
 GOOD_B = record("b", "改完代码不要自动 commit", 0.6)

@@ -16,9 +16,9 @@ from memself.config import load_config
 from memself.judge import jobs, runlock
 from memself.judge.start import maybe_start_judge, spawn_judge
 from memself.paths import DataPaths
-from tests.fakes.judge_server import Reply, running_judge
-from tests.hookproc import hook_data, run_entry
-from tests.judge_helpers import configure
+from tests.support.hookproc import hook_data, run_entry
+from tests.support.judge_helpers import configure
+from tests.support.judge_server import Reply, running_judge
 
 __all__ = ["hook_data"]
 

@@ -20,8 +20,8 @@ import pytest
 from memself.engine.client import EngineClient, call_engine, ensure_started
 from memself.engine.location import RUNTIME_ENV
 from memself.paths import DataPaths
-from tests.hookcore_service import RECALLED_RULE
-from tests.hookproc import hook_data, hook_runs, run_entry
+from tests.support.hookcore_service import RECALLED_RULE
+from tests.support.hookproc import hook_data, hook_runs, run_entry
 
 __all__ = ["hook_data"]
 
@@ -53,7 +53,7 @@ def test_a_second_runtime_dir_reaches_the_one_engine(
 ) -> None:
     paths = hook_data
     first, second = two_runtime_dirs
-    monkeypatch.setenv("MEMSELF_ENGINE_SERVICE", "tests.hookcore_service:make")
+    monkeypatch.setenv("MEMSELF_ENGINE_SERVICE", "tests.support.hookcore_service:make")
     if variable != RUNTIME_ENV:
         monkeypatch.delenv(RUNTIME_ENV)
     monkeypatch.setenv(variable, str(first))

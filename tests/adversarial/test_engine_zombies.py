@@ -13,9 +13,9 @@ import pytest
 from memself.engine.client import call_engine
 from memself.judge import jobs
 from memself.paths import DataPaths
-from tests.fakes.judge_server import not_memory, running_judge, sse
-from tests.hookproc import hook_data, hook_runs, run_entry
-from tests.judge_helpers import configure
+from tests.support.hookproc import hook_data, hook_runs, run_entry
+from tests.support.judge_helpers import configure
+from tests.support.judge_server import not_memory, running_judge, sse
 
 __all__ = ["hook_data"]
 
@@ -59,7 +59,7 @@ def prompt_payload(i: int) -> bytes:
 
 def test_engine_leaves_no_zombie_judges(hook_data: DataPaths, monkeypatch: pytest.MonkeyPatch) -> None:
     paths = hook_data
-    monkeypatch.setenv("MEMSELF_ENGINE_SERVICE", "tests.hookcore_service:make")
+    monkeypatch.setenv("MEMSELF_ENGINE_SERVICE", "tests.support.hookcore_service:make")
     with running_judge() as judge:
         configure(paths, judge.url)
         judge.script(*[sse(not_memory()) for _ in range(PROMPTS)])

@@ -24,9 +24,8 @@ from memself.judge.secrets import load_or_create_session_secret
 from memself.paths import DataPaths
 from memself.store import MemoryStore
 from memself.texts import NOTICE_HEADER
-from tests.judge_helpers import NOW, configure
-from tests.test_judge_followup import Clock, proposal, ready, stop
-from tests.test_mcp_stdio import session_calls, text_of
+from tests.support.judge_helpers import NOW, Clock, configure, proposal, ready, stop
+from tests.support.mcp_client import session_calls, text_of
 
 FORGED_ID = "s_" + "ab" * 32
 

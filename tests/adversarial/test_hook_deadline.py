@@ -22,11 +22,10 @@ from memself.hosts import HOSTS
 from memself.hosts.base import EventKind
 from memself.judge import jobs
 from memself.paths import DataPaths
-from tests.fakes.judge_server import Reply, running_judge
-from tests.hookproc import REPO_ROOT, HookProc, hook_data, hook_runs, load_payloads
-from tests.judge_helpers import configure
+from tests.support.hookproc import REPO_ROOT, HookProc, hook_data, hook_runs, load_payloads
+from tests.support.judge_helpers import configure, proposal, ready
+from tests.support.judge_server import Reply, running_judge
 from tests.test_judge_e2e_hook import prompt_hook
-from tests.test_judge_followup import proposal, ready
 
 __all__ = ["hook_data"]
 
@@ -96,7 +95,7 @@ def test_starved_stuck_core_answers_nothing_at_the_deadline(
         sys.executable,
         "-I",
         "-S",
-        str(REPO_ROOT / "tests" / "hook_harness.py"),
+        str(REPO_ROOT / "tests" / "support" / "hook_harness.py"),
         "--agent",
         host,
         "--replies",

@@ -20,8 +20,8 @@ from memself.hosts import HOSTS
 from memself.hosts.base import EventKind
 from memself.paths import DataPaths
 from memself.store import MemoryStore
-from tests.engine_test_service import WARM_UP_ENV
-from tests.hookproc import hook_data, hook_runs, run_entry
+from tests.support.engine_test_service import WARM_UP_ENV
+from tests.support.hookproc import hook_data, hook_runs, run_entry
 
 __all__ = ["hook_data"]
 

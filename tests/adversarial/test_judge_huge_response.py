@@ -12,8 +12,8 @@ import pytest
 
 from memself.judge import jobs
 from memself.paths import DataPaths
-from tests.fakes.judge_server import huge, running_judge
-from tests.judge_helpers import configure, start_job
+from tests.support.judge_helpers import configure, start_job
+from tests.support.judge_server import huge, running_judge
 
 BODY_BYTES = 256 << 20
 # The judge's interpreter with httpx imported sits near 40 MB; reading the body whole took it

@@ -27,10 +27,10 @@ from memself.judge.secrets import write_api_key
 from memself.judge.start import maybe_start_judge
 from memself.paths import DataPaths
 from memself.store import MemoryStore
-from tests.fakes.judge_server import FakeJudge, remember, running_judge, sse
-from tests.hookproc import hook_data, run_entry
-from tests.judge_helpers import API_KEY, NOW, configure
-from tests.test_mcp_stdio import session_calls, text_of
+from tests.support.hookproc import hook_data, run_entry
+from tests.support.judge_helpers import API_KEY, NOW, configure
+from tests.support.judge_server import FakeJudge, remember, running_judge, sse
+from tests.support.mcp_client import session_calls, text_of
 
 __all__ = ["hook_data"]
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from memself.store import MemoryStore
-from tests.helpers import make_store
+from tests.support.helpers import make_store
 
 # A memself writer that stops itself (SIGSTOP) inside the lock, after reading and before writing.
 _PAUSING = """

@@ -44,10 +44,9 @@ from tests.adversarial.injection_corpus import (
     inert_problems,
     probe,
 )
-from tests.fakes.judge_server import dedup, remember, running_judge, sse
-from tests.hookproc import hook_data, run_entry
-from tests.judge_helpers import NOW, clock, configure
-from tests.test_judge_followup import proposal, ready
+from tests.support.hookproc import hook_data, run_entry
+from tests.support.judge_helpers import NOW, clock, configure, proposal, ready
+from tests.support.judge_server import dedup, remember, running_judge, sse
 
 __all__ = ["hook_data"]  # the fixture, imported for pytest
 
@@ -156,7 +155,7 @@ def judge():
 
 
 def _judge_job(paths: DataPaths, store: MemoryStore, judge, text: str, merged: str, turn: str) -> dict:
-    from tests.judge_helpers import start_job
+    from tests.support.judge_helpers import start_job
 
     target = store.all()[0]
     sid = start_job(paths, f"记住：以后第 {turn} 条规则也要遵守", turn=turn)

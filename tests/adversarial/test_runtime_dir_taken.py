@@ -19,8 +19,8 @@ from memself.engine.location import RUNTIME_ENV, locate
 from memself.errors import EngineUnavailable
 from memself.installers import doctor
 from memself.paths import DataPaths
-from tests.hookcore_service import RECALLED_RULE
-from tests.hookproc import hook_data, hook_runs, run_entry
+from tests.support.hookcore_service import RECALLED_RULE
+from tests.support.hookproc import hook_data, hook_runs, run_entry
 from tests.test_engine import wait_for
 
 __all__ = ["hook_data"]
@@ -67,7 +67,7 @@ def test_engine_falls_back_to_a_private_dir(
     hook_data: DataPaths, taken_runtime_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     paths, taken = hook_data, taken_runtime_dir
-    monkeypatch.setenv("MEMSELF_ENGINE_SERVICE", "tests.hookcore_service:make")
+    monkeypatch.setenv("MEMSELF_ENGINE_SERVICE", "tests.support.hookcore_service:make")
     before = os.lstat(taken)
     assert locate(paths.root).runtime_dir == str(taken)  # the directory every client would use
 

@@ -25,9 +25,9 @@ from memself.installers import doctor
 from memself.judge import jobs
 from memself.judge.secrets import load_or_create_session_secret
 from memself.paths import DataPaths
-from tests.fakes.judge_server import remember, running_judge, sse
-from tests.hookproc import hook_data
-from tests.judge_helpers import configure
+from tests.support.hookproc import hook_data
+from tests.support.judge_helpers import configure
+from tests.support.judge_server import remember, running_judge, sse
 
 __all__ = ["hook_data"]
 

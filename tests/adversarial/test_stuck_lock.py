@@ -14,7 +14,7 @@ import pytest
 
 from memself.maintenance import run_daily_maintenance
 from memself.store import MemoryStore
-from tests.helpers import T0, make_store
+from tests.support.helpers import T0, make_store
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ import pytest
 from memself.config import set_config_value
 from memself.errors import MemselfError
 from memself.store import MemoryStore
-from tests.helpers import T0, make_store
+from tests.support.helpers import T0, make_store
 
 
 @pytest.fixture

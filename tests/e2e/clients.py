@@ -19,7 +19,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[2]
 CACHE = REPO / ".cache" / "npm-clients"
 DRIVER = Path(__file__).with_name("driver.py")
-HARNESS = REPO / "tests" / "hook_harness.py"
+HARNESS = REPO / "tests" / "support" / "hook_harness.py"
 CLAUDE_PKG, CLAUDE_VERSION = "@anthropic-ai/claude-code", "2.1.332"
 SDK_PKG, SDK_VERSION = "@tencent-ai/agent-sdk", "0.3.201"
 TIMINGS: dict[str, float] = {}  # reported at the end of the session (conftest)

@@ -24,7 +24,7 @@ from clients import (
 from memself.engine.client import stop_engine
 from memself.hooks.command import hook_command
 from memself.paths import DataPaths
-from tests.hookproc import hook_data
+from tests.support.hookproc import hook_data
 
 __all__ = ["hook_data"]
 

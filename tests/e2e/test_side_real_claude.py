@@ -18,7 +18,7 @@ from clients import Clients, hook_command_line, run_claude, write_claude_style_h
 from memself.paths import DataPaths
 from memself.store import MemoryStore
 from tests.e2e.test_real_clients import engine_env
-from tests.hookproc import hook_data
+from tests.support.hookproc import hook_data
 
 __all__ = ["hook_data"]
 

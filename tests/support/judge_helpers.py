@@ -1,14 +1,16 @@
-"""Builders shared by the side-judge tests: a configured data dir and a deterministic nearest."""
+"""Builders shared by the judge tests: a configured data dir, a deterministic nearest, jobs that
+are running or ready with a proposal, and a Stop on a clock the test controls."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from memself.config import load_config, set_config_value
 from memself.judge import jobs
+from memself.judge.followup import followup
 from memself.judge.secrets import write_api_key
 from memself.judge.start import maybe_start_judge
 from memself.paths import DataPaths
@@ -85,3 +87,52 @@ def judge_exits(sid: str) -> None:
 
 def clock(start: datetime = NOW):
     return lambda: start
+
+
+class Clock:
+    def __init__(self, start: datetime = NOW) -> None:
+        self.now = start
+        self.sleeps = 0
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps += 1
+        self.now += timedelta(seconds=seconds)
+
+
+def proposal(
+    text: str, action: str = "create", category: str = "rule", target=None, merged: str = ""
+) -> dict:
+    return {
+        "text": text,
+        "evidence": "原话",
+        "category": category,
+        "action": action,
+        "targetId": target.id if target else "",
+        "targetText": target.text if target else "",
+        "mergedText": merged,
+        "score": 0.61 if target else None,
+    }
+
+
+def ready(
+    paths: DataPaths,
+    prompt: str,
+    prop: dict,
+    host: str = "claude",
+    session: str = "sess-1",
+    turn: str = "t1",
+    at: datetime = NOW,
+) -> str:
+    sid = start_job(paths, prompt, host, session, turn, at)
+    jobs.finish(paths, sid, at, jobs.READY, proposal=prop)
+    return sid
+
+
+def stop(paths, store, host="claude", session="sess-1", clock=None, ask="AskUserQuestion", keep=False):
+    clock = clock or Clock()
+    return followup(
+        paths, store, load_config(paths), host, session, ask, clock, clock.sleep, keep_model_text=keep
+    )

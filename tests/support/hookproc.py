@@ -23,9 +23,9 @@ import pytest
 from memself.hooks.command import hook_command
 from memself.paths import DataPaths
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 PAYLOADS = REPO_ROOT / "tests" / "fixtures" / "payloads"
-TEST_SERVICE = "tests.engine_test_service:make"
+TEST_SERVICE = "tests.support.engine_test_service:make"
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """An engine service that runs the real hook core (``memself.hookcore.handle``) for forwarded
 hooks, with a recall that needs no model: the input filter, the judge start, the store and the
 rendering are the product's own. Spawned engines load it through
-``MEMSELF_ENGINE_SERVICE=tests.hookcore_service:make``."""
+``MEMSELF_ENGINE_SERVICE=tests.support.hookcore_service:make``."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 
 from memself.hosts.base import HookEvent, HookReply
 from memself.paths import DataPaths
-from tests.engine_test_service import EngineTestService
+from tests.support.engine_test_service import EngineTestService
 
 RECALLED_RULE = "回答用中文"
 

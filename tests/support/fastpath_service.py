@@ -1,6 +1,6 @@
 """An engine service for the hook fast-path tests: ``hook-forward`` through the real
 ``memself.engine.service.run_forwarded`` with a scripted core, so the test needs no model.
-Spawned engines load it through ``MEMSELF_ENGINE_SERVICE=tests.fastpath_service:make``."""
+Spawned engines load it through ``MEMSELF_ENGINE_SERVICE=tests.support.fastpath_service:make``."""
 
 from __future__ import annotations
 

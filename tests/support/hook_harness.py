@@ -1,6 +1,6 @@
 """A test-only hook entry: the real bootstrap and ``memself.hook.run``, with a scripted core.
 
-Run as ``python -I -S tests/hook_harness.py --agent HOST --replies FILE``. FILE maps an event kind
+Run as ``python -I -S tests/support/hook_harness.py --agent HOST --replies FILE``. FILE maps an event kind
 (``session_start``, ``prompt_submit``, ``stop``) to HookReply fields plus optional ``sleep``
 (seconds) and ``raise`` (bool); every event also appends its HookEvent as one JSON line to
 ``FILE.events``. Production code has no such switch: the scripted core is the run's ``core``.
@@ -14,7 +14,8 @@ import runpy
 import sys
 import time
 
-ENTRY = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "hooks", "entry.py")
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ENTRY = os.path.join(REPO_ROOT, "hooks", "entry.py")
 
 
 def _replies_file(argv: list[str]) -> str:

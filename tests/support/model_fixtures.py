@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 SHARED_MODEL_CACHE = Path(os.environ.get("MEMSELF_TEST_MODEL_CACHE", REPO_ROOT / ".cache" / "models"))
 
 
@@ -59,7 +59,7 @@ def e5_reference(shared_model_cache: Path):  # -> memself.model.prepare.Referenc
 @pytest.fixture(scope="session")
 def bge_tiny_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny random-weight BERT with bge-base-zh's tokenizer family, as a sentence-transformers
-    folder with CLS pooling (``tests/bge_shaped.py``); built once per run, in seconds."""
-    from tests.bge_shaped import build
+    folder with CLS pooling (``tests/support/bge_shaped.py``); built once per run, in seconds."""
+    from tests.support.bge_shaped import build
 
     return build(tmp_path_factory.mktemp("bge-tiny"))

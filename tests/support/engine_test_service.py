@@ -1,6 +1,6 @@
 """A small service for the engine tests: the real recall service needs the model, these tests
 exercise the engine around it (lifecycle, sockets, limits). Spawned engines load it through
-``MEMSELF_ENGINE_SERVICE=tests.engine_test_service:make`` with the repo root on PYTHONPATH."""
+``MEMSELF_ENGINE_SERVICE=tests.support.engine_test_service:make`` with the repo root on PYTHONPATH."""
 
 from __future__ import annotations
 

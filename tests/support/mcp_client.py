@@ -1,0 +1,33 @@
+"""A real MCP stdio session with ``memself mcp --agent HOST``, as a host's client opens one."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import anyio
+from mcp import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+
+
+def server_params(host: str) -> StdioServerParameters:
+    env = {k: os.environ[k] for k in ("HOME", "MEMSELF_HOME", "PATH") if k in os.environ}
+    return StdioServerParameters(
+        command=sys.executable, args=["-m", "memself", "mcp", "--agent", host], env=env
+    )
+
+
+async def session_calls(host: str, calls: list[tuple[str, dict]]) -> tuple[object, list, list]:
+    async with stdio_client(server_params(host)) as (read, write), ClientSession(read, write) as session:
+        init = await session.initialize()
+        listed = await session.list_tools()
+        results = [await session.call_tool(name, args) for name, args in calls]
+    return init, listed.tools, results
+
+
+def text_of(result) -> str:
+    return "".join(c.text for c in result.content)
+
+
+def run(host: str, calls: list[tuple[str, dict]]):
+    return anyio.run(session_calls, host, calls)
