@@ -30,7 +30,7 @@ from memself.judge.resolve import DECISIONS, MSG_INVALID, resolve
 from memself.judge.secrets import key_state, read_key_file
 from memself.logs import log
 from memself.paths import DataPaths
-from memself.records import GROUPS, fmt_confidence
+from memself.records import GROUP_LABELS, GROUPS, fmt_confidence
 from memself.store import MemoryStore
 from memself.texts import group_suffix, inert
 
@@ -42,7 +42,7 @@ TOOLS: list[dict[str, Any]] = [
     {
         "name": "memory_list",
         "description": "列出 memory-self-evolution 插件两组记忆"
-        "（rule 规则与偏好、project 项目事实）各有多少条。"
+        f"（rule {GROUP_LABELS['rule']}、project {GROUP_LABELS['project']}）各有多少条。"
         "open=true 时刷新 memories.html 并用系统默认浏览器打开，供用户查看全部记忆。",
         "inputSchema": {
             "type": "object",
@@ -60,7 +60,7 @@ TOOLS: list[dict[str, Any]] = [
                 "group": {
                     "type": "string",
                     "enum": list(GROUPS),
-                    "description": "rule（规则与偏好）或 project（项目事实）",
+                    "description": f"rule（{GROUP_LABELS['rule']}）或 project（{GROUP_LABELS['project']}）",
                 }
             },
         },
@@ -164,8 +164,8 @@ class MemoryTools:
             lines.append("记忆库为空")
         else:
             hints = {
-                "rule": "规则与偏好，会话开始全量注入，每轮也按相关性召回",
-                "project": "项目事实，每轮按相关性召回",
+                "rule": f"{GROUP_LABELS['rule']}，会话开始全量注入，每轮也按相关性召回",
+                "project": f"{GROUP_LABELS['project']}，每轮按相关性召回",
             }
             for group, memories in groups.items():
                 dead = sum(1 for m in memories if not m.active)
