@@ -18,7 +18,7 @@ from memself.config import load_config
 from memself.errors import InvalidInput
 from memself.models import OFFLINE_MODEL
 from memself.paths import DataPaths
-from memself.recall import load_recaller
+from memself.recall.scoring import load_recaller
 from memself.store import MemoryStore
 
 NOW = datetime(2026, 11, 30, 9, 0, tzinfo=timezone.utc)
