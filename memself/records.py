@@ -27,6 +27,9 @@ GROUP_SHORT_LABELS = {"rule": "规则", "project": "项目事实"}
 # At or below this confidence a memory is deprecated: never injected, recalled or decayed.
 DEPRECATION_LINE = 0.4
 MIN_TEXT, MAX_TEXT = 6, 400
+# "Applies when": a few everyday requests in which a memory matters, scored as extra views of it.
+# Bounded so that a memory cannot buy itself recall weight with a long list.
+MAX_APPLIES_WHEN, MAX_APPLIES_WHEN_TEXT = 4, 80
 _KNOWN = (
     "id",
     "text",
@@ -39,6 +42,7 @@ _KNOWN = (
     "createdAt",
     "gainDay",
     "gainToday",
+    "appliesWhen",
 )
 _DROPPED = ("observations",)
 _BASE36 = string.digits + string.ascii_lowercase
@@ -146,6 +150,30 @@ def check_text(text: object) -> str:
     return cleaned
 
 
+def check_applies_when(value: object) -> tuple[str, ...]:
+    """A memory's "applies when" requests for a write: a list of strings, each normalised to one
+    line (``one_line``) and kept when 2..80 characters long, duplicates dropped, at most four;
+    the message is for the user."""
+    if value is None:
+        return ()
+    if not isinstance(value, (list, tuple)) or not all(isinstance(item, str) for item in value):
+        raise InvalidInput("appliesWhen 必须是一组文字")
+    return _applies_when(value)
+
+
+def _applies_when(items: list[Any] | tuple[Any, ...]) -> tuple[str, ...]:
+    kept: list[str] = []
+    for item in items:
+        if not isinstance(item, str):
+            continue
+        line = one_line(item)
+        if 2 <= len(line) <= MAX_APPLIES_WHEN_TEXT and line not in kept:
+            kept.append(line)
+        if len(kept) == MAX_APPLIES_WHEN:
+            break
+    return tuple(kept)
+
+
 def check_group(group: object) -> str:
     if group not in GROUPS:
         raise InvalidInput(f"category 必须是 rule 或 project，收到「{group}」")
@@ -165,6 +193,7 @@ class Memory:
     createdAt: str = ""
     gainDay: str = ""
     gainToday: float = 0.0
+    appliesWhen: tuple[str, ...] = ()
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -210,6 +239,7 @@ class Memory:
         confidence = _number(conf, 0.5)
         gain = raw.get("gainToday")
         extra = {k: v for k, v in raw.items() if k not in _KNOWN and k not in _DROPPED}
+        applies = raw.get("appliesWhen")
         return cls(
             id=mem_id,
             text=text,
@@ -222,6 +252,8 @@ class Memory:
             createdAt=_str(raw.get("createdAt")),
             gainDay=_str(raw.get("gainDay")),
             gainToday=_number(gain, 0.0),
+            # Read leniently (a hand edit must not lose the memory), kept as clean as a write.
+            appliesWhen=_applies_when(applies) if isinstance(applies, list) else (),
             extra=extra,
         )
 
@@ -240,6 +272,8 @@ class Memory:
         if self.gainDay:
             out["gainDay"] = self.gainDay
             out["gainToday"] = round_conf(self.gainToday)
+        if self.appliesWhen:  # absent when empty: such records stay byte-identical to the original's
+            out["appliesWhen"] = list(self.appliesWhen)
         for key, value in self.extra.items():
             out.setdefault(key, value)
         return out
