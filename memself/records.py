@@ -12,6 +12,7 @@ import math
 import random
 import re
 import string
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -161,6 +162,12 @@ def check_applies_when(value: object) -> tuple[str, ...]:
     return _applies_when(value)
 
 
+def read_applies_when(value: object) -> tuple[str, ...]:
+    """Requests read leniently (a record, a proposal): a list's string items, cleaned and bounded
+    as a write is; anything else is none."""
+    return _applies_when(value) if isinstance(value, list) else ()
+
+
 def _applies_when(items: list[Any] | tuple[Any, ...]) -> tuple[str, ...]:
     kept: list[str] = []
     for item in items:
@@ -206,7 +213,9 @@ class Memory:
         return self.lastSeen or self.createdAt
 
     @classmethod
-    def create(cls, text: str, group: str, now: datetime, evidence: str = "") -> Memory:
+    def create(
+        cls, text: str, group: str, now: datetime, evidence: str = "", applies_when: Sequence[str] = ()
+    ) -> Memory:
         stamp = iso(now)
         return cls(
             id=new_id(now),
@@ -221,6 +230,7 @@ class Memory:
             # The creation day counts as a day whose gain is already full.
             gainDay=local_day(now),
             gainToday=0.1,
+            appliesWhen=check_applies_when(applies_when),
         )
 
     @classmethod
@@ -239,7 +249,6 @@ class Memory:
         confidence = _number(conf, 0.5)
         gain = raw.get("gainToday")
         extra = {k: v for k, v in raw.items() if k not in _KNOWN and k not in _DROPPED}
-        applies = raw.get("appliesWhen")
         return cls(
             id=mem_id,
             text=text,
@@ -253,7 +262,7 @@ class Memory:
             gainDay=_str(raw.get("gainDay")),
             gainToday=_number(gain, 0.0),
             # Read leniently (a hand edit must not lose the memory), kept as clean as a write.
-            appliesWhen=_applies_when(applies) if isinstance(applies, list) else (),
+            appliesWhen=read_applies_when(raw.get("appliesWhen")),
             extra=extra,
         )
 

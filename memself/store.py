@@ -19,7 +19,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -32,6 +32,7 @@ from memself.paths import DataPaths
 from memself.records import (
     GROUPS,
     Memory,
+    check_applies_when,
     check_group,
     check_text,
     record_problem,
@@ -343,28 +344,43 @@ class MemoryStore:
         self.paths.ensure()
         self._refresh_snapshot({g: self.read_group(g) for g in GROUPS}, now)
 
-    def create(self, text: str, group: str, now: datetime, evidence: str = "") -> Memory:
+    def create(
+        self, text: str, group: str, now: datetime, evidence: str = "", applies_when: Sequence[str] = ()
+    ) -> Memory:
         """A new memory at confidence 0.5, whatever the caller might wish."""
-        memory = Memory.create(text, group, now, evidence)
+        memory = Memory.create(text, group, now, evidence, applies_when)
         with self._writing(now) as session:
             session.groups[memory.category].memories.append(memory)
             session.touch(memory)
         return memory
 
-    def reinforce(self, mem_id: str, now: datetime) -> Change:
+    def reinforce(self, mem_id: str, now: datetime, fill_applies_when: Sequence[str] = ()) -> Change:
+        """+0.1 within the daily cap. ``fill_applies_when`` is taken only by a memory that has no
+        requests yet: a restatement adds no reason to drop the ones it was given."""
+        fill = check_applies_when(fill_applies_when)
         with self._writing(now) as session:
             memory = session.require(mem_id)
             gain = confidence.reinforce(memory, now)
+            if fill and not memory.appliesWhen:
+                memory.appliesWhen = fill
             session.touch(memory)
         return Change(memory, gain, memory.text)
 
-    def merge_into(self, mem_id: str, text: str, now: datetime) -> Change:
-        """The judge's merge: text replaced, +0.1 within the daily cap (none once the day is full)."""
+    def merge_into(
+        self, mem_id: str, text: str, now: datetime, applies_when: Sequence[str] | None = None
+    ) -> Change:
+        """The judge's merge: text replaced, +0.1 within the daily cap (none once the day is full).
+
+        ``applies_when``, when given and not empty, replaces the memory's requests (they were
+        written for the new text); otherwise its requests stay."""
         cleaned = check_text(text)
+        requests = check_applies_when(applies_when)
         with self._writing(now) as session:
             memory = session.require(mem_id)
             previous = memory.text
             memory.text = cleaned
+            if requests:
+                memory.appliesWhen = requests
             gain = confidence.reinforce(memory, now)
             session.touch(memory)
         return Change(memory, gain, previous)
@@ -383,6 +399,8 @@ class MemoryStore:
             previous = keep.text
             keep.text = cleaned
             keep.confidence = round_conf(max(keep.confidence, drop.confidence))
+            # The merged text says both: the dropped memory's requests still apply (bounded).
+            keep.appliesWhen = check_applies_when(keep.appliesWhen + drop.appliesWhen)
             if keep.confidence > confidence.DEPRECATION_LINE:
                 keep.deprecated = False
             drop_file.memories.remove(drop)
@@ -391,12 +409,18 @@ class MemoryStore:
             session.dirty.add(drop.category)
         return Change(keep, 0.0, previous)
 
-    def replace(self, mem_id: str, text: str, now: datetime) -> Change:
+    def replace(
+        self, mem_id: str, text: str, now: datetime, applies_when: Sequence[str] | None = None
+    ) -> Change:
+        """Text replaced, confidence unchanged; ``applies_when`` as in ``merge_into``."""
         cleaned = check_text(text)
+        requests = check_applies_when(applies_when)
         with self._writing(now) as session:
             memory = session.require(mem_id)
             previous = memory.text
             memory.text = cleaned
+            if requests:
+                memory.appliesWhen = requests
             session.touch(memory)
         return Change(memory, 0.0, previous)
 

@@ -83,6 +83,22 @@ def test_merge_pair_keeps_higher_confidence_and_trashes_the_other(store: MemoryS
     assert [e.memory.id for e in store.trash_entries()] == ["b"]
 
 
+def test_applies_when_on_create_merge_replace_and_merge_pair(store: MemoryStore) -> None:
+    a = store.create("回答使用中文", "rule", T0, applies_when=["解释一下报错", "写个 README"])
+    assert by_id(store, a.id).appliesWhen == ("解释一下报错", "写个 README")
+    with pytest.raises(InvalidInput, match="appliesWhen"):
+        store.create("回答使用中文", "rule", T0, applies_when="解释一下报错")  # type: ignore[arg-type]
+    store.merge_into(a.id, "回答和注释都使用中文", T0 + days(1))  # no new requests: the old ones stay
+    assert by_id(store, a.id).appliesWhen == ("解释一下报错", "写个 README")
+    store.replace(a.id, "只用中文回答和写注释", T0 + days(2), applies_when=["给函数加注释"])
+    assert by_id(store, a.id).appliesWhen == ("给函数加注释",)
+    b = store.create(
+        "提交信息用中文写", "rule", T0, applies_when=["提交一下", "给函数加注释", "写个提交说明"]
+    )
+    store.merge_pair(a.id, b.id, "回答、注释和提交信息都使用中文", T0 + days(3))
+    assert by_id(store, a.id).appliesWhen == ("给函数加注释", "提交一下", "写个提交说明")
+
+
 def test_delete_trash_restore_round_trip(store: MemoryStore) -> None:
     keep = store.create("回答一律使用中文", "rule", T0)
     gone = store.create("支付页灰度开关是 pay_new_flow", "project", T0)
