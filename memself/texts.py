@@ -22,6 +22,7 @@ from memself.records import (
     Memory,
     fmt_confidence,
     one_line,
+    read_applies_when,
 )
 
 # The first line of every Stop continuation the user sees, and the marker that opens every
@@ -334,6 +335,21 @@ def visible_line(p: dict[str, Any]) -> str:
     return f"建议新增记忆「{text}」{_quote_end(text)}"
 
 
+APPLIES_WHEN_LABEL = "适用场景："
+
+
+def requests_line(requests: Sequence[str]) -> str:
+    """A memory's appliesWhen as one short line (「适用场景：A；B」), each request quoted inertly;
+    "" when it has none."""
+    return APPLIES_WHEN_LABEL + "；".join(inert(r) for r in requests) if requests else ""
+
+
+def _requests(p: dict[str, Any], key: str) -> str:
+    # Proposal files of the original plugin have none; a value that is not a list of short
+    # strings is read as none rather than shown.
+    return requests_line(read_applies_when(p.get(key)))
+
+
 def popup_options(p: dict[str, Any]) -> list[tuple[str, str]]:
     """``(label, decision)`` pairs offered for a proposal; the label doubles as the option id."""
     text, target = _quoted(p, "text"), _quoted(p, "targetText")
@@ -375,7 +391,12 @@ def confirm_texts(
     visible = [NOTICE_HEADER]
     if notice_lines:
         visible += [RESULT_HEADING, *notice_lines]
-    visible += [CONFIRM_HEADING, *(f"{i}. {visible_line(p)}" for i, p in enumerate(proposals, 1))]
+    visible.append(CONFIRM_HEADING)
+    for i, p in enumerate(proposals, 1):
+        visible.append(f"{i}. {visible_line(p)}")
+        requests = _requests(p, "appliesWhen")
+        if requests:
+            visible.append(f"   {requests}")  # under its item, as a detail of it
     count = len(proposals)
     model = [
         CONFIRM_MARKER,
@@ -402,12 +423,18 @@ def confirm_texts(
         ]
         if p.get("evidence"):
             model.append(f"佐证：{_quoted(p, 'evidence')}")
+        requests = _requests(p, "appliesWhen")
+        if requests:
+            model.append(requests)
         if p.get("score") is not None:
             model.append(f"与最相近记忆的相似度：{float(p['score']):.2f}")
         if p.get("targetText"):
             model.append(f"最相近记忆：{_quoted(p, 'targetText')}")
         if p.get("action") == "merge" and p.get("mergedText"):
             model.append(f"合并后正文：{_quoted(p, 'mergedText')}")
+            merged_requests = _requests(p, "mergedAppliesWhen")
+            if merged_requests:
+                model.append("合并后" + merged_requests)
         model += [f"题面：{QUESTION}", "选项："]
         model += [f"- {label} → {decision}" for label, decision in popup_options(p)]
     return "\n".join(visible), "\n".join(model)

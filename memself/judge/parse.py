@@ -2,6 +2,9 @@
 
 JSON is looked for the way the original did (§4.5): the whole body, a ``structured_output`` or
 ``result`` wrapper, a json code fence, then the first ``{`` to the last ``}``.
+
+``appliesWhen`` (the everyday requests a memory matters for) is optional: the original's answers
+have none, and a missing or malformed one is simply no requests, never an unusable answer.
 """
 
 from __future__ import annotations
@@ -11,10 +14,12 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from memself.records import GROUPS
+from memself.records import GROUPS, MAX_APPLIES_WHEN, MAX_APPLIES_WHEN_TEXT, one_line, read_applies_when
+from memself.textfilter import redact
 
 _FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.DOTALL)
 _ACTIONS = ("create", "reinforce", "merge", "replace")
+_SCANNED_REQUESTS = 4 * MAX_APPLIES_WHEN
 
 
 @dataclass(frozen=True)
@@ -23,6 +28,7 @@ class RememberAnswer:
     text: str = ""
     group: str = "rule"
     evidence: str = ""
+    applies_when: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -30,6 +36,7 @@ class DedupAnswer:
     action: str  # create | reinforce | merge | replace | unsure
     target_id: str = ""
     merged_text: str = ""
+    applies_when: tuple[str, ...] = ()  # for the merged text
 
 
 def extract_json(text: str) -> dict[str, object] | None:
@@ -87,6 +94,17 @@ def _text(value: object) -> str:
     return value.strip() if isinstance(value, str) else ""
 
 
+def applies_when(value: object) -> tuple[str, ...]:
+    """The judge's requests as a memory keeps them: a list's string items, redacted like the
+    prompt the judge was sent (the model may still invent a password for an example), then
+    bounded as a write is (``records.check_applies_when``). Anything else is no requests."""
+    if not isinstance(value, list):
+        return ()
+    # Only a few items of write length are worth redacting: the rest would be dropped anyway.
+    lines = [one_line(item) for item in value[:_SCANNED_REQUESTS] if isinstance(item, str)]
+    return read_applies_when([redact(line) for line in lines if len(line) <= MAX_APPLIES_WHEN_TEXT])
+
+
 def parse_remember(text: str) -> RememberAnswer | None:
     """The remember decision, or ``None`` when the answer is unusable (a parse failure)."""
     data = extract_json(text)
@@ -101,7 +119,13 @@ def parse_remember(text: str) -> RememberAnswer | None:
     if not body:
         return None  # remember:true without a text is not an answer
     group = _text(data.get("group")) or _text(data.get("category"))
-    return RememberAnswer(True, body, group if group in GROUPS else "rule", _text(data.get("evidence")))
+    return RememberAnswer(
+        True,
+        body,
+        group if group in GROUPS else "rule",
+        _text(data.get("evidence")),
+        applies_when(data.get("appliesWhen")),
+    )
 
 
 def parse_dedup(text: str, candidate_ids: Sequence[str]) -> DedupAnswer:
@@ -119,5 +143,7 @@ def parse_dedup(text: str, candidate_ids: Sequence[str]) -> DedupAnswer:
         return DedupAnswer("unsure")
     if action == "merge":
         merged = _text(data.get("text"))
-        return DedupAnswer("merge", target, merged) if merged else DedupAnswer("unsure")
+        if not merged:
+            return DedupAnswer("unsure")
+        return DedupAnswer("merge", target, merged, applies_when(data.get("appliesWhen")))
     return DedupAnswer(action, target)

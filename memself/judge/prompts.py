@@ -42,18 +42,25 @@ REMEMBER_SYSTEM = """\
 - 只写一件事，最多两件用分号连接；不写理由，不加评价；6 到 200 个字；
 - 原话里的 [已隐去] 表示被隐去的密钥，不要猜测或补全。
 
+适用场景 appliesWhen 的写法（remember=true 时给出）：
+- 写 2 到 4 条以后用户可能对助手说的简短请求，这条记忆在这些请求里用得上；
+- 照这位用户的说话方式写：和原话同一种语言，口语，简短，每条不超过 30 个字；
+- 不要复述记忆本身；写它管得到的具体任务：规则写它约束的日常任务，项目事实写需要用到这个事实的请求；
+- 例如规则「所有存库的时间一律使用 UTC」，写「记一下快递员取件的时间点」「给订单表加个创建时间字段」这样的请求，而不是「时间用 UTC 存」；
+- 不写密钥、密码、令牌或个人信息。
+
 只输出一个 JSON 对象，不要代码块，不要任何解释：
 {"remember": false}
 或
-{"remember": true, "text": "记忆正文", "group": "rule 或 project", "evidence": "原话中支持这条记忆的关键片段"}
+{"remember": true, "text": "记忆正文", "group": "rule 或 project", "evidence": "原话中支持这条记忆的关键片段", "appliesWhen": ["请求1", "请求2"]}
 
 示例：
 用户：记住：以后回答都用中文
-输出：{"remember": true, "text": "回答问题时一律使用中文", "group": "rule", "evidence": "记住：以后回答都用中文"}
+输出：{"remember": true, "text": "回答问题时一律使用中文", "group": "rule", "evidence": "记住：以后回答都用中文", "appliesWhen": ["这个报错是什么意思", "帮我看看这段代码干嘛的", "写个 README"]}
 用户：改完代码别自动帮我 commit，我要自己看过再提交
-输出：{"remember": true, "text": "修改代码后不要自动 git commit，由用户检查后自己提交", "group": "rule", "evidence": "改完代码别自动帮我 commit"}
+输出：{"remember": true, "text": "修改代码后不要自动 git commit，由用户检查后自己提交", "group": "rule", "evidence": "改完代码别自动帮我 commit", "appliesWhen": ["把登录页这个 bug 修了", "重构一下订单模块", "这几个文件的改动帮我收个尾"]}
 用户：支付页新流程的灰度开关是 pay_new_flow，在配置中心 payment 命名空间下
-输出：{"remember": true, "text": "支付页新流程的灰度开关是配置中心 payment 命名空间下的 pay_new_flow", "group": "project", "evidence": "灰度开关是 pay_new_flow"}
+输出：{"remember": true, "text": "支付页新流程的灰度开关是配置中心 payment 命名空间下的 pay_new_flow", "group": "project", "evidence": "灰度开关是 pay_new_flow", "appliesWhen": ["新支付流程先关掉", "支付页新流程怎么没生效", "灰度放到一半用户"]}
 用户：把这个函数里所有的 var 统一改成 let
 输出：{"remember": false}
 用户：这个 bug 是因为缓存没失效，你看看 ImageLoader
@@ -77,11 +84,14 @@ DEDUP_SYSTEM = """\
 第三步，拿不准：create。
 
 merge 的正文写法：一句自包含的中文，同时保留两条的全部有效信息，不加理由，不超过 300 个字。
+merge 时同时给出合并后记忆的适用场景 appliesWhen：2 到 4 条以后用户可能对助手说的简短请求，\
+这条合并后的记忆在这些请求里用得上；用户平时对编程助手说话的口吻，口语，简短，每条不超过 30 个字；\
+不要复述记忆本身，写它管得到的具体任务；不写密钥、密码、令牌或个人信息。
 
 只输出一个 JSON 对象，不要代码块，不要任何解释：
 {"action": "create"}
 {"action": "reinforce", "id": "已有记忆的 id"}
-{"action": "merge", "id": "已有记忆的 id", "text": "合并后的正文"}
+{"action": "merge", "id": "已有记忆的 id", "text": "合并后的正文", "appliesWhen": ["请求1", "请求2"]}
 {"action": "replace", "id": "已有记忆的 id"}
 id 必须原样取自 candidates。
 
@@ -91,7 +101,7 @@ candidates：[{"id":"mem-a","text":"回答问题时使用中文"}]
 输出：{"action": "reinforce", "id": "mem-a"}
 new：提交信息用英文写，并且遵循 Conventional Commits
 candidates：[{"id":"mem-b","text":"git 提交信息使用英文"}]
-输出：{"action": "merge", "id": "mem-b", "text": "git 提交信息使用英文，并遵循 Conventional Commits 格式"}
+输出：{"action": "merge", "id": "mem-b", "text": "git 提交信息使用英文，并遵循 Conventional Commits 格式", "appliesWhen": ["帮我提交一下", "写个 commit message", "这些改动分两次提交"]}
 new：缩进统一用 4 个空格
 candidates：[{"id":"mem-c","text":"缩进统一用 2 个空格"}]
 输出：{"action": "replace", "id": "mem-c"}

@@ -125,7 +125,9 @@ def build_proposal(job: jobs.Job, call: ChatFn, nearest_fn: NearestFn) -> dict[s
         if decision.action == "merge":
             merged = _checked(decision.merged_text)
             decision = (
-                DedupAnswer("unsure") if merged is None else DedupAnswer("merge", decision.target_id, merged)
+                DedupAnswer("unsure")
+                if merged is None
+                else DedupAnswer("merge", decision.target_id, merged, decision.applies_when)
             )
     else:
         decision = DedupAnswer("create")
@@ -135,7 +137,7 @@ def build_proposal(job: jobs.Job, call: ChatFn, nearest_fn: NearestFn) -> dict[s
         # ``unsure`` offers the nearest memory as the reinforce target.
         target_id = decision.target_id or nearest[0][0].id
         target, score = next((m, s) for m, s in nearest if m.id == target_id)
-    return {
+    proposal: dict[str, Any] = {
         "text": text,
         "evidence": answer.evidence or prompt[:200],
         "category": answer.group,
@@ -146,6 +148,14 @@ def build_proposal(job: jobs.Job, call: ChatFn, nearest_fn: NearestFn) -> dict[s
         "mergedText": decision.merged_text,
         "score": round(score, 4) if score is not None else None,
     }
+    # Only when there are any: a proposal without them is exactly the original's shape. Inside the
+    # proposal they are covered by the job's seal like the text.
+    if answer.applies_when:
+        proposal["appliesWhen"] = list(answer.applies_when)
+    merged_when = decision.applies_when or answer.applies_when  # the new statement is in the merge
+    if decision.action == "merge" and merged_when:
+        proposal["mergedAppliesWhen"] = list(merged_when)
+    return proposal
 
 
 def _checked(text: str) -> str | None:

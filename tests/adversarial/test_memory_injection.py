@@ -347,7 +347,7 @@ def test_hand_edited_memories_are_inert_at_session_start_and_recall(real_engine:
 
 # --- the real hook, every host: the Stop continuation and popup ---------------------------
 
-PROPOSAL_LABELS = ("正文：", "佐证：", "最相近记忆：", "合并后正文：")
+PROPOSAL_LABELS = ("正文：", "佐证：", "最相近记忆：", "合并后正文：", "适用场景：", "合并后适用场景：")
 MODEL_FIXED = re.compile(
     r"^(?:|第 \d+ 条|sessionID：s_[0-9a-f]{64}|推荐标签：(?:rule|project)|"
     r"与最相近记忆的相似度：[0-9.]+|题面：" + texts.QUESTION + r"|选项：)$"
@@ -368,6 +368,11 @@ def _confirm_jobs(paths: DataPaths, host: str, session: str) -> list[str]:
             merged=SHAPES[name] if action == "merge" else "",
         )
         prop["evidence"] = SHAPES[name]
+        # A sealed job holds the judge's cleaned requests; these are raw, as a proposal file of
+        # another version might be: the popup reads and quotes them on its own.
+        prop["appliesWhen"] = [SHAPES[name], "记一下取件时间"]
+        if action == "merge":
+            prop["mergedAppliesWhen"] = [SHAPES[name]]
         ids.append(
             ready(paths, f"记住：以后第 {i} 条规则也要遵守", prop, host=host, session=session, turn=f"t{i}")
         )
@@ -377,8 +382,10 @@ def _confirm_jobs(paths: DataPaths, host: str, session: str) -> list[str]:
 def _check_visible(visible: str, count: int) -> None:
     lines = visible.split("\n")
     assert lines[0] == NOTICE_HEADER and lines[1] == texts.CONFIRM_HEADING, lines[:2]
-    items = lines[2:]
+    items = [line for line in lines[2:] if not line.startswith("   适用场景：")]
     assert len(items) == count
+    for line in lines[2:]:
+        assert inert_problems(line) == [], (line[:200], inert_problems(line))
     for i, line in enumerate(items, 1):
         assert line.startswith(f"{i}. 建议"), line[:120]
         assert inert_problems(line) == [], (line[:200], inert_problems(line))
@@ -442,6 +449,7 @@ def test_stop_popup_quotes_proposals_and_targets_inertly(host: str, hook_data: D
         visible, model = answer["reason"].split("\n\n", 1)
     _check_visible(visible, len(ids))
     _check_model(model, ids, HOSTS[host].ASK_TOOL)
+    assert visible.count("   适用场景：") == len(ids) and "\n合并后适用场景：" in model
 
 
 @pytest.mark.parametrize("host", list(HOSTS))

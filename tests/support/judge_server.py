@@ -43,22 +43,29 @@ def plain(content: str) -> Reply:
     return Reply("json", content)
 
 
-def remember(text: str, group: str = "rule", evidence: str = "") -> str:
-    return json.dumps(
-        {"remember": True, "text": text, "group": group, "evidence": evidence}, ensure_ascii=False
-    )
+_ABSENT = object()
+
+
+def remember(text: str, group: str = "rule", evidence: str = "", when: object = _ABSENT) -> str:
+    """A remember answer; ``when`` (any JSON value, malformed ones too) becomes its appliesWhen."""
+    data: dict[str, object] = {"remember": True, "text": text, "group": group, "evidence": evidence}
+    if when is not _ABSENT:
+        data["appliesWhen"] = when
+    return json.dumps(data, ensure_ascii=False)
 
 
 def not_memory() -> str:
     return json.dumps({"remember": False})
 
 
-def dedup(action: str, mem_id: str = "", text: str = "") -> str:
-    data: dict[str, str] = {"action": action}
+def dedup(action: str, mem_id: str = "", text: str = "", when: object = _ABSENT) -> str:
+    data: dict[str, object] = {"action": action}
     if mem_id:
         data["id"] = mem_id
     if text:
         data["text"] = text
+    if when is not _ABSENT:
+        data["appliesWhen"] = when
     return json.dumps(data, ensure_ascii=False)
 
 
