@@ -32,7 +32,7 @@ from memself.logs import log
 from memself.paths import DataPaths
 from memself.records import GROUP_LABELS, GROUPS, fmt_confidence
 from memself.store import MemoryStore
-from memself.texts import group_suffix, inert
+from memself.texts import group_suffix, inert, requests_line
 
 SERVER_NAME = "memory-self-evolution"
 READ_LIMIT = 50
@@ -197,6 +197,8 @@ class MemoryTools:
         for i, m in enumerate(memories[:READ_LIMIT], 1):
             mark = "[已废弃] " if not m.active else ""
             lines.append(f"{i}. {mark}{inert(m.text)}（置信度 {fmt_confidence(m.confidence)}，id {m.id}）")
+            if m.appliesWhen:
+                lines.append(f"   {requests_line(m.appliesWhen)}")
         return "\n".join(lines)
 
     # -- memory_update ----------------------------------------------------------------------

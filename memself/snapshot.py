@@ -57,7 +57,7 @@ ol.cards { list-style: none; margin: 0; padding: 0; display: grid; gap: 10px; }
 .badge { font-size: 12px; padding: 0 8px; border-radius: 10px; border: 1px solid #d4a72c;
   color: var(--warn); background: #fff8c5; }
 .text { margin: 6px 0 4px; font-size: 15.5px; white-space: pre-wrap; overflow-wrap: anywhere; }
-.evidence { margin: 0 0 6px; color: var(--muted); font-size: 13px; white-space: pre-wrap;
+.evidence, .when { margin: 0 0 6px; color: var(--muted); font-size: 13px; white-space: pre-wrap;
   overflow-wrap: anywhere; }
 .facts { margin: 0; display: flex; flex-wrap: wrap; gap: 2px 18px; color: var(--muted);
   font-size: 12px; }
@@ -204,6 +204,9 @@ def _card(mem: Memory) -> str:
     badge = f' <span class="badge">{DEPRECATED_BADGE}</span>' if dead else ""
     evidence = getattr(mem, "evidence", "")
     evidence_html = f'\n<p class="evidence">依据：{_e(evidence)}</p>' if evidence else ""
+    requests = getattr(mem, "appliesWhen", ())
+    if requests and isinstance(requests, (list, tuple)):
+        evidence_html += f'\n<p class="when">适用场景：{_e("；".join(map(str, requests)))}</p>'
     mem_id = getattr(mem, "id", "")
     facts = [
         ("ID", f"<code>{_e(mem_id)}</code>"),

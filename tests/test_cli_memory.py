@@ -124,3 +124,43 @@ def test_key_set_reads_stdin_binds_and_config_warns_on_a_new_base() -> None:
     )
     assert moved_back.returncode == 0
     assert "绑定 https://b.example/v1" in memself("key", "status").stdout
+
+
+def test_add_with_when_stores_and_read_shows_them() -> None:
+    added = memself(
+        "rule",
+        "add",
+        "所有存库的时间一律使用 UTC",
+        "--when",
+        "记一下快递员取件的时间点",
+        "--when",
+        "给订单表加个创建时间字段",
+    )
+    assert added.returncode == 0, added.stderr
+    assert "适用场景：记一下快递员取件的时间点；给订单表加个创建时间字段" in added.stdout
+    [record] = json.loads(memself("read", "rule", "--json").stdout)
+    assert record["appliesWhen"] == ["记一下快递员取件的时间点", "给订单表加个创建时间字段"]
+    shown = memself("read", "rule").stdout.split("\n")
+    assert shown[1].startswith("1. 所有存库的时间一律使用 UTC（置信度 0.5，id mem-")
+    assert shown[2] == "   适用场景：记一下快递员取件的时间点；给订单表加个创建时间字段"
+    plain = memself("project", "add", "支付页新流程的灰度开关是 pay_new_flow")
+    assert plain.returncode == 0 and "适用场景" not in plain.stdout
+    assert "appliesWhen" not in json.loads(memself("read", "project", "--json").stdout)[0]
+
+
+def test_add_with_bad_when_is_refused() -> None:
+    from click.testing import CliRunner
+
+    from memself.cli.app import main
+
+    for whens, message in [
+        (["x"], "2 到 80"),
+        (["长" * 81], "2 到 80"),
+        ([f"第 {i} 个请求" for i in range(5)], "最多 4 条"),
+    ]:
+        args = ["project", "add", "支付页新流程的灰度开关是 pay_new_flow"]
+        for when in whens:
+            args += ["--when", when]
+        result = CliRunner().invoke(main, args)
+        assert result.exit_code == 1 and message in result.output, result.output
+    assert not os.path.exists(os.path.join(os.environ["MEMSELF_HOME"], "project.jsonl"))

@@ -269,6 +269,17 @@ def test_real_memory_records_render() -> None:
     assert "已废弃" in str(parsed.cards[1]["text"])
 
 
+def test_card_shows_applies_when_escaped() -> None:
+    when = ("记一下取件时间", "<script>document.title='pwned'</script>")
+    created = Memory.create("所有存库的时间一律使用 UTC", "rule", NOW, applies_when=when)
+    page = render_html({"rule": [created]}, NOW)
+    parsed = parse(page)
+    assert [t for t, _ in parsed.tags if t == "script"] == []
+    assert "适用场景：记一下取件时间；<script>document.title='pwned'</script>" in str(parsed.cards[0]["text"])
+    bare = render_html({"rule": [Memory.create("回答一律使用中文", "rule", NOW)]}, NOW)
+    assert "适用场景" not in bare.split("</style>", 1)[1]
+
+
 def test_write_snapshot_is_atomic_and_removes_legacy_markdown(monkeypatch: pytest.MonkeyPatch) -> None:
     paths = DataPaths.default()
     paths.ensure()

@@ -9,10 +9,20 @@ import click
 from memself import memories
 from memself.cli.app import echo_json, main, now_utc
 from memself.config import KEYS, load_config, set_config_value
+from memself.errors import InvalidInput
 from memself.judge.secrets import key_state, read_key_file, shown_base
 from memself.paths import DataPaths
-from memself.records import GROUP_LABELS, GROUP_SHORT_LABELS, GROUPS, fmt_confidence, one_line
+from memself.records import (
+    GROUP_LABELS,
+    GROUP_SHORT_LABELS,
+    GROUPS,
+    MAX_APPLIES_WHEN,
+    MAX_APPLIES_WHEN_TEXT,
+    fmt_confidence,
+    one_line,
+)
 from memself.store import MemoryStore
+from memself.texts import APPLIES_WHEN_LABEL
 
 
 def _store() -> MemoryStore:
@@ -62,11 +72,38 @@ def read_cmd(group: str, as_json: bool) -> None:
             f"{number}. {mark}{one_line(memory.text)}（置信度 {fmt_confidence(memory.confidence)}，"
             f"id {memory.id}）"
         )
+        if memory.appliesWhen:
+            click.echo(f"   {_when_line(memory.appliesWhen)}")
 
 
-def _add(group: str, text: str) -> None:
-    memory = _store().create(text, group, now_utc(), evidence="用户通过 CLI 直接添加")
+def _when_line(requests: tuple[str, ...]) -> str:
+    # A terminal shows them as stored (one clean line each), like the memory's text.
+    return APPLIES_WHEN_LABEL + "；".join(requests)
+
+
+_WHEN_HELP = (
+    f"适用场景：以后会用到这条记忆的一句日常请求，可重复，最多 {MAX_APPLIES_WHEN} 条，"
+    f"每条 2 到 {MAX_APPLIES_WHEN_TEXT} 个字"
+)
+
+
+def _checked_when(whens: tuple[str, ...]) -> list[str]:
+    """The requests exactly as typed (one line each); refused rather than silently shortened."""
+    lines = list(dict.fromkeys(one_line(w) for w in whens))
+    if any(not 2 <= len(line) <= MAX_APPLIES_WHEN_TEXT for line in lines):
+        raise InvalidInput(f"--when 每条需要 2 到 {MAX_APPLIES_WHEN_TEXT} 个字")
+    if len(lines) > MAX_APPLIES_WHEN:
+        raise InvalidInput(f"--when 最多 {MAX_APPLIES_WHEN} 条")
+    return lines
+
+
+def _add(group: str, text: str, whens: tuple[str, ...]) -> None:
+    memory = _store().create(
+        text, group, now_utc(), evidence="用户通过 CLI 直接添加", applies_when=_checked_when(whens)
+    )
     click.echo(f"已新增{GROUP_SHORT_LABELS[group]}：{one_line(memory.text)}")
+    if memory.appliesWhen:
+        click.echo(_when_line(memory.appliesWhen))
     click.echo(f"置信度 {fmt_confidence(memory.confidence)}，id {memory.id}")
     click.echo("下个会话开始起无条件生效。" if group == "rule" else "之后每轮输入按相关性召回。")
 
@@ -78,9 +115,10 @@ def rule_group() -> None:
 
 @rule_group.command("add")
 @click.argument("text")
-def rule_add(text: str) -> None:
+@click.option("--when", "whens", multiple=True, metavar="请求", help=_WHEN_HELP)
+def rule_add(text: str, whens: tuple[str, ...]) -> None:
     """直接新增一条规则（置信度 0.5）。"""
-    _add("rule", text)
+    _add("rule", text, whens)
 
 
 @main.group("project", help=f"{GROUP_LABELS['project']}。")
@@ -90,9 +128,10 @@ def project_group() -> None:
 
 @project_group.command("add")
 @click.argument("text")
-def project_add(text: str) -> None:
+@click.option("--when", "whens", multiple=True, metavar="请求", help=_WHEN_HELP)
+def project_add(text: str, whens: tuple[str, ...]) -> None:
     """直接新增一条项目事实（置信度 0.5）。"""
-    _add("project", text)
+    _add("project", text, whens)
 
 
 @main.command("delete")
