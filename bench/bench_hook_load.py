@@ -3,7 +3,7 @@ CPU-burning processes compete for the cores.
 
 Set-up: a temporary data directory with 1k memories (500 rules, 500 project facts), the offline
 model (multilingual-e5-small) in a warm engine, then ``--burners`` processes that spin in a loop.
-Each hook is run as Cursor runs it (``python -I -S hooks/entry.py --agent cursor``) and timed to
+Each hook is run as Cursor runs it (``python -I -S memself/hooks/entry.py --agent cursor``) and timed to
 its reaped exit, from the spawn call (what a host sees) and from the process's own start (what
 the hook's deadline counts; the difference is the time the loaded machine took to fork it);
 ``--parallel`` hooks are in flight at once. Printed: p50, p95 and max, how many hooks took longer
@@ -33,7 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-ENTRY = REPO_ROOT / "hooks" / "entry.py"
+ENTRY = REPO_ROOT / "memself" / "hooks" / "entry.py"
 sys.path.insert(0, str(REPO_ROOT))
 
 from bench.bench_hooks import memself_cli, synthetic_memories, write_group  # noqa: E402

@@ -31,7 +31,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-ENTRY = REPO_ROOT / "hooks" / "entry.py"
+ENTRY = REPO_ROOT / "memself" / "hooks" / "entry.py"
 TOPICS = ["支付", "订单", "物流", "司机端", "网关", "缓存", "数据库", "监控", "发布", "权限", "日志", "测试"]
 ACTIONS = ["统一使用", "不要直接修改", "上线前要检查", "默认开启", "由平台组维护", "需要评审"]
 

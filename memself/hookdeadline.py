@@ -3,7 +3,7 @@
 
 The deadline counts from the process's own start (``/proc/self/stat``), not from when Python got
 around to this module: on a loaded machine the interpreter start and the imports alone can take
-seconds. It is armed as early as possible (``hooks/entry.py``, right after finding the package)
+seconds. It is armed as early as possible (``memself/hooks/entry.py``, right after finding the package)
 with the host's shortest deadline, then re-armed with the event's own one as soon as the event is
 known. The alarm is ``SIGALRM`` through ``_signal`` (built in: ``signal`` would import ``enum``,
 which the fast path avoids); its handler runs in the main thread between two bytecodes, also

@@ -21,14 +21,13 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 def op_assignments() -> dict[str, list[str]]:
     """``OP_*`` constant name -> the source files that assign it."""
     found: dict[str, list[str]] = {}
-    for folder in ("memself", "hosts", "installers", "hooks"):
-        for path in sorted((REPO_ROOT / folder).rglob("*.py")):
-            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-                if isinstance(node, ast.Assign | ast.AnnAssign):
-                    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-                    for target in targets:
-                        if isinstance(target, ast.Name) and target.id.startswith("OP_"):
-                            found.setdefault(target.id, []).append(str(path.relative_to(REPO_ROOT)))
+    for path in sorted((REPO_ROOT / "memself").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Assign | ast.AnnAssign):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                for target in targets:
+                    if isinstance(target, ast.Name) and target.id.startswith("OP_"):
+                        found.setdefault(target.id, []).append(str(path.relative_to(REPO_ROOT)))
     return found
 
 

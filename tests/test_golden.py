@@ -1,7 +1,7 @@
 """Golden files: for every host x event x mode, the exact bytes the real hook entry prints.
 
 Payload in (captured from the real clients, or Cursor's documented shape) -> ``python -I -S
-hooks/entry.py --agent HOST`` with the mode's data directory -> compare stdout with
+memself/hooks/entry.py --agent HOST`` with the mode's data directory -> compare stdout with
 ``tests/fixtures/golden/<host>/<event>__<mode>.json`` (empty file: the hook prints nothing).
 
 Regenerate only on purpose: ``MEMSELF_UPDATE_GOLDEN=1 pytest tests/test_golden.py``, then review

@@ -1,5 +1,5 @@
 """The hook entry as hosts run it: bad input of every kind, for every host, through the real
-``python -I -S hooks/entry.py`` process; and ``memself.hook.run``'s own rules, in process."""
+``python -I -S memself/hooks/entry.py`` process; and ``memself.hook.run``'s own rules, in process."""
 
 from __future__ import annotations
 
@@ -106,7 +106,7 @@ def test_bad_input_through_the_real_entry(host: str, case: str, hook_data: DataP
 
 
 def test_unknown_or_missing_agent_is_silent_and_logged(hook_data: DataPaths) -> None:
-    entry = str(REPO_ROOT / "hooks" / "entry.py")
+    entry = str(REPO_ROOT / "memself" / "hooks" / "entry.py")
     for argv in (["--agent", "vscode"], [], ["--agent"], ["--agent=VSCODE"]):
         done = subprocess.run(
             [sys.executable, "-I", "-S", entry, *argv],
@@ -123,7 +123,7 @@ def test_the_entry_survives_a_missing_package(tmp_path: Path) -> None:
     """A hook left registered after the package is gone must still exit 0 silently."""
     lone = tmp_path / "hooks" / "entry.py"
     lone.parent.mkdir()
-    shutil.copy(REPO_ROOT / "hooks" / "entry.py", lone)
+    shutil.copy(REPO_ROOT / "memself" / "hooks" / "entry.py", lone)
     done = subprocess.run(
         [sys.executable, "-I", "-S", str(lone), "--agent", "claude"],
         input=b"{}",
@@ -327,13 +327,11 @@ def test_slow_cli_entry_is_the_same_function(
 
 
 def test_entry_finds_the_package_in_a_wheel_layout(tmp_path: Path, hook_data: DataPaths) -> None:
-    """Installed from a wheel the entry is <site>/memself/hooks/entry.py and hosts/ lives at
-    <site>/memself/hosts: the bootstrap must import from that site dir, not the source tree."""
+    """Installed from a wheel the entry is <site>/memself/hooks/entry.py: the bootstrap must import
+    from that site dir, not the source tree."""
     site = tmp_path / "site"
     ignore = shutil.ignore_patterns("__pycache__")
     shutil.copytree(REPO_ROOT / "memself", site / "memself", ignore=ignore)
-    for sub in ("hosts", "hooks", "installers"):
-        shutil.copytree(REPO_ROOT / sub, site / "memself" / sub, ignore=ignore)
     marker = "# wheel-copy\n"
     cursor_mod = site / "memself" / "hosts" / "cursor.py"
     cursor_mod.write_text(

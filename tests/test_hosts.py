@@ -445,6 +445,9 @@ def test_hook_command_rejects_unknown_host() -> None:
         ("/usr/bin/python3 -m memself hook --agent=claude", "claude"),
         ("'/opt/py/bin/python3' -I -S '/opt/site/memself/hooks/entry.py' --agent claude", "claude"),
         (r'"C:\Py\python.exe" -I -S "C:\site\memself\hooks\entry.py" --agent cursor', "cursor"),
+        # An editable install: where the entry is, and where it was before it moved into the package.
+        ("/r/.venv/bin/python -I -S /r/memself/hooks/entry.py --agent codebuddy", "codebuddy"),
+        ("'/r/.venv/bin/python' -I -S '/r/hooks/entry.py' --agent workbuddy", "workbuddy"),
         ("python /x/myhooks/entry.py --agent claude", None),
         ("echo hooks/entry.py", None),
         ("node /x/other.mjs hook --agent claude", None),

@@ -11,13 +11,6 @@ import ast
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-# Source folders and the package each one is installed as (pyproject's package-dir).
-SOURCES = {
-    "memself": "memself",
-    "hosts": "memself.hosts",
-    "installers": "memself.installers",
-    "hooks": "memself.hooks",
-}
 # The hook path, from a host's stdin to the text it injects, and the engine it talks to: no
 # circle may touch it.
 HOOK_PATH = (
@@ -46,12 +39,11 @@ KNOWN_ELSEWHERE = [
 
 def module_files(root: Path = REPO_ROOT) -> dict[str, Path]:
     files = {}
-    for folder, package in SOURCES.items():
-        for path in sorted((root / folder).rglob("*.py")):
-            parts = list(path.relative_to(root / folder).with_suffix("").parts)
-            if parts[-1] == "__init__":
-                parts.pop()
-            files[".".join([package, *parts])] = path
+    for path in sorted((root / "memself").rglob("*.py")):
+        parts = list(path.relative_to(root).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        files[".".join(parts)] = path
     return files
 
 
@@ -142,8 +134,6 @@ def test_the_checker_sees_a_lazy_circle(tmp_path: Path) -> None:
     (tmp_path / "memself" / "a.py").write_text("from memself import b\n")
     (tmp_path / "memself" / "b.py").write_text("def f():\n    from memself.a import x\n")
     (tmp_path / "memself" / "c.py").write_text("from . import a\n")
-    for folder in ("hosts", "installers", "hooks"):
-        (tmp_path / folder).mkdir()
     files = module_files(tmp_path)
     assert circles(import_graph(files)) == [{"memself.a", "memself.b"}]
     assert import_graph(files)["memself.c"] == {"memself", "memself.a"}

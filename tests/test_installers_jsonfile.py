@@ -168,6 +168,18 @@ def test_duplicates_and_legacy_collapse_into_one_entry_in_place(folder: Path) ->
     assert list(result["hooks"]) == ["Stop", "SessionStart", "UserPromptSubmit"]
 
 
+def test_a_command_at_the_entrys_old_place_is_replaced_not_doubled(folder: Path) -> None:
+    """Setup before the entry moved into the package registered <repo>/hooks/entry.py."""
+    old = OURS.replace("/memself/hooks/entry.py", "/hooks/entry.py")
+    assert old != OURS and entries.is_our_hook(old)
+    data = {
+        "hooks": {"Stop": [{"matcher": "", "hooks": [{"type": "command", "command": old, "timeout": 20}]}]}
+    }
+    result = install(data, folder / "s.json")
+    assert result["hooks"]["Stop"] == [{"matcher": "", "hooks": [entries.claude_handler(OURS, 20)]}]
+    assert all(old not in json.dumps(groups) for groups in result["hooks"].values())
+
+
 def test_foreign_commands_that_look_similar_are_not_ours() -> None:
     assert entries.is_our_hook(OURS)
     assert entries.is_our_hook(LEGACY)

@@ -1,4 +1,4 @@
-"""Both modes end to end through the real hook entry (``python -I -S hooks/entry.py``):
+"""Both modes end to end through the real hook entry (``python -I -S memself/hooks/entry.py``):
 prompt hook -> detached judge against the fake server -> Stop hook output ->
 memory_resolve over a real MCP stdio session -> the memory in the store."""
 

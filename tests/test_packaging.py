@@ -13,13 +13,6 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-# Source folder -> package it installs as (pyproject's package-dir).
-SOURCE_ROOTS = {
-    "memself": "memself",
-    "hosts": "memself/hosts",
-    "installers": "memself/installers",
-    "hooks": "memself/hooks",
-}
 _SKIP = {
     ".venv",
     ".git",
@@ -93,21 +86,17 @@ def test_host_installer_and_hook_packages_are_inside_memself(wheel: zipfile.ZipF
     for pkg in ("memself/hosts", "memself/installers", "memself/hooks"):
         assert f"{pkg}/__init__.py" in files, pkg
     assert "memself/hosts/base.py" in files
+    assert "memself/hooks/entry.py" in files
 
 
 def test_every_source_module_ships(wheel: zipfile.ZipFile) -> None:
     # Catches a subpackage missing from pyproject's explicit package list.
     files = names(wheel)
     missing = []
-    for folder, target in SOURCE_ROOTS.items():
-        for py in sorted((REPO / folder).rglob("*.py")):
-            rel = py.relative_to(REPO / folder)
-            if "__pycache__" in rel.parts:
-                continue
-            if folder == "memself" and rel.parts[0] in {"hosts", "installers", "hooks"}:
-                continue
-            if f"{target}/{rel.as_posix()}" not in files:
-                missing.append(f"{folder}/{rel.as_posix()}")
+    for py in sorted((REPO / "memself").rglob("*.py")):
+        rel = py.relative_to(REPO).as_posix()
+        if "__pycache__" not in py.parts and rel not in files:
+            missing.append(rel)
     assert not missing, f"not in the wheel (add the package to pyproject's list): {missing}"
 
 

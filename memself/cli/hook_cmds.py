@@ -1,4 +1,4 @@
-"""``memself hook --agent HOST``: the slow twin of ``hooks/entry.py`` (same function,
+"""``memself hook --agent HOST``: the slow twin of ``memself/hooks/entry.py`` (same function,
 ``memself.hook.process.main``, after the full CLI start-up). Installers register the fast entry;
 this one is for people running a hook by hand."""
 

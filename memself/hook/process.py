@@ -1,7 +1,7 @@
 """The hook process: read the event, hand it to the warm engine, print the engine's answer; when the
 engine cannot answer, run the hook here (``memself.hook.run``).
 
-``hooks/entry.py`` (what hosts execute, under ``python -I -S``) and ``memself hook`` both call
+``memself/hooks/entry.py`` (what hosts execute, under ``python -I -S``) and ``memself hook`` both call
 ``main``. With a ready engine the whole hook (parse, step-aside check, core, render, log line)
 runs inside the engine, which has everything loaded; this process reads stdin, sends it as one
 ``hook-forward`` request and writes what comes back. Why: under ``-I -S`` the interpreter starts

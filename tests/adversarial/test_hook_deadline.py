@@ -55,7 +55,7 @@ def starved(argv: list[str], stdin: bytes, stop_s: float, timeout: float = 60) -
 
 
 def entry(host: str) -> list[str]:
-    return [sys.executable, "-I", "-S", str(REPO_ROOT / "hooks" / "entry.py"), "--agent", host]
+    return [sys.executable, "-I", "-S", str(REPO_ROOT / "memself" / "hooks" / "entry.py"), "--agent", host]
 
 
 def test_starved_cursor_prompt_with_a_stuck_engine_answers_within_4s(hook_data: DataPaths) -> None:

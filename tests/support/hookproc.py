@@ -1,4 +1,4 @@
-"""Run the real hook entry as hosts do (``python -I -S hooks/entry.py --agent HOST``), with the
+"""Run the real hook entry as hosts do (``python -I -S memself/hooks/entry.py --agent HOST``), with the
 data directory's engines hosting the small test service and all of them stopped afterwards.
 
 Used by the bad-input table, the golden files and the import test.

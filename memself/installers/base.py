@@ -238,7 +238,7 @@ def preview_steps(steps: Sequence[Step]) -> list[StepResult]:
 
 
 class HostInstaller(Protocol):
-    """What ``installers/<host>.py`` exposes as ``INSTALLER`` (checked by a test)."""
+    """What ``memself/installers/<host>.py`` exposes as ``INSTALLER`` (checked by a test)."""
 
     name: str
     label: str

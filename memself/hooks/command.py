@@ -16,7 +16,8 @@ ENTRY = Path(__file__).resolve().with_name("entry.py")
 
 _AGENT = r"""["']?\s+(?:\S+\s+)*?--agent(?:=|\s+)["']?([A-Za-z0-9_-]+)"""
 _PATTERNS = (
-    # Ours: <python> -I -S <...>/hooks/entry.py --agent HOST (wheel or editable install).
+    # Ours: <python> -I -S <...>/memself/hooks/entry.py --agent HOST (wheel or editable install),
+    # and <repo>/hooks/entry.py, where editable installs registered it before it moved.
     re.compile(r"""(?:^|[\s"'\\/])hooks[\\/]entry\.py""" + _AGENT),
     # Ours, slow entry: memself hook --agent HOST, or <python> -m memself hook --agent HOST.
     re.compile(r"""(?:^|[\s"'\\/])memself(?:\.exe)?["']?\s+hook""" + _AGENT),

@@ -1,8 +1,9 @@
 """Our entries inside the hosts' JSON files: recognise them, upsert them, take them out.
 
 Recognition is by a stable marker, never by position:
-- a hook is ours when its command runs memself's ``hooks/entry.py`` (or ``memself hook``) or the
-  original Node plugin's ``memory.mjs hook`` with ``--agent`` (``memself.hooks.command``);
+- a hook is ours when its command runs memself's ``memself/hooks/entry.py`` (or ``hooks/entry.py``,
+  its place before it moved into the package, or ``memself hook``) or the original Node plugin's
+  ``memory.mjs hook`` with ``--agent`` (``memself.hooks.command``);
 - the MCP server is ours by its name, ``memory-self-evolution`` (the original plugin used the same
   name, so its entry is replaced, not duplicated); the original's older ``dsh-memory`` server is
   removed when it runs ``memory-mcp.mjs``.

@@ -48,7 +48,7 @@ class HookReply(NamedTuple):
 
 
 class HostAdapter(Protocol):
-    """Module-level members each ``hosts/<host>.py`` exposes (checked by a test)."""
+    """Module-level members each ``memself/hosts/<host>.py`` exposes (checked by a test)."""
 
     NAME: str
     ASK_TOOL: str  # the host's popup tool, named in the MEMORY_CONFIRM_V1 instruction

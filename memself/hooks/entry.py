@@ -1,12 +1,9 @@
 """What a host executes on a hook event: ``<python> -I -S <this file> --agent HOST``.
 
 ``-I -S`` keeps start-up at a few milliseconds (no site-packages scan, no .pth files, no user
-environment), so this file finds the memself package itself:
-
-- installed from a wheel it is ``<site-packages>/memself/hooks/entry.py``;
-- installed editable it is ``<repo>/hooks/entry.py``, and ``hosts/``, ``hooks/``,
-  ``installers/`` are mapped into ``memself`` by ``package-dir``, which the editable finder
-  (a .pth hook that ``-S`` skips) would otherwise provide.
+environment), so this file finds the memself package itself: it is ``<root>/memself/hooks/entry.py``
+with ``<root>`` the site-packages directory (wheel) or the source tree (editable install, whose
+.pth file ``-S`` skips), and ``<root>`` goes first on ``sys.path``.
 
 Standard library only. Whatever happens, the process exits 0: a non-zero exit is an error or,
 worse, "block this prompt" (exit 2) to the host; and it ends before the host's timeout
@@ -18,16 +15,9 @@ import sys
 
 
 def _bootstrap() -> None:
-    hooks_dir = os.path.dirname(os.path.abspath(__file__))
-    parent = os.path.dirname(hooks_dir)
-    wheel = os.path.basename(parent) == "memself" and os.path.isfile(os.path.join(parent, "__init__.py"))
-    root = os.path.dirname(parent) if wheel else parent
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     if root not in sys.path:
         sys.path.insert(0, root)
-    import memself
-
-    if not wheel and root not in memself.__path__:
-        memself.__path__.append(root)
 
 
 def _run() -> int:
