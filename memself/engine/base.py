@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 import os
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from memself.errors import MemselfError
 from memself.paths import DataPaths
@@ -42,7 +42,7 @@ class EngineService(Protocol):
 
     def warm_up(self) -> None: ...
 
-    def handle(self, op: str, payload: dict) -> dict: ...
+    def handle(self, op: str, payload: dict[str, Any]) -> dict[str, Any]: ...
 
     def reload(self) -> None: ...
 
@@ -66,6 +66,6 @@ def load_service(paths: DataPaths, spec: str | None = None) -> EngineService:
     factory = getattr(importlib.import_module(module_name), attr)
     service = factory(paths)
     missing = [name for name in ("warm_up", "handle", "reload") if not callable(getattr(service, name, None))]
-    if missing:
+    if missing or not isinstance(service, EngineService):
         raise MemselfError(f"召回引擎的服务缺少方法：{', '.join(missing)}")
     return service

@@ -39,6 +39,7 @@ from memself.errors import EngineUnavailable
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import subprocess
+    from typing import Any
 
     from memself.paths import DataPaths
 
@@ -73,15 +74,20 @@ class EngineClient:
         self.fingerprint = fingerprint if fingerprint is not None else code_fingerprint()
 
     def request(
-        self, op: str, payload: dict | None = None, timeout_s: float = 2.0, *, wait_ready_s: float = 0.0
-    ) -> dict:
+        self,
+        op: str,
+        payload: dict[str, Any] | None = None,
+        timeout_s: float = 2.0,
+        *,
+        wait_ready_s: float = 0.0,
+    ) -> dict[str, Any]:
         """Send ``op`` and return the engine's result dict; EngineRequestError on any failure.
 
         ``wait_ready_s``: how long a service op may wait for a warming-up engine (capped by
         ``timeout_s``); 0 means "answer not-ready at once".
         """
         deadline = time.monotonic() + max(0.0, timeout_s)
-        message: dict = {
+        message: dict[str, Any] = {
             "v": PROTOCOL_VERSION,
             "op": op,
             "payload": payload or {},
@@ -110,15 +116,15 @@ class EngineClient:
             code if isinstance(code, str) else ERR_PROTOCOL, text if isinstance(text, str) and text else None
         )
 
-    def ping(self, timeout_s: float = 0.5) -> dict:
+    def ping(self, timeout_s: float = 0.5) -> dict[str, Any]:
         """``{"version", "fingerprint", "pid", "ready", "state"}`` of the running engine."""
         return self.request(OP_PING, None, timeout_s)
 
-    def status(self, timeout_s: float = 1.0) -> dict:
+    def status(self, timeout_s: float = 1.0) -> dict[str, Any]:
         """Everything ``memself engine status`` shows."""
         return self.request(OP_STATUS, None, timeout_s)
 
-    def matches(self, info: dict) -> bool:
+    def matches(self, info: dict[str, Any]) -> bool:
         """True if a ping answer comes from an engine running this very code."""
         return info.get("version") == self.version and info.get("fingerprint") == self.fingerprint
 
@@ -181,7 +187,7 @@ def _spawn_posix(command: list[str], env: dict[str, str], keep_fd: int | None) -
     # machines, posix_spawn (vfork underneath) about 1 ms. It has no close_fds, so close every
     # inheritable descriptor the host may have given us: an engine holding the host's pipe open
     # would keep the host waiting for EOF for as long as the engine lives.
-    actions: list[tuple] = [
+    actions: list[tuple[Any, ...]] = [
         (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
         (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
         (os.POSIX_SPAWN_OPEN, 2, os.devnull, os.O_WRONLY, 0),
@@ -205,13 +211,11 @@ def _spawn_posix(command: list[str], env: dict[str, str], keep_fd: int | None) -
 def _spawn_subprocess(command: list[str], env: dict[str, str], keep_fd: int | None) -> int:
     import subprocess
 
-    if os.name == "posix":
-        detach: dict = {"start_new_session": True}
+    # sys.platform rather than os.name: type checkers take the branch of the platform they check.
+    if sys.platform != "win32":
+        detach: dict[str, Any] = {"start_new_session": True}
     else:
-        detach = {
-            "creationflags": subprocess.DETACHED_PROCESS  # type: ignore[attr-defined]
-            | subprocess.CREATE_NEW_PROCESS_GROUP
-        }  # type: ignore[attr-defined]
+        detach = {"creationflags": subprocess.DETACHED_PROCESS | subprocess.CREATE_NEW_PROCESS_GROUP}
     process = subprocess.Popen(
         command,
         stdin=subprocess.DEVNULL,
@@ -276,9 +280,9 @@ def recall_or_none(
     text: str,
     budget_s: float,
     *,
-    options: dict | None = None,
+    options: dict[str, Any] | None = None,
     client: EngineClient | None = None,
-) -> dict | None:
+) -> dict[str, Any] | None:
     """The hook's recall: the service's ``recall`` result, or None within ``budget_s``.
 
     None means "answer without recall this turn": no engine (one is spawned for the next turn),
@@ -302,7 +306,9 @@ def recall_or_none(
         return None
 
 
-def call_engine(paths: DataPaths, op: str, payload: dict | None = None, timeout_s: float = 60.0) -> dict:
+def call_engine(
+    paths: DataPaths, op: str, payload: dict[str, Any] | None = None, timeout_s: float = 60.0
+) -> dict[str, Any]:
     """For callers that can wait (CLI, MCP, judge): start the engine if needed, wait until it is
     ready (the first start loads the model: seconds) and return the result of ``op``."""
     client = EngineClient(paths)
@@ -325,7 +331,7 @@ def call_engine(paths: DataPaths, op: str, payload: dict | None = None, timeout_
         time.sleep(0.05)
 
 
-def engine_status(paths: DataPaths, timeout_s: float = 1.0) -> dict | None:
+def engine_status(paths: DataPaths, timeout_s: float = 1.0) -> dict[str, Any] | None:
     """The running engine's status, or None if none answers."""
     try:
         return EngineClient(paths).status(timeout_s)
@@ -333,7 +339,7 @@ def engine_status(paths: DataPaths, timeout_s: float = 1.0) -> dict | None:
         return None
 
 
-def engine_probe(paths: DataPaths, timeout_s: float = 1.0) -> dict:
+def engine_probe(paths: DataPaths, timeout_s: float = 1.0) -> dict[str, Any]:
     """What ``memself engine status`` reports, never confusing "cannot answer" with "gone".
 
     ``{"running": True, **status}`` when the engine answered (``state`` is ready, loading or

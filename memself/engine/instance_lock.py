@@ -20,7 +20,9 @@ def try_lock(path: str) -> int | None:
     """Take the lock without waiting; the open fd (keep it open to hold the lock) or None."""
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     try:
-        if _POSIX_LOCKS:
+        # sys.platform rather than _POSIX_LOCKS: type checkers take the branch of the platform
+        # they check, and msvcrt's locking exists on Windows only.
+        if sys.platform != "win32":
             import fcntl
 
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -21,6 +21,7 @@ import time
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # the socket module costs ~10 ms of hook start-up; only annotations need it
     from _socket import socket
+    from typing import Any
 
 PROTOCOL_VERSION = 1
 HEADER_BYTES = 4
@@ -88,13 +89,13 @@ class FrameError(Exception):
         self.message = message  # for the user (Chinese), when the code's own text says too little
 
 
-def pack(message: dict, limit: int) -> bytes:
+def pack(message: dict[str, Any], limit: int) -> bytes:
     """Serialise one message with its length header; FrameError(too-large) past ``limit``."""
     body = encode(message, limit)
     return len(body).to_bytes(HEADER_BYTES, "big") + body
 
 
-def encode(message: dict, limit: int) -> bytes:
+def encode(message: dict[str, Any], limit: int) -> bytes:
     """One message's body, without the header; FrameError(too-large) past ``limit``."""
     import json
 
@@ -132,12 +133,12 @@ def read_header(sock: socket, limit: int, deadline: float | None = None) -> int:
     return size
 
 
-def read_body(sock: socket, size: int) -> dict:
+def read_body(sock: socket, size: int) -> dict[str, Any]:
     """Read and decode a body of ``size`` bytes; it must be a JSON object."""
     return decode(recv_exact(sock, size))
 
 
-def decode(body: bytes) -> dict:
+def decode(body: bytes) -> dict[str, Any]:
     """A frame's body as the JSON object it must be; FrameError(protocol) for anything else."""
     import json
 
@@ -150,6 +151,6 @@ def decode(body: bytes) -> dict:
     return message
 
 
-def read_message(sock: socket, limit: int) -> dict:
+def read_message(sock: socket, limit: int) -> dict[str, Any]:
     """Read one whole frame (header, then body) from ``sock``."""
     return read_body(sock, read_header(sock, limit))

@@ -78,11 +78,11 @@ _DRAIN_S = 2.0
 _BUSY_READ_S = 0.05
 
 
-def _error(code: str, message: str | None = None) -> dict:
+def _error(code: str, message: str | None = None) -> dict[str, Any]:
     return {"ok": False, "error": code, "message": message or MESSAGES.get(code, code)}
 
 
-def _ok(result: dict) -> dict:
+def _ok(result: dict[str, Any]) -> dict[str, Any]:
     return {"ok": True, "result": result}
 
 
@@ -470,7 +470,7 @@ class EngineServer:
                 self._last_activity = time.monotonic()
             self._slots.release()
 
-    def _dispatch(self, request: dict) -> dict:
+    def _dispatch(self, request: dict[str, Any]) -> dict[str, Any]:
         op = request.get("op")
         payload = request.get("payload", {})
         if not isinstance(op, str) or not isinstance(payload, dict):
@@ -498,7 +498,7 @@ class EngineServer:
             return _error(ERR_VERSION_MISMATCH)
         return self._service_op(op, payload, request.get("wait_s", 0))
 
-    def _service_op(self, op: str, payload: dict, wait_s: Any) -> dict:
+    def _service_op(self, op: str, payload: dict[str, Any], wait_s: Any) -> dict[str, Any]:
         if self._state == STATE_FAILED:
             self._check_files()  # a fixed config or index gets a second warm-up
         try:
@@ -550,7 +550,7 @@ class EngineServer:
 
     # -- answers of the engine's own ops -------------------------------------------------------
 
-    def ping_info(self) -> dict:
+    def ping_info(self) -> dict[str, Any]:
         return {
             "version": self.version,
             "fingerprint": self.fingerprint,
@@ -559,7 +559,7 @@ class EngineServer:
             "state": self._state,
         }
 
-    def status_info(self) -> dict:
+    def status_info(self) -> dict[str, Any]:
         now = time.monotonic()
         with self._counter_lock:
             idle_for = now - self._last_activity
@@ -589,7 +589,7 @@ class EngineServer:
             }
         return info
 
-    def _describe_service(self) -> dict:
+    def _describe_service(self) -> dict[str, Any]:
         describe = getattr(self._service, "describe", None)
         if not callable(describe) or self._state != STATE_READY:
             return {}
@@ -605,7 +605,7 @@ class EngineServer:
             self._service_lock.release()
 
 
-def _send(conn: socket.socket, response: dict, timeout: float = _WRITE_TIMEOUT_S) -> None:
+def _send(conn: socket.socket, response: dict[str, Any], timeout: float = _WRITE_TIMEOUT_S) -> None:
     try:
         frame = pack(response, MAX_RESPONSE_BYTES)
     except FrameError:

@@ -30,8 +30,13 @@ from memself.store import MemoryStore
 from memself.timeutil import parse_iso
 
 if TYPE_CHECKING:
+    from memself.encoder import Encoder
     from memself.hook.run import Handler
     from memself.hosts.base import HookEvent, HookReply
+    from memself.index.sync import VectorIndex
+    from memself.recall.memory_side import MemorySideEncoder
+    from memself.recall.pool import RecallPool
+    from memself.recall.scoring import Recaller
 
 # Scored once at warm-up (no reward, nothing written): it builds what the first real prompt
 # would otherwise build while the host waits, Chinese runs and identifiers included.
@@ -47,12 +52,14 @@ class RecallService:
         self.paths = paths
         self.store = CachedReadStore(paths)
         self.model = ""
-        self.encoder: Any = None
-        self.memory_encoder: Any = None
-        self.recaller: Any = None
-        self.index: Any = None
+        # None until warm_up has loaded them; the engine sends no op before warm_up returned, but
+        # ``describe`` (the status op) may come first.
+        self.encoder: Encoder | None = None
+        self.memory_encoder: MemorySideEncoder | None = None
+        self.recaller: Recaller | None = None
+        self.index: VectorIndex | None = None
         self.memories: dict[str, Memory] = {}
-        self.pool: Any = None  # memself.recall.pool.RecallPool of the indexed memories
+        self.pool: RecallPool | None = None  # the indexed memories
 
     # ----- lifecycle (called by the engine) -----
 
@@ -72,14 +79,15 @@ class RecallService:
         from memself.textfilter import classify_input
 
         classify_input(WARM_UP_PROMPT)
-        self.encoder.encode_queries([WARM_UP_PROMPT])
-        if self.recaller.scoring.uses_lexical:
+        recaller, pool, index = self._loaded()
+        recaller.encoder.encode_queries([WARM_UP_PROMPT])
+        if recaller.scoring.uses_lexical:
             from memself import lexical
 
             lexical.warm_up()
-        self.recaller.score(WARM_UP_PROMPT, self.pool, self.index.matrix, matrix_key=self.index.generation)
+        recaller.score(WARM_UP_PROMPT, pool, index.matrix, matrix_key=index.generation)
 
-    def _load_model(self, config: Config) -> None:
+    def _load_model(self, config: Config) -> tuple[MemorySideEncoder, VectorIndex]:
         from memself.encoder import load_encoder
         from memself.index.sync import VectorIndex
         from memself.recall.memory_side import memory_side
@@ -94,22 +102,31 @@ class RecallService:
         self.recaller = load_recaller(self.encoder, config.model)
         self.index = VectorIndex.for_paths(self.paths)
         self.model = config.model
+        return self.memory_encoder, self.index
 
     def reload(self) -> None:
         """Re-read memories; encode new or changed ones (a model change re-encodes everything)."""
         from memself.recall.pool import indexed_pool
 
         config = load_config(self.paths)
-        if config.model != self.model:
-            self._load_model(config)
+        if config.model != self.model or self.memory_encoder is None or self.index is None:
+            memory_encoder, index = self._load_model(config)
+        else:
+            memory_encoder, index = self.memory_encoder, self.index
         memories = self.store.all()
         self.memories = {m.id: m for m in memories}
-        result = self.index.sync(memories, self.memory_encoder)
+        result = index.sync(memories, memory_encoder)
         if result.failed:
             log(self.paths, "index-encode-failed", count=len(result.failed))
         # Matched once per reload: memories and index rows change nowhere else, and matching them
         # is a Python loop over every memory that prompts need not pay.
-        self.pool = indexed_pool(list(self.memories.values()), self.index)
+        self.pool = indexed_pool(list(self.memories.values()), index)
+
+    def _loaded(self) -> tuple[Recaller, RecallPool, VectorIndex]:
+        """What every op scores with, which warm_up loads before the engine sends any op."""
+        if self.recaller is None or self.pool is None or self.index is None:
+            raise RuntimeError("the recall service was used before warm_up")
+        return self.recaller, self.pool, self.index
 
     def describe(self) -> dict[str, Any]:
         from memself.model.runtime import heavy_modules_loaded
@@ -145,7 +162,8 @@ class RecallService:
 
     def nearest(self, text: str, k: int) -> list[tuple[Memory, float]]:
         """The k nearest active memories, ungated and unrewarded (the judge's dedup)."""
-        return self.recaller.top_k(text, self.pool, self.index.matrix, k, matrix_key=self.index.generation)
+        recaller, pool, index = self._loaded()
+        return recaller.top_k(text, pool, index.matrix, k, matrix_key=index.generation)
 
     def preview(self, text: str) -> dict[str, Any]:
         """What ``text`` would recall, with each group's line, and no reward."""
@@ -154,9 +172,8 @@ class RecallService:
 
         config = load_config(self.paths)
         params = gate_params(config, resolve_model(config.model))
-        return self.recaller.recall(
-            text, self.pool, self.index.matrix, params, matrix_key=self.index.generation
-        ).to_detail()
+        recaller, pool, index = self._loaded()
+        return recaller.recall(text, pool, index.matrix, params, matrix_key=index.generation).to_detail()
 
     def recall(self, text: str, now: datetime) -> dict[str, Any]:
         """Gated per-group recall; the hits are rewarded (once per memory per day)."""
@@ -165,9 +182,8 @@ class RecallService:
 
         config = load_config(self.paths)
         params = gate_params(config, resolve_model(config.model))
-        result = self.recaller.recall(
-            text, self.pool, self.index.matrix, params, matrix_key=self.index.generation
-        ).to_json()
+        recaller, pool, index = self._loaded()
+        result = recaller.recall(text, pool, index.matrix, params, matrix_key=index.generation).to_json()
         gains = self.store.reward_recall([h["id"] for g in GROUPS for h in result[g]], now)
         for hits in result.values():
             for hit in hits:
