@@ -114,7 +114,10 @@ def arm(host: str, kind: str | None = None) -> bool:
     ended by it.
     """
     try:
-        import _signal
+        if TYPE_CHECKING:  # _signal has no stub of its own; signal re-exports the same functions
+            import signal as _signal
+        else:
+            import _signal
     except ImportError:  # pragma: no cover - every CPython has it
         return False
     if not hasattr(_signal, "setitimer") or not hasattr(_signal, "SIGALRM"):
@@ -228,7 +231,10 @@ def _finish(answered_nothing: bool) -> None:
     callback = _state.on_expire
     if callback is not None and answered_nothing:
         try:
-            import _signal
+            if TYPE_CHECKING:  # as in arm
+                import signal as _signal
+            else:
+                import _signal
 
             _signal.setitimer(_signal.ITIMER_REAL, _GRACE_S)
             callback()

@@ -37,7 +37,7 @@ class DataPaths:
 
     __slots__ = ("root",)
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: str | os.PathLike[str]) -> None:
         self.root = Path(root)
 
     def __eq__(self, other: object) -> bool:

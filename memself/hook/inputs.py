@@ -109,10 +109,12 @@ def _wait_readable(fd: int, deadline: float) -> bool:
 
 
 def stdin_buffer() -> BinaryIO | None:
-    if sys.stdin is None:
-        return None
-    return getattr(sys.stdin, "buffer", sys.stdin)  # type: ignore[return-value]
+    """The bytes under ``sys.stdin``; None when the host started the process without a stdin."""
+    stdin = sys.stdin
+    return None if stdin is None else stdin.buffer
 
 
-def stdout_buffer() -> BinaryIO:
-    return getattr(sys.stdout, "buffer", sys.stdout)  # type: ignore[return-value]
+def stdout_buffer() -> BinaryIO | None:
+    """The bytes under ``sys.stdout``; None when the host started the process without a stdout."""
+    stdout = sys.stdout
+    return None if stdout is None else stdout.buffer

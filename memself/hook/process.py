@@ -89,8 +89,9 @@ def main(argv: list[str]) -> None:
     if kind == "out":
         if isinstance(said, bytes) and said and hookdeadline.begin_answer():
             stdout = stdout_buffer()
-            stdout.write(said)
-            stdout.flush()
+            if stdout is not None:  # without a stdout there is nobody to answer
+                stdout.write(said)
+                stdout.flush()
             hookdeadline.end_answer()
         return
     from memself.hook.run import RunContext, run

@@ -145,7 +145,7 @@ class _Record:
 class _Output:
     """Writes the answer once; the main thread and the watchdog race for it."""
 
-    def __init__(self, stream: BinaryIO) -> None:
+    def __init__(self, stream: BinaryIO | None) -> None:
         self._stream = stream
         self._lock = threading.Lock()
         self.written: dict[str, Any] | None = None
@@ -159,6 +159,8 @@ class _Output:
             try:
                 if answer is None:
                     return True
+                if self._stream is None:  # the host gave the process no stdout
+                    raise OSError("no stdout to answer on")
                 data = json.dumps(answer, ensure_ascii=False, separators=(",", ":")) + "\n"
                 # A lone surrogate left anywhere (a hand-edited file) cannot be UTF-8: replace it.
                 self._stream.write(data.encode("utf-8", errors="replace"))
