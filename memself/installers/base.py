@@ -240,8 +240,12 @@ def preview_steps(steps: Sequence[Step]) -> list[StepResult]:
 class HostInstaller(Protocol):
     """What ``memself/installers/<host>.py`` exposes as ``INSTALLER`` (checked by a test)."""
 
-    name: str
-    label: str
+    # Read-only: the installers are frozen dataclasses.
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def label(self) -> str: ...
 
     def config_root(self, home: Path) -> Path: ...
 

@@ -261,7 +261,9 @@ def check_judge(paths: DataPaths, chat: Callable[..., str] | None = None) -> Che
     except (MemselfError, OSError) as exc:
         return Check("旁路判别", False, f"接口密钥不可用：{exc}", "memself key set 重新输入 apiKey")
     if chat is None:
-        from memself.judge.http import chat
+        from memself.judge import http
+
+        chat = http.chat
     started = time.monotonic()
     try:
         chat(bound, cfg.sideApiModel, key, "只回答 OK。", "ping", timeout=_JUDGE_TIMEOUT_S)
@@ -320,14 +322,15 @@ def run_checks(
     claude_bin = find_claude(home)
     checks = [check_install(paths)]
     checks += [check_host(name, home, claude_bin) for name in INSTALLERS]
-    for check in (
+    later: tuple[Callable[[], Check | None], ...] = (
         lambda: check_data(paths),
         lambda: check_model(paths),
         lambda: check_engine(paths, engine_wait_s),
         lambda: check_runtime_dir(paths),
         lambda: check_judge(paths, chat),
         lambda: check_secrets(paths),
-    ):
+    )
+    for check in later:
         try:
             result = check()
         except Exception as exc:

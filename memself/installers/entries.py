@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from memself.installers.jsonfile import expect_dict, expect_list
-from memself.mcp_server import SERVER_NAME
+from memself.mcp_server import SERVER_NAME as SERVER_NAME  # the installers name the MCP entry through here
 
 LEGACY_SERVER_NAMES = ("dsh-memory",)
 RESOLVE_RULE = f"mcp__{SERVER_NAME}__memory_resolve"
