@@ -254,7 +254,7 @@ class Memory:
             text=text,
             confidence=confidence,
             category=category,
-            evidence=raw.get("evidence") if isinstance(raw.get("evidence"), str) else "",
+            evidence=_str(raw.get("evidence")),
             firstSeen=_str(raw.get("firstSeen")),
             lastSeen=_str(raw.get("lastSeen")),
             deprecated=raw.get("deprecated") is True,

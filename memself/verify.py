@@ -418,13 +418,13 @@ def _group_report(
                     ranked[0][1] if ranked else None,
                 )
             )
-    for case, scored in zip(cases.irrelevant, irr, strict=True):
+    for other, scored in zip(cases.irrelevant, irr, strict=True):
         rep.irrelevant += 1
         kept = _kept(scored, group, floor, params)
         if kept:
             rep.leaks += 1
             if detail:
-                rep.leaked.append(Leak(case.prompt, tuple(m.text for m in kept), bool(case.near)))
+                rep.leaked.append(Leak(other.prompt, tuple(m.text for m in kept), bool(other.near)))
     for grp, r, i in single:
         if grp != group:
             continue

@@ -14,6 +14,7 @@ import os
 import time
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -193,7 +194,7 @@ def _direct(
                 log(paths, "side-apply-failed", id=job["id"], error=str(exc))
                 jobs.finish(paths, job["id"], now, jobs.NONE, str(exc), force=True)
                 continue
-        jobs.update_job(paths, job["id"], lambda j, n=notice: _mark_shown(j, now, n), trusted_only=True)
+        jobs.update_job(paths, job["id"], partial(_mark_shown, now=now, notice=notice), trusted_only=True)
         lines.append(notice)
     if not lines:
         return None
@@ -229,7 +230,7 @@ def _confirm(
     notice_lines: list[str] = []
     for job in notices:
         notice = str(job["notice"])
-        if jobs.update_job(paths, job["id"], lambda j, n=notice: _mark_shown(j, now, n), trusted_only=True):
+        if jobs.update_job(paths, job["id"], partial(_mark_shown, now=now, notice=notice), trusted_only=True):
             notice_lines.append(notice)
     if not marked:
         return direct_texts(notice_lines) if notice_lines else None

@@ -86,8 +86,8 @@ def check_job(job: dict[str, Any], secret: str | None, expected_id: str) -> str:
     if not isinstance(masked, str) or not _HEX64.match(masked):
         return "no-prompt-hash"
     digest = mask_prompt_hash(masked, expected_id, secret)
-    host, key, turn = (job.get(k) for k in ("agent", "sessionKey", "generationKey"))
-    if not all(isinstance(v, str) for v in (host, key, turn)):
+    host, key, turn = job.get("agent"), job.get("sessionKey"), job.get("generationKey")
+    if not (isinstance(host, str) and isinstance(key, str) and isinstance(turn, str)):
         return "bad-identity"
     if not hmac.compare_digest(proposal_id_from_hash(host, key, turn, digest, secret), expected_id):
         return "id-mismatch"
