@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The one install command: a project venv (.venv) with memself (editable) and its test tools.
+# The one install command: a project venv (.venv) with memself (editable) and its test tools
+# (pytest, ruff, mypy: the test extra).
 #
 #   ./scripts/install.sh
 #
@@ -82,7 +83,7 @@ cat <<MSG
 
 memself is installed in $VENV.
 Next:
-  ./scripts/test.sh               # ruff + the test suite (without the e2e group)
+  ./scripts/test.sh               # ruff, mypy and the test suite (without the e2e group)
   ./scripts/test.sh -m e2e        # end-to-end tests against the real Claude Code / CodeBuddy CLIs (needs npm)
   .venv/bin/memself --help        # the command line (or: source .venv/bin/activate)
 MSG
