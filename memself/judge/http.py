@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import time
+from typing import Any
 
 import httpx
 
@@ -128,9 +129,10 @@ def parse_body(raw: str) -> str:
     return _sse_content(text)
 
 
-def _message_content(data: object) -> str:
+def _message_content(data: Any) -> str:
+    """The reply text of a parsed chat completion of any shape ("" when it is not there)."""
     try:
-        content = data["choices"][0]["message"]["content"]  # type: ignore[index]
+        content = data["choices"][0]["message"]["content"]
     except (KeyError, IndexError, TypeError):
         return ""
     return content if isinstance(content, str) else ""
