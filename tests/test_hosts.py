@@ -366,55 +366,32 @@ def test_render(
 # --- double registration: Claude-registered hook under Cursor --------------------------------
 
 
-def write_cursor_hooks(home: Path, command: str) -> None:
-    (home / ".cursor").mkdir(exist_ok=True)
-    (home / ".cursor" / "hooks.json").write_text(
-        json.dumps(
-            {
-                "version": 1,
-                "hooks": {
-                    "sessionStart": [{"command": "other-tool --x", "timeout": 5}],
-                    "stop": [{"command": command, "timeout": 20}],
-                },
-            }
-        )
-    )
+class Registered:
+    """The installers' answer to "does this host's own config hold a hook of ours", recorded."""
+
+    def __init__(self, *hosts: str) -> None:
+        self.hosts = set(hosts)
+        self.asked: list[str] = []
+
+    def __call__(self, host: str) -> bool:
+        self.asked.append(host)
+        return host in self.hosts
 
 
-def test_claude_steps_aside_under_cursor_when_cursor_hook_installed(isolated_home: Path) -> None:
+def test_claude_steps_aside_under_cursor_when_cursor_hook_installed() -> None:
     payload = {"hook_event_name": "UserPromptSubmit", "session_id": "s", "prompt": "p"}
     env = {"CURSOR_VERSION": "3.20.17"}
-    assert claude.steps_aside(payload, env, isolated_home) is False  # no Cursor hook of ours
-    write_cursor_hooks(isolated_home, hook_command_line("cursor"))
-    assert claude.steps_aside(payload, env, isolated_home) is True
-    assert claude.steps_aside(payload, {}, isolated_home) is False  # plain Claude Code
-    assert claude.steps_aside(dict(payload, cursor_version="3.1"), {}, isolated_home) is True
-    assert (
-        claude.steps_aside(dict(payload, cursor_version=""), {"CURSOR_VERSION": " "}, isolated_home) is False
-    )
+    assert claude.steps_aside(payload, env, Registered()) is False  # no Cursor hook of ours
+    installed = Registered("cursor")
+    assert claude.steps_aside(payload, env, installed) is True
+    assert installed.asked == ["cursor"]
+    plain = Registered("cursor")
+    assert claude.steps_aside(payload, {}, plain) is False  # plain Claude Code
+    assert plain.asked == []  # nothing read outside Cursor
+    assert claude.steps_aside(dict(payload, cursor_version="3.1"), {}, installed) is True
+    assert claude.steps_aside(dict(payload, cursor_version=""), {"CURSOR_VERSION": " "}, installed) is False
     for other in (cursor, codebuddy, workbuddy):
-        assert other.steps_aside(payload, env, isolated_home) is False
-
-
-def test_claude_steps_aside_recognises_the_original_cursor_hook(isolated_home: Path) -> None:
-    write_cursor_hooks(isolated_home, '"/usr/bin/node" "/r/bin/memory.mjs" hook --agent cursor')
-    assert claude.steps_aside({}, {"CURSOR_VERSION": "1"}, isolated_home) is True
-
-
-@pytest.mark.parametrize(
-    "content",
-    [
-        "{not json",
-        "[]",
-        '{"hooks": []}',
-        '{"hooks": {"stop": {"command": "x"}}}',
-        json.dumps({"hooks": {"stop": [{"command": "/p/python -I -S /r/hooks/entry.py --agent claude"}]}}),
-    ],
-)
-def test_claude_does_not_step_aside_for_other_cursor_files(isolated_home: Path, content: str) -> None:
-    (isolated_home / ".cursor").mkdir()
-    (isolated_home / ".cursor" / "hooks.json").write_text(content)
-    assert claude.steps_aside({}, {"CURSOR_VERSION": "1"}, isolated_home) is False
+        assert other.steps_aside(payload, env, Registered("cursor", "claude")) is False
 
 
 # --- the registered command ------------------------------------------------------------------

@@ -314,8 +314,75 @@ def test_uninstall_dry_run_changes_nothing(isolated_home: Path) -> None:
 
 def test_every_installer_implements_the_interface() -> None:
     for installer in INSTALLERS.values():
-        for member in ("label", "config_root", "detect", "plan", "plan_removal", "apply", "remove"):
+        for member in (
+            "label",
+            "config_root",
+            "detect",
+            "hook_registered",
+            "plan",
+            "plan_removal",
+            "apply",
+            "remove",
+        ):
             assert hasattr(installer, member), (installer.name, member)
+
+
+@pytest.mark.parametrize("host", sorted(INSTALLERS))
+def test_hook_registered_after_install_only(host: str, isolated_home: Path) -> None:
+    """What a Claude-registered hook asks when Cursor runs it: is the host's own hook of ours
+    there? Yes after install, no before and after uninstall, whatever the hooks file's shape."""
+    from memself.installers.base import InstallContext
+
+    installer = INSTALLERS[host]
+    ctx = InstallContext(home=isolated_home, skill_source=SKILL)
+    assert installer.hook_registered(isolated_home) is False
+    installer.apply(ctx)
+    assert installer.hook_registered(isolated_home) is True
+    others = [other for name, other in INSTALLERS.items() if name != host]
+    assert not any(other.hook_registered(isolated_home) for other in others)
+    installer.remove(ctx)
+    assert installer.hook_registered(isolated_home) is False
+
+
+def test_cursor_hook_registered_recognises_the_original_plugin(isolated_home: Path) -> None:
+    (isolated_home / ".cursor").mkdir()
+    (isolated_home / ".cursor" / "hooks.json").write_text(
+        json.dumps(
+            {
+                "version": 1,
+                "hooks": {"stop": [{"command": "/usr/bin/node /r/bin/memory.mjs hook --agent cursor"}]},
+            }
+        )
+    )
+    assert INSTALLERS["cursor"].hook_registered(isolated_home) is True
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        b"{not json",
+        b"\xff\xfe",
+        b"[" * 100_000,
+        b"[]",
+        b'{"hooks": []}',
+        b'{"hooks": {"stop": {"command": "x"}}}',
+        # Claude's nested shape in Cursor's flat file: not a hook Cursor runs.
+        json.dumps(
+            {
+                "hooks": {
+                    "stop": [{"hooks": [{"command": "/p/python -I -S /r/hooks/entry.py --agent cursor"}]}]
+                }
+            }
+        ).encode(),
+        json.dumps(
+            {"hooks": {"stop": [{"command": "/p/python -I -S /r/hooks/entry.py --agent claude"}]}}
+        ).encode(),
+    ],
+)
+def test_cursor_hook_registered_is_false_for_other_files(isolated_home: Path, content: bytes) -> None:
+    (isolated_home / ".cursor").mkdir()
+    (isolated_home / ".cursor" / "hooks.json").write_bytes(content)
+    assert INSTALLERS["cursor"].hook_registered(isolated_home) is False
 
 
 @pytest.mark.parametrize(

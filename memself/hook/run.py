@@ -90,7 +90,7 @@ def run(stdin: Stdin, context: RunContext) -> bool:
             record.declined = True
             return False
         record.note = "stdin-timeout" if stdin.timed_out else decode_note
-        if adapter.steps_aside(payload, env, context.home or Path.home()):
+        if adapter.steps_aside(payload, env, _hook_registered(context.home or Path.home())):
             record.note = "stepped-aside"
             return True
         record.event = event
@@ -250,6 +250,19 @@ def _log_expired(paths: DataPaths, record: _Record, out: _Output, started: float
     """The log line of a run the deadline ended (``hookdeadline`` answered "nothing")."""
     record.note = "deadline"
     _log_run(paths, record, out, started)
+
+
+def _hook_registered(home: Path) -> Callable[[str], bool]:
+    """What an adapter asks to step aside: whether a host's own config holds a hook of ours.
+    Where that config lives is the installers' knowledge, imported only when asked."""
+
+    def registered(host: str) -> bool:
+        from memself.installers import INSTALLERS
+
+        installer = INSTALLERS.get(host)
+        return installer is not None and installer.hook_registered(home)
+
+    return registered
 
 
 def _describe(exc: BaseException) -> str:

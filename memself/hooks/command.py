@@ -1,7 +1,4 @@
-"""The command line installers register for a host's hooks, and how to recognise ours.
-
-Standard library only: the Claude adapter uses ``hook_command_agent`` on the hook path.
-"""
+"""The command line installers register for a host's hooks, and how to recognise ours."""
 
 from __future__ import annotations
 

@@ -5,9 +5,8 @@ The core takes a ``HookEvent`` and returns a ``HookReply``; it never sees a host
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from enum import Enum
-from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
 
@@ -63,8 +62,14 @@ class HostAdapter(Protocol):
 
     def render(self, event: HookEvent, reply: HookReply) -> dict[str, Any] | None: ...
 
-    def steps_aside(self, payload: dict[str, Any], env: Mapping[str, str], home: Path) -> bool:
-        """True when another registration of ours handles this event (answer nothing)."""
+    def steps_aside(
+        self, payload: dict[str, Any], env: Mapping[str, str], registered: Callable[[str], bool]
+    ) -> bool:
+        """True when another registration of ours handles this event (answer nothing).
+
+        ``registered(host)`` says whether ``host``'s own config holds a hook of ours: where that
+        config lives is the installers' knowledge, asked only when an adapter needs it.
+        """
         ...
 
 

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping
-from pathlib import Path
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from memself.hosts.base import HookEvent, HookReply
@@ -16,6 +14,8 @@ from memself.hosts.common import (
     parse_event,
     render_claudelike,
 )
+from memself.hosts.cursor import NAME as CURSOR
+from memself.hosts.cursor import runs_this_hook as runs_in_cursor
 
 NAME = "claude"
 ASK_TOOL = "AskUserQuestion"
@@ -24,8 +24,6 @@ TIMEOUTS = CLAUDE_TIMEOUTS
 CONTEXT_LIMIT = 10_000  # longer additionalContext is replaced by a file path and a preview
 # Claude Code has its own memory: our instructions constrain this plugin only and leave it alone.
 PLUGIN_SCOPED_WORDING = True
-
-_CURSOR_HOOKS_MAX_BYTES = 1 << 20
 
 
 def parse(payload: dict[str, Any], env: Mapping[str, str] | None = None) -> HookEvent:
@@ -46,32 +44,8 @@ def render(event: HookEvent, reply: HookReply) -> dict[str, Any] | None:
     return render_claudelike(event, reply, EVENT_NAMES, system_message=True)
 
 
-def steps_aside(payload: dict[str, Any], env: Mapping[str, str], home: Path) -> bool:
+def steps_aside(payload: dict[str, Any], env: Mapping[str, str], registered: Callable[[str], bool]) -> bool:
     """Cursor also runs hooks from ``~/.claude/settings.json``. When this Claude-registered hook
     runs inside Cursor and Cursor's own hook of ours is installed, that one answers: injecting
     twice wastes context and a Claude-format Stop hook under Cursor has no loop cap."""
-    under_cursor = bool(env.get("CURSOR_VERSION", "").strip()) or bool(
-        isinstance(payload.get("cursor_version"), str) and payload["cursor_version"].strip()
-    )
-    return under_cursor and cursor_hook_installed(home)
-
-
-def cursor_hook_installed(home: Path) -> bool:
-    """Whether ``~/.cursor/hooks.json`` holds a memself (or original plugin) hook for Cursor."""
-    from memself.hooks.command import hook_command_agent
-
-    path = home / ".cursor" / "hooks.json"
-    try:
-        with path.open("rb") as fh:
-            data = json.loads(fh.read(_CURSOR_HOOKS_MAX_BYTES).decode("utf-8-sig"))
-    except (OSError, ValueError):
-        return False
-    hooks = data.get("hooks") if isinstance(data, dict) else None
-    if not isinstance(hooks, dict):
-        return False
-    for entries in hooks.values():
-        for entry in entries if isinstance(entries, list) else ():
-            command = entry.get("command") if isinstance(entry, dict) else None
-            if isinstance(command, str) and hook_command_agent(command) == "cursor":
-                return True
-    return False
+    return runs_in_cursor(payload, env) and registered(CURSOR)

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from pathlib import Path
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from memself.hosts.base import EventKind, HookEvent, HookReply
@@ -49,5 +48,13 @@ def render(event: HookEvent, reply: HookReply) -> dict[str, Any] | None:
     return {}
 
 
-def steps_aside(payload: dict[str, Any], env: Mapping[str, str], home: Path) -> bool:
+def steps_aside(payload: dict[str, Any], env: Mapping[str, str], registered: Callable[[str], bool]) -> bool:
     return False
+
+
+def runs_this_hook(payload: dict[str, Any], env: Mapping[str, str]) -> bool:
+    """Whether Cursor is the program running this hook: it also runs the hooks registered for
+    Claude Code, with its own payloads."""
+    return bool(env.get("CURSOR_VERSION", "").strip()) or bool(
+        isinstance(payload.get("cursor_version"), str) and payload["cursor_version"].strip()
+    )

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from pathlib import Path
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from memself.hosts.base import HookEvent, HookReply
@@ -40,5 +39,5 @@ def render(event: HookEvent, reply: HookReply) -> dict[str, Any] | None:
     return render_claudelike(event, reply, EVENT_NAMES, system_message=False)
 
 
-def steps_aside(payload: dict[str, Any], env: Mapping[str, str], home: Path) -> bool:
+def steps_aside(payload: dict[str, Any], env: Mapping[str, str], registered: Callable[[str], bool]) -> bool:
     return False

@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+import memself.installers.entries as entries
+import memself.installers.jsonfile as jsonfile
 from memself.errors import MemselfError
-from memself.installers import entries, jsonfile
 
 SKILL_NAME = "memory-self-evolution-manage"
 
@@ -250,6 +251,10 @@ class HostInstaller(Protocol):
     def config_root(self, home: Path) -> Path: ...
 
     def detect(self, home: Path) -> bool: ...
+
+    def hook_registered(self, home: Path) -> bool:
+        """Whether the host's own config holds a hook of ours for it; never raises."""
+        ...
 
     def plan(self, ctx: InstallContext) -> list[Step]: ...
 

@@ -9,7 +9,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from memself.installers import claude_cli, entries
+import memself.installers.claude_cli as claude_cli
+import memself.installers.entries as entries
 from memself.installers.base import InstallContext, Step, StepResult
 from memself.installers.jsonfile import Transform
 from memself.installers.jsonhost import JsonHostInstaller

@@ -16,10 +16,11 @@ as the original's ``PostToolUse``). Every transform takes and returns the parsed
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
+from memself.hooks.command import is_our_hook_command
 from memself.installers.jsonfile import expect_dict, expect_list
 from memself.mcp_server import SERVER_NAME as SERVER_NAME  # the installers name the MCP entry through here
 
@@ -33,9 +34,26 @@ def mcp_command(host: str) -> list[str]:
 
 
 def is_our_hook(command: object) -> bool:
-    from memself.hooks.command import is_our_hook_command
-
     return isinstance(command, str) and is_our_hook_command(command)
+
+
+def hook_commands(data: object, shape: Literal["nested", "flat"]) -> Iterator[str]:
+    """Every hook command string in a parsed hooks file of ``shape``, skipping what is malformed."""
+    hooks = data.get("hooks") if isinstance(data, dict) else None
+    if not isinstance(hooks, dict):
+        return
+    for items in hooks.values():
+        for item in items if isinstance(items, list) else ():
+            if not isinstance(item, dict):
+                continue
+            if shape == "flat":
+                handlers: list[Any] = [item]
+            else:
+                handlers = item["hooks"] if isinstance(item.get("hooks"), list) else []
+            for handler in handlers:
+                command = handler.get("command") if isinstance(handler, dict) else None
+                if isinstance(command, str):
+                    yield command
 
 
 def is_legacy_mcp(entry: object) -> bool:

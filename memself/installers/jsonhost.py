@@ -6,13 +6,15 @@ and the permission rule).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
-from memself.installers import entries
+import memself.installers.entries as entries
+from memself.hooks.command import hook_command_agent
 from memself.installers.base import (
     SKILL_NAME,
     InstallContext,
@@ -25,6 +27,9 @@ from memself.installers.base import (
     run_steps,
 )
 from memself.installers.jsonfile import Transform
+
+# A hooks file read on the hook path is read this far at most.
+_HOOKS_FILE_MAX_BYTES = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -50,6 +55,17 @@ class JsonHostInstaller:
 
     def skill_dir(self, home: Path) -> Path:
         return self.config_root(home) / "skills" / SKILL_NAME
+
+    def hook_registered(self, home: Path) -> bool:
+        """Whether this host's hooks file holds a hook of ours (or the original plugin's) for this
+        host. Asked on the hook path (a hook registered for another host that this one also runs),
+        so it reads a bounded prefix and never raises."""
+        try:
+            with (self.config_root(home) / self.hooks_file).open("rb") as fh:
+                data = json.loads(fh.read(_HOOKS_FILE_MAX_BYTES).decode("utf-8-sig"))
+        except (OSError, ValueError, RecursionError):
+            return False
+        return any(hook_command_agent(c) == self.name for c in entries.hook_commands(data, self.hook_shape))
 
     def hooks_purpose(self) -> str:
         return "hook（" + "、".join(event for event, _ in self.events) + "）"
