@@ -3,16 +3,18 @@
 
 The deadline counts from the process's own start (``/proc/self/stat``), not from when Python got
 around to this module: on a loaded machine the interpreter start and the imports alone can take
-seconds. It is armed as early as possible (``memself/hooks/entry.py``, right after finding the package)
-with the host's shortest deadline, then re-armed with the event's own one as soon as the event is
-known. The alarm is ``SIGALRM`` through ``_signal`` (built in: ``signal`` would import ``enum``,
-which the fast path avoids); its handler runs in the main thread between two bytecodes, also
-while the hook sleeps or waits on a socket, a pipe or a lock.
+seconds. It is armed as early as possible (``memself/hooks/entry.py``, right after finding the
+package) from the hook's command line: installers register one command per event, carrying the timeout
+the host was given for it and the host's "no answer" output (``hooks.command``, from the
+adapters), so no host table is needed here. A command registered by an older install carries
+neither: the shortest deadline any host's registration gives stands until the local run knows
+the adapter (``learn``). The alarm is ``SIGALRM`` through ``_signal`` (built in: ``signal``
+would import ``enum``, which the fast path avoids); its handler runs in the main thread between
+two bytecodes, also while the hook sleeps or waits on a socket, a pipe or a lock.
 
-Deadlines are 80 % of the timeout the installers register for each host and event (adapters'
-``TIMEOUTS``; a test keeps the two tables together) less 0.2 s for the host's spawn and the
-exit: 3.8 s for Cursor's 5 s prompt hook, so the host sees it end within 4 s.
-Standard library only, and nothing but ``os``, ``sys`` and ``time``.
+A deadline is a share of the registered timeout, less a margin for the host's spawn of the
+process and the exit. Standard library only, and nothing but ``os``, ``sys`` and ``time`` unless
+a deadline passes before the "no answer" output is known.
 
 Platforms without ``SIGALRM`` (Windows) arm nothing; ``hookrun`` then keeps its watchdog thread.
 """
@@ -25,30 +27,25 @@ import time
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: typing costs the hook ~25 ms
-    from collections.abc import Callable
+    from collections.abc import Callable, Sequence
 
+# The hook's own arguments after ``--agent HOST``, written by the installers (``hooks.command``).
+TIMEOUT_ARG = "--timeout"  # seconds the host gives this event's hook
+EMPTY_REPLY_ARG = "--empty-reply"  # the host's "no answer" output, when that is not empty output
 SHARE = 0.8  # of the host's registered timeout
 # Taken off that share: the host's spawn of the process (before its start time) and the exit.
 EXIT_MARGIN_S = 0.2
-# host -> event kind (``EventKind`` values) -> seconds from the process's start:
-# SHARE x timeout - EXIT_MARGIN_S.
-DEADLINES: dict[str, dict[str, float]] = {
-    "claude": {"session_start": 7.8, "prompt_submit": 7.8, "stop": 15.8},
-    "cursor": {"session_start": 7.8, "prompt_submit": 3.8, "stop": 15.8},
-    "codebuddy": {"session_start": 7.8, "prompt_submit": 7.8, "stop": 15.8},
-    "workbuddy": {"session_start": 7.8, "prompt_submit": 7.8, "stop": 15.8},
-}
-FALLBACK_S = 3.8  # an unknown host: the shortest deadline of any
-# What each host reads as "no answer" (``render(event, HookReply())``; a test checks it): Cursor
-# wants JSON on every answer, the others take empty output.
-NOTHING: dict[str, bytes] = {"cursor": b"{}\n"}
+# Seconds from the process's start when the registered timeout is not known: the shortest
+# deadline of any host's registration (a test holds it against the adapters).
+FALLBACK_S = 3.8
 # Kept free at the end for what must follow a wait: after giving up on the engine, the hook
 # still runs the core in this process; after Stop's wait for judge jobs, it still renders.
 LOCAL_RESERVE_S = 1.0
 STOP_RESERVE_S = 2.0
 # Once the deadline has passed, the expiry log line gets this long before the process just exits.
 _GRACE_S = 0.25
-# Host event names (lower case) -> kind, for a look at the raw payload before it is parsed.
+# Host event names (lower case) -> kind, for a look at the raw payload before it is parsed
+# (``hosts.base``'s spellings; a test holds them against every adapter's event names).
 _KINDS = {
     b"sessionstart": "session_start",
     b"userpromptsubmit": "prompt_submit",
@@ -63,6 +60,8 @@ _NONE, _WRITING, _WRITTEN = 0, 1, 2
 class _State:
     host = ""
     deadline: float | None = None  # seconds after the process started
+    timeout_known = False  # the deadline comes from the registered timeout, not the fallback
+    empty_reply: bytes | None = None  # None: not known yet
     answer = _NONE
     expired = False
     final = False
@@ -74,15 +73,12 @@ _state = _State()
 _IMPORTED = time.monotonic()
 
 
-def deadline_for(host: str, kind: str | None = None) -> float:
-    """Seconds from the process's start for ``host``'s ``kind`` event; without a kind the host's
-    shortest (the event is not known yet)."""
-    table = DEADLINES.get(host)
-    if not table:
+def deadline_for(timeout_s: float | None) -> float:
+    """Seconds from the process's start for a hook the host gives ``timeout_s``; the fallback
+    when that is not known."""
+    if timeout_s is None:
         return FALLBACK_S
-    if kind is not None and kind in table:
-        return table[kind]
-    return min(table.values())
+    return SHARE * timeout_s - EXIT_MARGIN_S
 
 
 def process_age() -> float:
@@ -107,12 +103,39 @@ def _process_start() -> float | None:
         return None
 
 
-def arm(host: str, kind: str | None = None) -> bool:
-    """(Re)arm the alarm at ``host``'s deadline for ``kind``; False where there is no SIGALRM.
+def arm(host: str, argv: Sequence[str] = ()) -> bool:
+    """Arm the alarm for the hook of ``host`` run with the arguments ``argv`` (its registered
+    timeout and "no answer" output, when the command carries them); False where there is no
+    SIGALRM.
 
     Called by the hook process only (the entry, ``memself hook``): an in-process caller would be
     ended by it.
     """
+    timeout = _seconds(_arg(argv, TIMEOUT_ARG))
+    reply = _arg(argv, EMPTY_REPLY_ARG)
+    _state.host = host
+    _state.timeout_known = timeout is not None
+    if reply is not None:
+        _state.empty_reply = reply.encode("utf-8", errors="replace") + b"\n"
+    else:  # a registered command names the reply only when it is not empty output
+        _state.empty_reply = b"" if timeout is not None else None
+    return _set(deadline_for(timeout))
+
+
+def learn(timeout_s: float | None, empty_reply: bytes) -> None:
+    """What the host's adapter says, once the local run knows it: fills in what the command line
+    did not carry (a hook registered by an older install). The command line's values stand:
+    they are what the host was told."""
+    if _state.deadline is None:
+        return
+    if _state.empty_reply is None:
+        _state.empty_reply = empty_reply
+    if not _state.timeout_known and timeout_s is not None:
+        _state.timeout_known = True
+        _set(deadline_for(timeout_s))
+
+
+def _set(deadline: float) -> bool:
     try:
         if TYPE_CHECKING:  # _signal has no stub of its own; signal re-exports the same functions
             import signal as _signal
@@ -122,25 +145,33 @@ def arm(host: str, kind: str | None = None) -> bool:
         return False
     if not hasattr(_signal, "setitimer") or not hasattr(_signal, "SIGALRM"):
         return False
-    _state.host = host
-    _state.deadline = deadline_for(host, kind)
+    _state.deadline = deadline
     try:
         _signal.signal(_signal.SIGALRM, _on_alarm)
-        _signal.setitimer(_signal.ITIMER_REAL, max(_state.deadline - process_age(), 0.001))
+        _signal.setitimer(_signal.ITIMER_REAL, max(deadline - process_age(), 0.001))
     except (OSError, ValueError):  # not the main thread
         _state.deadline = None
         return False
     return True
 
 
-def arm_for_payload(host: str, raw: bytes) -> None:
-    """Re-arm with the event's own deadline when a cheap look at the raw payload names it (the
-    full parse comes later and re-arms again); otherwise the armed one stays."""
-    if _state.deadline is None:
-        return
-    kind = payload_kind(raw)
-    if kind is not None:
-        arm(host, kind)
+def _arg(argv: Sequence[str], name: str) -> str | None:
+    """The value of ``name VALUE`` or ``name=VALUE`` in ``argv``; None when absent."""
+    for i, arg in enumerate(argv):
+        if arg == name and i + 1 < len(argv):
+            return argv[i + 1]
+        if arg.startswith(name + "="):
+            return arg[len(name) + 1 :]
+    return None
+
+
+def _seconds(value: str | None) -> float | None:
+    """A positive number of seconds, or None."""
+    try:
+        seconds = float(value) if value is not None else 0.0
+    except ValueError:
+        return None
+    return seconds if 0 < seconds < 1e6 else None
 
 
 def payload_kind(raw: bytes) -> str | None:
@@ -218,7 +249,9 @@ def _on_alarm(signum: int, frame: object) -> None:
 
 
 def _write_nothing() -> None:
-    data = NOTHING.get(_state.host, b"")
+    data = _state.empty_reply
+    if data is None:
+        data = _adapter_empty_reply(_state.host)
     try:
         if data:
             os.write(1, data)
@@ -226,12 +259,30 @@ def _write_nothing() -> None:
         pass
 
 
+def _adapter_empty_reply(host: str) -> bytes:
+    """The "no answer" output of a hook whose command line did not carry it (an older install),
+    expiring before the local run knew the adapter: imported now, as a last resort."""
+    try:
+        import json
+
+        from memself.hosts import HOSTS
+        from memself.hosts.base import EventKind, HookEvent, HookReply
+
+        adapter = HOSTS[host]
+        rendered = adapter.render(HookEvent(host, EventKind.UNKNOWN, "", "", "", "", "", False), HookReply())
+    except BaseException:  # a half-imported module, an unknown host: answer with empty output
+        return b""
+    if rendered is None:
+        return b""
+    return json.dumps(rendered, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
+
+
 def _finish(answered_nothing: bool) -> None:
     _state.final = True
     callback = _state.on_expire
     if callback is not None and answered_nothing:
         try:
-            if TYPE_CHECKING:  # as in arm
+            if TYPE_CHECKING:  # as in _set
                 import signal as _signal
             else:
                 import _signal

@@ -1,5 +1,6 @@
-"""The hook's hard deadline: its table against the hosts' registered timeouts, the "no answer"
-output against the adapters, the look at a raw payload, and that nothing is armed in-process."""
+"""The hook's hard deadline: a share of the registered timeout its command line carries, the
+"no answer" output against the adapters, the fallback for commands of older installs, the look
+at a raw payload, and that nothing is armed in-process."""
 
 from __future__ import annotations
 
@@ -14,41 +15,121 @@ import pytest
 from memself import hookdeadline
 from memself.hook.inputs import Stdin
 from memself.hook.run import RunContext, run
+from memself.hooks.command import hook_command, hook_command_agent, hook_command_line
 from memself.hosts import HOSTS
-from memself.hosts.base import EventKind, HookEvent, HookReply
-
-KINDS = (
-    EventKind.SESSION_START,
-    EventKind.PROMPT_SUBMIT,
-    EventKind.STOP,
-    EventKind.SUBAGENT_STOP,
-    EventKind.UNKNOWN,
-)
+from memself.hosts.base import EventKind, HookReply
 
 
 @pytest.mark.parametrize("host", list(HOSTS))
 def test_deadlines_are_a_share_of_the_registered_timeouts(host: str) -> None:
     adapter = HOSTS[host]
-    assert set(hookdeadline.DEADLINES[host]) == {k.value for k in adapter.TIMEOUTS}
-    for kind, timeout in adapter.TIMEOUTS.items():
-        assert hookdeadline.deadline_for(host, kind.value) == pytest.approx(
-            hookdeadline.SHARE * timeout - hookdeadline.EXIT_MARGIN_S
-        )
+    for timeout in adapter.TIMEOUTS.values():
+        deadline = hookdeadline.deadline_for(timeout)
+        assert deadline == pytest.approx(hookdeadline.SHARE * timeout - hookdeadline.EXIT_MARGIN_S)
         # Room for the reserves a wait leaves for what follows it.
-        assert hookdeadline.deadline_for(host, kind.value) > 2 * hookdeadline.LOCAL_RESERVE_S
-    assert hookdeadline.deadline_for(host) == min(hookdeadline.DEADLINES[host].values())
-    assert hookdeadline.deadline_for(host, "subagent_stop") == hookdeadline.deadline_for(host)
-    assert hookdeadline.deadline_for("cursor", "prompt_submit") + hookdeadline.EXIT_MARGIN_S <= 4.0
-    assert hookdeadline.deadline_for("vscode") == hookdeadline.FALLBACK_S
+        assert deadline > 2 * hookdeadline.LOCAL_RESERVE_S
+        # Without the registered timeout, no hook may be given longer than the host allows.
+        assert hookdeadline.FALLBACK_S <= deadline
+    assert hookdeadline.deadline_for(HOSTS["cursor"].TIMEOUTS[EventKind.PROMPT_SUBMIT]) <= 3.8
+
+
+def test_the_fallback_is_the_shortest_registered_deadline() -> None:
+    shortest = min(t for adapter in HOSTS.values() for t in adapter.TIMEOUTS.values())
+    assert hookdeadline.deadline_for(None) == hookdeadline.FALLBACK_S
+    assert hookdeadline.FALLBACK_S == pytest.approx(hookdeadline.deadline_for(shortest))
+
+
+def printed_for_nothing(host: str, kind: EventKind) -> bytes:
+    """What a hook run prints when the core answers nothing for ``host``'s ``kind`` event."""
+    payload = {"hook_event_name": HOSTS[host].EVENT_NAMES[kind], "session_id": "s", "conversation_id": "s"}
+    out = io.BytesIO()
+    context = RunContext(host, core=lambda e, n, p: HookReply(), env={}, stdout=out)
+    assert run(Stdin(json.dumps(payload).encode()), context)
+    return out.getvalue()
 
 
 @pytest.mark.parametrize("host", list(HOSTS))
-def test_nothing_is_what_the_adapter_renders_for_an_empty_reply(host: str) -> None:
-    for kind in KINDS:
-        event = HookEvent(host, kind, "x", "s", "", "", "", False)
-        rendered = HOSTS[host].render(event, HookReply())
-        expected = b"" if rendered is None else json.dumps(rendered).encode() + b"\n"
-        assert hookdeadline.NOTHING.get(host, b"") == expected, (host, kind)
+def test_registered_commands_carry_the_timeout_and_the_empty_reply(host: str, isolated_home) -> None:
+    """Each event's registered command tells the hook its timeout and what "no answer" looks
+    like for the host, exactly as the local run would print it."""
+    for kind, timeout in HOSTS[host].TIMEOUTS.items():
+        argv = hook_command(host, kind)
+        assert hookdeadline._arg(argv, hookdeadline.TIMEOUT_ARG) == str(timeout)
+        reply = hookdeadline._arg(argv, hookdeadline.EMPTY_REPLY_ARG)
+        assert (b"" if reply is None else reply.encode() + b"\n") == printed_for_nothing(host, kind)
+        # Still recognised as ours (setup replaces it), and for the right host.
+        assert hook_command_agent(hook_command_line(host, kind)) == host
+
+
+@pytest.mark.parametrize("host", list(HOSTS))
+def test_the_last_resort_empty_reply_is_the_adapters(host: str, isolated_home) -> None:
+    """A command of an older install carries no empty reply: at expiry the adapter gives it."""
+    for kind in HOSTS[host].TIMEOUTS:
+        assert hookdeadline._adapter_empty_reply(host) == printed_for_nothing(host, kind)
+    assert hookdeadline._adapter_empty_reply("vscode") == b""
+
+
+@pytest.mark.parametrize("host", list(HOSTS))
+def test_the_cheap_look_knows_every_adapters_event_names(host: str) -> None:
+    for kind, name in HOSTS[host].EVENT_NAMES.items():
+        raw = json.dumps({"session_id": "s", "hook_event_name": name}).encode()
+        assert hookdeadline.payload_kind(raw) == kind.value
+
+
+ARM_PROBE = """
+import json, sys
+from memself import hookdeadline
+steps = json.loads(sys.argv[1])
+out = []
+for step in steps:
+    if step[0] == "arm":
+        hookdeadline.arm(step[1], step[2])
+    else:
+        hookdeadline.learn(step[1], step[2].encode())
+    reply = hookdeadline._state.empty_reply
+    out.append([round(hookdeadline._state.deadline, 3), None if reply is None else reply.decode()])
+import _signal
+_signal.setitimer(_signal.ITIMER_REAL, 0)
+print(json.dumps(out))
+"""
+
+
+def arm_steps(*steps: list) -> list:
+    """Run arm/learn steps in a process of their own (an alarm must not be armed in pytest)."""
+    done = subprocess.run(
+        [sys.executable, "-c", ARM_PROBE, json.dumps(steps)], capture_output=True, text=True, timeout=30
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_the_command_line_arms_and_stands() -> None:
+    registered = ["--agent", "cursor", "--timeout", "5", "--empty-reply", "{}"]
+    assert arm_steps(["arm", "cursor", registered], ["learn", 20, "other\n"]) == [
+        [3.8, "{}\n"],
+        [3.8, "{}\n"],
+    ]
+    spelled = ["--agent=claude", "--timeout=20"]
+    assert arm_steps(["arm", "claude", spelled], ["learn", 10, "x"]) == [[15.8, ""], [15.8, ""]]
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--agent", "claude"],  # registered by an older install
+        ["--agent", "claude", "--timeout"],
+        ["--agent", "claude", "--timeout", "ten"],
+        ["--agent", "claude", "--timeout", "-5"],
+        ["--agent", "claude", "--timeout=0"],
+        ["--agent", "claude", "--timeout", "inf"],
+    ],
+)
+def test_without_a_timeout_the_fallback_stands_until_the_adapter_is_known(argv: list[str]) -> None:
+    assert arm_steps(["arm", "claude", argv], ["learn", 10, ""], ["learn", 20, "x"]) == [
+        [hookdeadline.FALLBACK_S, None],
+        [7.8, ""],
+        [7.8, ""],
+    ]
 
 
 @pytest.mark.parametrize(

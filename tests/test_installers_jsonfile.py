@@ -12,12 +12,18 @@ from typing import Any
 import pytest
 
 from memself.hooks.command import hook_command_line
+from memself.hosts import HOSTS
+from memself.hosts.base import EventKind
 from memself.installers import entries, jsonfile
 from memself.installers.jsonfile import ForeignFileError
 
 OURS = hook_command_line("claude")
 LEGACY = '"/usr/local/bin/node" "/Users/dev/memory-self-evolution/bin/memory.mjs" hook --agent claude'
-EVENTS = (("SessionStart", 10), ("UserPromptSubmit", 10), ("Stop", 20))
+EVENTS = [
+    entries.Registration("SessionStart", 10, OURS),
+    entries.Registration("UserPromptSubmit", 10, OURS),
+    entries.Registration("Stop", 20, OURS),
+]
 
 
 @pytest.fixture
@@ -34,7 +40,7 @@ def add_key(data: dict[str, Any], path: Path) -> dict[str, Any]:
 
 
 def install(data: dict[str, Any], path: Path) -> dict[str, Any]:
-    return entries.upsert_nested_hooks(data, path, EVENTS, OURS)
+    return entries.upsert_nested_hooks(data, path, EVENTS)
 
 
 @pytest.mark.parametrize(
@@ -194,13 +200,13 @@ def test_flat_entries_keep_position(folder: Path) -> None:
         "version": 1,
         "hooks": {"stop": [{"command": "a"}, {"command": ours, "timeout": 1}, {"command": "b"}]},
     }
-    result = entries.upsert_flat_hooks(data, folder / "h.json", (("stop", 20),), ours)
+    stop = entries.Registration("stop", 20, ours)
+    result = entries.upsert_flat_hooks(data, folder / "h.json", [stop])
     assert result["hooks"]["stop"] == [{"command": "a"}, {"command": ours, "timeout": 20}, {"command": "b"}]
     # Per-event fields (Cursor's loop_limit) go into our entry only, in place and on a new event.
     fields = {"stop": {"loop_limit": 1}}
-    result = entries.upsert_flat_hooks(
-        result, folder / "h.json", (("stop", 20), ("sessionStart", 10)), ours, fields
-    )
+    start = entries.Registration("sessionStart", 10, ours)
+    result = entries.upsert_flat_hooks(result, folder / "h.json", [stop, start], fields)
     assert result["hooks"]["stop"] == [
         {"command": "a"},
         {"command": ours, "timeout": 20, "loop_limit": 1},
@@ -251,7 +257,7 @@ def test_paths_with_spaces_are_quoted_and_still_recognised(folder: Path) -> None
     from memself.installers.base import InstallContext
     from memself.installers.cursor import INSTALLER
 
-    def command(host: str) -> str:
+    def command(host: str, kind: EventKind) -> str:
         return shlex.join(
             [
                 "/opt/My Python/bin/python",
@@ -260,6 +266,8 @@ def test_paths_with_spaces_are_quoted_and_still_recognised(folder: Path) -> None
                 "/Users/dev/My Projects/memself/hooks/entry.py",
                 "--agent",
                 host,
+                "--timeout",
+                str(HOSTS[host].TIMEOUTS[kind]),
             ]
         )
 

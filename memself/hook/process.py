@@ -84,7 +84,6 @@ def main(argv: list[str]) -> None:
     started = time.time()
     host = agent_arg(argv)
     stdin = read_stdin()
-    hookdeadline.arm_for_payload(host, stdin.raw)
     kind, said = _ask_engine(host, stdin, started) if host else ("", "")
     if kind == "out":
         if isinstance(said, bytes) and said and hookdeadline.begin_answer():

@@ -103,8 +103,11 @@ def run(stdin: Stdin, context: RunContext) -> bool:
         if context.in_engine:
             record.note = record.note or "engine"
         if hookdeadline.armed():
-            # The hook process: the event's own deadline, still counted from the process start.
-            hookdeadline.arm(record.host, event.kind.value)
+            # The hook process: what the adapter says fills in what an older install's command
+            # line did not carry (the event's own deadline, still counted from the process start).
+            hookdeadline.learn(
+                adapter.TIMEOUTS.get(event.kind), encode_answer(adapter.render(event, HookReply()))
+            )
             hookdeadline.on_expire(lambda: _log_expired(paths, record, out, started))
         elif not context.in_engine:
             budget = max(adapter.TIMEOUTS.get(event.kind, 10) * WATCHDOG_SHARE - context.spent_s, 0.1)
@@ -161,14 +164,21 @@ class _Output:
                     return True
                 if self._stream is None:  # the host gave the process no stdout
                     raise OSError("no stdout to answer on")
-                data = json.dumps(answer, ensure_ascii=False, separators=(",", ":")) + "\n"
-                # A lone surrogate left anywhere (a hand-edited file) cannot be UTF-8: replace it.
-                self._stream.write(data.encode("utf-8", errors="replace"))
+                self._stream.write(encode_answer(answer))
                 self._stream.flush()
                 self.written = answer
                 return True
             finally:
                 hookdeadline.end_answer()
+
+
+def encode_answer(answer: dict[str, Any] | None) -> bytes:
+    """What the hook prints for ``answer``: one JSON line, nothing for None."""
+    if answer is None:
+        return b""
+    data = json.dumps(answer, ensure_ascii=False, separators=(",", ":")) + "\n"
+    # A lone surrogate left anywhere (a hand-edited file) cannot be UTF-8: replace it.
+    return data.encode("utf-8", errors="replace")
 
 
 def decode_payload(raw: bytes, truncated: bool) -> tuple[dict[str, Any], str]:

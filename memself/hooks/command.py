@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+
+from memself.hosts.base import EventKind, HookEvent, HookReply
 
 ENTRY = Path(__file__).resolve().with_name("entry.py")
 
@@ -23,19 +26,35 @@ _PATTERNS = (
 )
 
 
-def hook_command(host: str) -> list[str]:
-    """Absolute argv for ``host``'s hooks: no shell features, no PATH lookup, no site-packages."""
+def hook_command(host: str, kind: EventKind | None = None) -> list[str]:
+    """Absolute argv for ``host``'s hooks: no shell features, no PATH lookup, no site-packages.
+
+    With ``kind``, the command registered for that event: it also carries the timeout the host
+    is given for it and, where the host wants one, its answer for "nothing", both from the
+    adapter, so the hook process keeps the host's deadline without importing any adapter.
+    """
     from memself.errors import InvalidInput
+    from memself.hookdeadline import EMPTY_REPLY_ARG, TIMEOUT_ARG
     from memself.hosts import HOSTS
 
-    if host not in HOSTS:
+    adapter = HOSTS.get(host)
+    if adapter is None:
         raise InvalidInput(f"未知客户端「{host}」，可用：{'、'.join(HOSTS)}")
-    return [os.path.abspath(sys.executable), "-I", "-S", str(ENTRY), "--agent", host]
+    argv = [os.path.abspath(sys.executable), "-I", "-S", str(ENTRY), "--agent", host]
+    if kind is None:
+        return argv
+    argv += [TIMEOUT_ARG, str(adapter.TIMEOUTS[kind])]
+    event = HookEvent(host, kind, adapter.EVENT_NAMES[kind], "", "", "", "", False)
+    empty = adapter.render(event, HookReply())
+    if empty is not None:
+        # Spelled as the hook prints any answer (``memself.hook.run``; a test holds the two equal).
+        argv += [EMPTY_REPLY_ARG, json.dumps(empty, ensure_ascii=False, separators=(",", ":"))]
+    return argv
 
 
-def hook_command_line(host: str) -> str:
+def hook_command_line(host: str, kind: EventKind | None = None) -> str:
     """``hook_command`` as one POSIX shell string, for config files whose ``command`` is a string."""
-    return shlex.join(hook_command(host))
+    return shlex.join(hook_command(host, kind))
 
 
 def hook_command_agent(cmd: str | Sequence[str]) -> str | None:

@@ -26,9 +26,9 @@ def _run() -> int:
         from memself.hook.inputs import agent_arg
         from memself.hookdeadline import arm
 
-        # First of all, the hard deadline (the host's shortest until the event is known),
-        # counted from this process's start: nothing after this can outlast the host's timeout.
-        arm(agent_arg(sys.argv[1:]))
+        # First of all, the hard deadline (from the timeout the command line carries), counted
+        # from this process's start: nothing after this can outlast the host's timeout.
+        arm(agent_arg(sys.argv[1:]), sys.argv[1:])
         from memself.hook.process import main
 
         # The warm engine answers through the fast path; without one the hook runs here.

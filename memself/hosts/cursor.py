@@ -15,7 +15,8 @@ EVENT_NAMES = {
     EventKind.PROMPT_SUBMIT: "beforeSubmitPrompt",
     EventKind.STOP: "stop",
 }
-# Cursor gives the prompt hook 5 s; the installer also sets ``loop_limit: 1`` on stop.
+# The prompt hook gets 5 s: Cursor holds the user's message until it answers. The installer
+# also sets ``loop_limit: 1`` on stop.
 TIMEOUTS = {EventKind.SESSION_START: 10, EventKind.PROMPT_SUBMIT: 5, EventKind.STOP: 20}
 CONTEXT_LIMIT = 10_000  # beforeSubmitPrompt: longer text goes to a file (client 3.20.17)
 PLUGIN_SCOPED_WORDING = False  # Claude Code alone has its own memory the wording must leave alone

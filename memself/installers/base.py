@@ -18,6 +18,7 @@ from typing import Any, Protocol
 import memself.installers.entries as entries
 import memself.installers.jsonfile as jsonfile
 from memself.errors import MemselfError
+from memself.hosts.base import EventKind
 
 SKILL_NAME = "memory-self-evolution-manage"
 
@@ -28,10 +29,10 @@ def default_skill_source() -> Path:
     return Path(memself.__file__).resolve().parent / "skills" / SKILL_NAME
 
 
-def default_hook_command(host: str) -> str:
+def default_hook_command(host: str, kind: EventKind) -> str:
     from memself.hooks.command import hook_command_line
 
-    return hook_command_line(host)
+    return hook_command_line(host, kind)
 
 
 @dataclass(frozen=True)
@@ -42,7 +43,7 @@ class InstallContext:
     skill_source: Path = field(default_factory=default_skill_source)
     allow_resolve: bool | None = None  # Claude's permission rule: add, remove, or leave alone
     claude_bin: str | None = None  # resolved by the caller (memself.installers.claude_cli)
-    hook_command: Callable[[str], str] = default_hook_command
+    hook_command: Callable[[str, EventKind], str] = default_hook_command  # one per host and event
     mcp_command: Callable[[str], list[str]] = entries.mcp_command
 
 

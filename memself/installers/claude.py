@@ -120,6 +120,5 @@ INSTALLER = ClaudeInstaller(
     config_dir=".claude",
     hooks_file="settings.json",
     hook_shape="nested",
-    events=(("SessionStart", 10), ("UserPromptSubmit", 10), ("Stop", 20)),
     mcp_file=None,
 )

@@ -15,7 +15,6 @@ INSTALLER = JsonHostInstaller(
     config_dir=".codebuddy",
     hooks_file="settings.json",
     hook_shape="nested",
-    events=(("SessionStart", 10), ("UserPromptSubmit", 10), ("Stop", 20)),
     mcp_file=".mcp.json",
     other_mcp_files=("mcp.json",),
 )

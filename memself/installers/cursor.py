@@ -5,6 +5,7 @@ copies are byte-identical and share one name, and a passive skill listed twice c
 whereas relying on the Claude copy would make ``uninstall --only claude`` take it from Cursor.
 """
 
+from memself.hosts.base import EventKind
 from memself.installers.jsonhost import JsonHostInstaller
 
 INSTALLER = JsonHostInstaller(
@@ -13,10 +14,8 @@ INSTALLER = JsonHostInstaller(
     config_dir=".cursor",
     hooks_file="hooks.json",
     hook_shape="flat",
-    # The prompt hook gets 5 s: Cursor holds the user's message until it answers.
-    events=(("sessionStart", 10), ("beforeSubmitPrompt", 5), ("stop", 20)),
     mcp_file="mcp.json",
     # One continuation per turn at most, enforced by Cursor itself: memself's stop hook asks
     # once (loop_count > 0 already reads as stop-active), and Cursor's default cap is 5.
-    hook_fields={"stop": {"loop_limit": 1}},
+    hook_fields={EventKind.STOP: {"loop_limit": 1}},
 )

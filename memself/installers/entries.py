@@ -18,7 +18,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from memself.hooks.command import is_our_hook_command
 from memself.installers.jsonfile import expect_dict, expect_list
@@ -65,6 +65,14 @@ def is_legacy_mcp(entry: object) -> bool:
     return any(isinstance(p, str) and p.replace("\\", "/").endswith("memory-mcp.mjs") for p in parts)
 
 
+class Registration(NamedTuple):
+    """One hook of ours: the host's event name, the timeout it gives the hook, and the command."""
+
+    event: str
+    timeout: int
+    command: str
+
+
 # ---- Claude-shaped hooks (Claude Code, CodeBuddy, WorkBuddy): event -> [group{hooks:[handler]}]
 
 
@@ -73,25 +81,26 @@ def claude_handler(command: str, timeout: int) -> dict[str, Any]:
 
 
 def upsert_nested_hooks(
-    data: dict[str, Any], path: Path, events: Sequence[tuple[str, int]], command: str
+    data: dict[str, Any], path: Path, registrations: Sequence[Registration]
 ) -> dict[str, Any]:
     hooks = expect_dict(data, "hooks", path, "hooks")
     if hooks is None:
         hooks = data["hooks"] = {}
-    wanted = dict(events)
+    wanted = {r.event: r for r in registrations}
     for event in list(hooks):
         groups = expect_list(hooks, event, path, f"hooks.{event}")
         if groups is None:
             continue
-        replacement = claude_handler(command, wanted[event]) if event in wanted else None
+        ours = wanted.get(event)
+        replacement = claude_handler(ours.command, ours.timeout) if ours is not None else None
         placed = _strip_nested(groups, path, event, replacement)
         if event in wanted and not placed:
             groups.append({"matcher": "", "hooks": [replacement]})
         if not groups and event not in wanted:
             del hooks[event]
-    for event, timeout in events:
-        if event not in hooks:
-            hooks[event] = [{"matcher": "", "hooks": [claude_handler(command, timeout)]}]
+    for r in registrations:
+        if r.event not in hooks:
+            hooks[r.event] = [{"matcher": "", "hooks": [claude_handler(r.command, r.timeout)]}]
     return data
 
 
@@ -144,35 +153,34 @@ def _strip_nested(groups: list[Any], path: Path, event: str, replacement: dict[s
 def upsert_flat_hooks(
     data: dict[str, Any],
     path: Path,
-    events: Sequence[tuple[str, int]],
-    command: str,
+    registrations: Sequence[Registration],
     fields: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """Our flat entries (Cursor's shape), one per event, with ``fields[event]`` added to each."""
     fields = fields or {}
 
-    def entry(event: str, timeout: int) -> dict[str, Any]:
-        return {"command": command, "timeout": timeout, **fields.get(event, {})}
+    def entry(r: Registration) -> dict[str, Any]:
+        return {"command": r.command, "timeout": r.timeout, **fields.get(r.event, {})}
 
     if "version" not in data:
         data = {"version": 1, **data}
     hooks = expect_dict(data, "hooks", path, "hooks")
     if hooks is None:
         hooks = data["hooks"] = {}
-    wanted = dict(events)
+    wanted = {r.event: r for r in registrations}
     for event in list(hooks):
         entries = expect_list(hooks, event, path, f"hooks.{event}")
         if entries is None:
             continue
-        replacement = entry(event, wanted[event]) if event in wanted else None
+        replacement = entry(wanted[event]) if event in wanted else None
         placed = _strip_flat(entries, replacement)
         if event in wanted and not placed:
             entries.append(replacement)
         if not entries and event not in wanted:
             del hooks[event]
-    for event, timeout in events:
-        if event not in hooks:
-            hooks[event] = [entry(event, timeout)]
+    for r in registrations:
+        if r.event not in hooks:
+            hooks[r.event] = [entry(r)]
     return data
 
 

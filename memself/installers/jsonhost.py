@@ -15,6 +15,8 @@ from typing import Any, Literal
 
 import memself.installers.entries as entries
 from memself.hooks.command import hook_command_agent
+from memself.hosts import HOSTS
+from memself.hosts.base import EventKind
 from memself.installers.base import (
     SKILL_NAME,
     InstallContext,
@@ -39,13 +41,12 @@ class JsonHostInstaller:
     config_dir: str  # relative to HOME, e.g. ".cursor"
     hooks_file: str  # relative to the config folder
     hook_shape: Literal["nested", "flat"]
-    events: tuple[tuple[str, int], ...]  # (event name, timeout in seconds)
     mcp_file: str | None  # where we register the MCP server, relative to the config folder
     # Files where an earlier registration of ours may sit (the original plugin's choice): an entry
     # there is kept pointing at the current server, and removed on uninstall; none is added.
     other_mcp_files: tuple[str, ...] = ()
     # Extra fields of a flat hook entry, per event (Cursor's ``loop_limit``).
-    hook_fields: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    hook_fields: Mapping[EventKind, Mapping[str, Any]] = field(default_factory=dict)
 
     def config_root(self, home: Path) -> Path:
         return home / self.config_dir
@@ -68,18 +69,28 @@ class JsonHostInstaller:
         return any(hook_command_agent(c) == self.name for c in entries.hook_commands(data, self.hook_shape))
 
     def hooks_purpose(self) -> str:
-        return "hook（" + "、".join(event for event, _ in self.events) + "）"
+        return "hook（" + "、".join(HOSTS[self.name].EVENT_NAMES.values()) + "）"
 
     # ---- what goes into the hooks file
 
+    def registrations(self, ctx: InstallContext) -> list[entries.Registration]:
+        """One hook per event the host's adapter handles, with the timeout the adapter names:
+        the adapter's table is the only place these live."""
+        adapter = HOSTS[self.name]
+        return [
+            entries.Registration(name, adapter.TIMEOUTS[kind], ctx.hook_command(self.name, kind))
+            for kind, name in adapter.EVENT_NAMES.items()
+        ]
+
     def _hook_install(self, ctx: InstallContext) -> list[Transform]:
-        command = ctx.hook_command(self.name)
-        events = self.events
+        registrations = self.registrations(ctx)
+        names = HOSTS[self.name].EVENT_NAMES
+        fields = {names[kind]: extra for kind, extra in self.hook_fields.items()}
 
         def install_hooks(data: dict[str, Any], path: Path) -> dict[str, Any]:
             if self.hook_shape == "nested":
-                return entries.upsert_nested_hooks(data, path, events, command)
-            return entries.upsert_flat_hooks(data, path, events, command, self.hook_fields)
+                return entries.upsert_nested_hooks(data, path, registrations)
+            return entries.upsert_flat_hooks(data, path, registrations, fields)
 
         return [install_hooks]
 

@@ -25,6 +25,7 @@ from memself.paths import DataPaths
 from tests.support.hookproc import REPO_ROOT, HookProc, hook_data, hook_runs, load_payloads
 from tests.support.judge_helpers import configure, proposal, ready
 from tests.support.judge_server import Reply, running_judge
+from tests.test_hook_imports import imported_modules
 from tests.test_judge_e2e_hook import prompt_hook
 
 __all__ = ["hook_data"]
@@ -114,6 +115,34 @@ def test_starved_stuck_core_answers_nothing_at_the_deadline(
     assert limit < HOSTS[host].TIMEOUTS[EventKind.PROMPT_SUBMIT]
     assert proc.answer() == ({} if host == "cursor" else None)
     assert [r.get("note") for r in hook_runs(hook_data)] == ["deadline"]
+
+
+@pytest.mark.parametrize(
+    ("host", "registered", "printed"),
+    [
+        ("cursor", ["--timeout", "2", "--empty-reply", "{}"], b"{}\n"),
+        ("claude", ["--timeout", "2"], b""),
+        ("cursor", [], b"{}\n"),  # an older install's command: the adapter is asked at expiry
+    ],
+    ids=["cursor", "claude", "cursor-older-install"],
+)
+def test_a_deadline_passed_before_the_hook_started_answers_nothing_at_once(
+    host: str, registered: list[str], printed: bytes, hook_data: DataPaths
+) -> None:
+    """Starved past its whole deadline before running a line: the hook answers the host's "no
+    answer" as soon as it arms, from its command line without importing any adapter, or, for
+    a command of an older install, from the adapter."""
+    argv = [*entry(host), *registered]
+    argv[1:1] = ["-X", "importtime"]
+    stop_s = 4.5 if not registered else 2.0  # past the fallback, or past 80 % of 2 s
+    payload = {"hook_event_name": HOSTS[host].EVENT_NAMES[EventKind.PROMPT_SUBMIT], "session_id": "s"}
+    proc = starved(argv, json.dumps(payload).encode(), stop_s)
+    assert proc.rc == 0
+    assert proc.stdout == printed
+    adapters = {m for m in imported_modules(proc.stderr) if m.startswith("memself.hosts")}
+    assert bool(adapters) is not bool(registered), adapters
+    assert "memself.hook.run" not in imported_modules(proc.stderr)  # ended before any local run
+    assert hook_runs(hook_data) == []
 
 
 def test_stop_waiting_for_a_hung_judge_answers_before_its_deadline(hook_data: DataPaths) -> None:

@@ -130,12 +130,28 @@ def hook_command_line(host: str, replies: Path | None = None) -> str:
     return shlex.join(argv)
 
 
-def write_claude_style_hooks(settings: Path, command: str, timeouts: dict[str, int]) -> None:
-    """Register ``command`` for each event in a Claude-shaped settings file."""
+def registered_hook_lines(host: str) -> dict[str, str]:
+    """Event name -> the command line installers register for it (timeout included)."""
+    from memself.hooks.command import hook_command_line as registered_line
+    from memself.hosts import HOSTS
+
+    adapter = HOSTS[host]
+    return {name: registered_line(host, kind) for kind, name in adapter.EVENT_NAMES.items()}
+
+
+def write_claude_style_hooks(
+    settings: Path, command: str | Mapping[str, str], timeouts: dict[str, int]
+) -> None:
+    """Register ``command`` (one for all, or one per event) for each event in a Claude-shaped
+    settings file."""
     settings.parent.mkdir(parents=True, exist_ok=True)
+
+    def handler(event: str, timeout: int) -> dict[str, Any]:
+        line = command if isinstance(command, str) else command[event]
+        return {"type": "command", "command": line, "timeout": timeout}
+
     hooks = {
-        event: [{"matcher": "", "hooks": [{"type": "command", "command": command, "timeout": timeout}]}]
-        for event, timeout in timeouts.items()
+        event: [{"matcher": "", "hooks": [handler(event, timeout)]}] for event, timeout in timeouts.items()
     }
     settings.write_text(json.dumps({"hooks": hooks}, indent=2), encoding="utf-8")
 

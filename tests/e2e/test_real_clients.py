@@ -16,6 +16,7 @@ from clients import (
     ClientRun,
     Clients,
     hook_command_line,
+    registered_hook_lines,
     run_claude,
     run_codebuddy,
     write_claude_style_hooks,
@@ -23,6 +24,7 @@ from clients import (
 
 from memself.engine.client import stop_engine
 from memself.hooks.command import hook_command
+from memself.hosts.base import EventKind
 from memself.paths import DataPaths
 from tests.support.hookproc import hook_data
 
@@ -91,7 +93,7 @@ def assert_injected_then_one_continuation(run: ClientRun, baseline: ClientRun) -
 
 def test_claude_real_entry_fires_on_every_event(clients: Clients, workspace) -> None:
     write_claude_style_hooks(
-        workspace["home"] / ".claude" / "settings.json", hook_command_line("claude"), EVENTS
+        workspace["home"] / ".claude" / "settings.json", registered_hook_lines("claude"), EVENTS
     )
     run = run_claude(
         clients, workspace["home"], "hello", cwd=workspace["proj"], memself_home=workspace["memself"]
@@ -104,7 +106,7 @@ def test_claude_real_entry_fires_on_every_event(clients: Clients, workspace) -> 
     # The registered command is the one installers write: absolute, -I -S, our entry.
     settings = json.loads((workspace["home"] / ".claude" / "settings.json").read_text())
     command = settings["hooks"]["Stop"][0]["hooks"][0]["command"]
-    assert command.split() == hook_command("claude")
+    assert command.split() == hook_command("claude", EventKind.STOP)
 
 
 def test_claude_injection_reaches_the_model_and_stop_continues_once(clients: Clients, workspace) -> None:
@@ -159,7 +161,7 @@ def test_claude_hook_steps_aside_under_cursor(clients: Clients, workspace) -> No
 
 def test_codebuddy_real_entry_fires_on_every_event(clients: Clients, workspace) -> None:
     write_claude_style_hooks(
-        workspace["home"] / ".codebuddy" / "settings.json", hook_command_line("codebuddy"), EVENTS
+        workspace["home"] / ".codebuddy" / "settings.json", registered_hook_lines("codebuddy"), EVENTS
     )
     run = run_codebuddy(
         clients,
@@ -230,7 +232,9 @@ def test_session_start_rules_reach_the_model(
 ) -> None:
     seed_rule(hook_data)
     folder = ".claude" if client == "claude" else ".codebuddy"
-    write_claude_style_hooks(workspace["home"] / folder / "settings.json", hook_command_line(client), EVENTS)
+    write_claude_style_hooks(
+        workspace["home"] / folder / "settings.json", registered_hook_lines(client), EVENTS
+    )
 
     def run() -> ClientRun:
         if client == "claude":

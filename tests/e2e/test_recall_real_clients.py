@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
-from clients import Clients, hook_command_line, run_claude, run_codebuddy, write_claude_style_hooks
+from clients import Clients, registered_hook_lines, run_claude, run_codebuddy, write_claude_style_hooks
 
 from memself.config import set_config_value
 from memself.engine.client import call_engine, stop_engine
@@ -40,7 +40,7 @@ def _setup(
     set_config_value(data, "model", "multilingual-e5-small")
     MemoryStore(data).create(FACT, "project", datetime(2026, 11, 1, tzinfo=timezone.utc))
     folder = ".claude" if client == "claude" else ".codebuddy"
-    write_claude_style_hooks(home / folder / "settings.json", hook_command_line(client), EVENTS)
+    write_claude_style_hooks(home / folder / "settings.json", registered_hook_lines(client), EVENTS)
     return home, proj, data, {"MEMSELF_RUNTIME_DIR": str(runtime)}
 
 

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from clients import Clients, hook_command_line, run_claude, write_claude_style_hooks
+from clients import Clients, registered_hook_lines, run_claude, write_claude_style_hooks
 
 from memself.paths import DataPaths
 from memself.store import MemoryStore
@@ -45,7 +45,7 @@ RESOLVE_RULE = {
 
 
 def setup_home(home: Path, data: DataPaths, confirm: bool) -> dict[str, str]:
-    write_claude_style_hooks(home / ".claude" / "settings.json", hook_command_line("claude"), EVENTS)
+    write_claude_style_hooks(home / ".claude" / "settings.json", registered_hook_lines("claude"), EVENTS)
     server = {
         "type": "stdio",
         "command": sys.executable,

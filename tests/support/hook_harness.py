@@ -31,7 +31,7 @@ def main() -> None:
     from memself.hosts.base import HookReply
 
     if "--no-deadline" not in sys.argv:
-        arm(agent_arg(sys.argv[1:]))  # as the entry does
+        arm(agent_arg(sys.argv[1:]), sys.argv[1:])  # as the entry does
 
     replies_path = _replies_file(sys.argv)
     with open(replies_path, encoding="utf-8") as fh:

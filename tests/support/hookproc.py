@@ -21,6 +21,8 @@ from pathlib import Path
 import pytest
 
 from memself.hooks.command import hook_command
+from memself.hosts import HOSTS
+from memself.hosts.base import event_kind
 from memself.paths import DataPaths
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -55,7 +57,7 @@ def run_entry(
     python_flags: Sequence[str] = (),
     timeout: float = 30,
 ) -> HookProc:
-    argv = hook_command(host)
+    argv = registered_command(host, stdin)
     argv = [argv[0], *python_flags, *argv[1:], *extra_args]
     started = time.monotonic()
     proc = subprocess.run(
@@ -67,6 +69,17 @@ def run_entry(
         cwd=tempfile.gettempdir(),
     )
     return HookProc(proc.returncode, proc.stdout, proc.stderr, time.monotonic() - started)
+
+
+def registered_command(host: str, stdin: bytes) -> list[str]:
+    """The command the installers register for the event ``stdin`` names (timeout and "no
+    answer" output included); the bare one when it names none of the host's events."""
+    try:
+        name = json.loads(stdin).get("hook_event_name")
+    except (ValueError, RecursionError, AttributeError):
+        name = None
+    kind = event_kind(name)
+    return hook_command(host, kind if kind in HOSTS[host].TIMEOUTS else None)
 
 
 def hook_runs(paths: DataPaths) -> list[dict]:

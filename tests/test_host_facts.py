@@ -1,0 +1,208 @@
+"""Every fact about a host lives in its adapter (``hosts/``): the installers build the hooks they
+register from the adapters' tables, and the core names no host. Also: hosts, installers and the
+hook commands import one way."""
+
+from __future__ import annotations
+
+import ast
+import json
+import shlex
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from memself.hookdeadline import EMPTY_REPLY_ARG, TIMEOUT_ARG
+from memself.hooks.command import ENTRY
+from memself.hosts import HOSTS
+from memself.hosts.base import EventKind
+from memself.installers import INSTALLERS
+from memself.installers.base import InstallContext
+
+REPO = Path(__file__).resolve().parent.parent
+SKILL = REPO / "tests" / "fixtures" / "installers" / "_skill" / "memory-self-evolution-manage"
+
+
+def written_hooks(home: Path, host: str) -> dict[str, tuple[int, list[str]]]:
+    """event name -> (timeout, command argv) of our hooks in ``host``'s hooks file."""
+    installer = INSTALLERS[host]
+    path = installer.config_root(home) / installer.hooks_file
+    hooks = json.loads(path.read_text(encoding="utf-8"))["hooks"]
+    found: dict[str, tuple[int, list[str]]] = {}
+    for event, items in hooks.items():
+        for item in items:
+            for handler in item.get("hooks", [item]):
+                if str(ENTRY) in handler["command"]:
+                    found[event] = (handler["timeout"], shlex.split(handler["command"]))
+    return found
+
+
+def arg(argv: list[str], name: str) -> str | None:
+    return argv[argv.index(name) + 1] if name in argv else None
+
+
+@pytest.mark.parametrize("host", list(HOSTS))
+def test_written_hooks_are_the_adapters_table(host: str, isolated_home: Path) -> None:
+    adapter = HOSTS[host]
+    INSTALLERS[host].apply(InstallContext(home=isolated_home, skill_source=SKILL))
+    written = written_hooks(isolated_home, host)
+    assert list(written) == list(adapter.EVENT_NAMES.values())
+    for kind, name in adapter.EVENT_NAMES.items():
+        timeout, argv = written[name]
+        assert timeout == adapter.TIMEOUTS[kind]
+        # The hook learns the same timeout from its command line.
+        assert arg(argv, TIMEOUT_ARG) == str(adapter.TIMEOUTS[kind])
+        assert arg(argv, "--agent") == host
+
+
+@pytest.mark.parametrize("host", list(HOSTS))
+def test_changing_the_adapters_table_changes_what_is_installed(
+    host: str, isolated_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The adapter's table is the only one: odd names and timeouts put there are what the
+    installer writes and what the hook's command line carries, with no second table to agree."""
+    adapter: ModuleType = HOSTS[host]  # type: ignore[assignment]
+    names = {
+        EventKind.SESSION_START: "OddStart",
+        EventKind.PROMPT_SUBMIT: "OddPrompt",
+        EventKind.STOP: "OddStop",
+    }
+    timeouts = {EventKind.SESSION_START: 37, EventKind.PROMPT_SUBMIT: 41, EventKind.STOP: 43}
+    monkeypatch.setattr(adapter, "EVENT_NAMES", names)
+    monkeypatch.setattr(adapter, "TIMEOUTS", timeouts)
+    INSTALLERS[host].apply(InstallContext(home=isolated_home, skill_source=SKILL))
+    written = written_hooks(isolated_home, host)
+    assert {name: timeout for name, (timeout, _) in written.items()} == {
+        names[kind]: timeouts[kind] for kind in names
+    }
+    assert {name: arg(argv, TIMEOUT_ARG) for name, (_, argv) in written.items()} == {
+        names[kind]: str(timeouts[kind]) for kind in names
+    }
+    purpose = INSTALLERS[host].hooks_purpose()
+    assert all(name in purpose for name in names.values()), purpose
+
+
+@pytest.mark.parametrize("host", list(HOSTS))
+def test_setup_replaces_the_commands_of_an_older_install(host: str, isolated_home: Path) -> None:
+    """Commands registered before they carried the timeout are still ours: replaced in place."""
+    from memself.hooks.command import hook_command_line
+
+    installer = INSTALLERS[host]
+    ctx = InstallContext(home=isolated_home, skill_source=SKILL)
+    older = InstallContext(
+        home=isolated_home, skill_source=SKILL, hook_command=lambda name, kind: hook_command_line(name)
+    )
+    installer.apply(older)
+    assert all(TIMEOUT_ARG not in argv for _, argv in written_hooks(isolated_home, host).values())
+    installer.apply(ctx)
+    path = installer.config_root(isolated_home) / installer.hooks_file
+    assert path.read_text(encoding="utf-8").count(str(ENTRY)) == len(HOSTS[host].EVENT_NAMES)
+    assert all(TIMEOUT_ARG in argv for _, argv in written_hooks(isolated_home, host).values())
+
+
+def string_constants(path: Path) -> set[str]:
+    return {
+        node.value
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Constant) and isinstance(node.value, str)
+    }
+
+
+def test_installers_hold_no_event_name() -> None:
+    names = {name for adapter in HOSTS.values() for name in adapter.EVENT_NAMES.values()}
+    assert names >= {"UserPromptSubmit", "beforeSubmitPrompt", "stop"}  # the check sees real names
+    found = {
+        (path.name, text)
+        for path in sorted((REPO / "memself" / "installers").glob("*.py"))
+        for text in string_constants(path) & names
+    }
+    assert found == set()
+
+
+@pytest.mark.parametrize("host", list(HOSTS))
+def test_registered_commands_are_recognised_as_ours(host: str) -> None:
+    from memself.hooks.command import hook_command_agent, hook_command_line
+
+    for kind in HOSTS[host].EVENT_NAMES:
+        line = hook_command_line(host, kind)
+        assert hook_command_agent(line) == host
+        argv = shlex.split(line)
+        assert argv[:6] == shlex.split(hook_command_line(host))
+        reply = arg(argv, EMPTY_REPLY_ARG)
+        assert reply is None or json.loads(reply) == {}
+
+
+# --- imports one way ---------------------------------------------------------------------------
+
+
+def module_files() -> dict[str, Path]:
+    files: dict[str, Path] = {}
+    for path in (REPO / "memself").rglob("*.py"):
+        parts = list(path.relative_to(REPO).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        files[".".join(parts)] = path
+    return files
+
+
+def imports_of(name: str, path: Path, known: set[str]) -> set[str]:
+    """memself modules ``name`` imports, at module level or inside a function (an edge either way)."""
+    found: set[str] = set()
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                module = ".".join([*base, *([node.module] if node.module else [])])
+            else:
+                module = node.module or ""
+            found.add(module)
+            found |= {f"{module}.{alias.name}" for alias in node.names}
+    return {m for m in found if m in known and m != name}
+
+
+def cycles(edges: dict[str, set[str]]) -> list[set[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[set[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in edges[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = set()
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.add(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(component)
+
+    for v in edges:
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_hosts_installers_and_hook_commands_import_one_way() -> None:
+    files = module_files()
+    edges = {name: imports_of(name, path, set(files)) for name, path in files.items()}
+    assert "memself.hooks.command" in edges["memself.installers.entries"]  # the scan sees imports
+    assert cycles({"a": {"b"}, "b": {"a"}, "c": {"a"}}) == [{"a", "b"}]  # and finds a circle
+    mine = ("memself.hosts", "memself.installers", "memself.hooks")
+    tangled = [sorted(c) for c in cycles(edges) if any(m.startswith(mine) for m in c)]
+    assert tangled == []
