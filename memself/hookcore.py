@@ -38,7 +38,7 @@ _PLUGIN_TRAFFIC = {
     SKIP_QUESTION_ANSWER,
     SKIP_STOP_HOOK,
 }
-# How long the prompt hook waits for the warm engine's recall; the host allows 5 s (Cursor) or 10 s.
+# How long the prompt hook waits for the warm engine's recall; hosts allow the hook 5 s or more.
 # Less when the hook process's deadline leaves less than the reserve after it.
 RECALL_BUDGET_S = 1.0
 RECALL_RESERVE_S = 0.5
@@ -103,7 +103,7 @@ def session_start(
     adapter = _adapter(event)
     rules = (store or MemoryStore(paths)).active("rule")
     text = texts.session_start(
-        rules, adapter.PLUGIN_SCOPED_WORDING, deposition_state(paths, config), adapter.CONTEXT_LIMIT
+        rules, adapter.OWN_MEMORY, deposition_state(paths, config), adapter.CONTEXT_LIMIT
     )
     return HookReply(context=text)
 
@@ -135,18 +135,19 @@ def prompt_submit(
     block = ""
     if not verdict.skipped:
         block = _recall_block(recall, verdict.recall_text, now, paths)
-    reminder = texts.reminder(adapter.PLUGIN_SCOPED_WORDING, deposition)
+    reminder = texts.reminder(adapter.OWN_MEMORY, deposition)
     context = "\n\n".join(p for p in (block, reminder) if p)
     user_message = block if block and config.showRecall else ""
     return HookReply(context=context, user_message=user_message)
 
 
 def _restore_hidden_confirmation(event: HookEvent, paths: DataPaths) -> str | None:
-    """Cursor shows a Stop follow-up to the user; the model's instruction comes back from a file."""
-    from memself.judge.followup import restore_cursor_prompt
+    """A host that shows a Stop continuation as the user's next prompt: the model's instruction
+    comes back from a file."""
+    from memself.judge.followup import restore_continuation_prompt
 
     try:
-        return restore_cursor_prompt(paths, event.host, event.session_key, event.prompt)
+        return restore_continuation_prompt(paths, event.host, event.session_key, event.prompt)
     except (MemselfError, OSError) as exc:
         log(paths, "restore-confirmation-failed", error=str(exc))
         return None
@@ -205,7 +206,7 @@ def stop(event: HookEvent, config: Config, now: datetime, paths: DataPaths) -> H
             config,
             event.host,
             event.session_key,
-            adapter.ASK_TOOL,
+            adapter.POPUP,
             now,
             max_wait_s=hookdeadline.remaining(hookdeadline.STOP_RESERVE_S),
         )

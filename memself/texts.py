@@ -2,9 +2,10 @@
 
 Session start, the per-prompt recall block, the result lines after a write (also what
 ``memory_resolve`` answers) and the Stop continuation with its confirmation popup. Chinese, as in
-the original. ``plugin_scoped`` selects Claude Code's wording, which constrains only this plugin
-and does not ask the model to set Claude Code's own memory aside. Memory texts are always quoted
-through ``inert``. Standard library only: the hook renders these.
+the original. ``own_memory`` names the host's own memory (``HostAdapter.OWN_MEMORY``) when it has
+one: the wording then constrains only this plugin and does not ask the model to set that memory
+aside. Memory texts are always quoted through ``inert``. Standard library only: the hook renders
+these.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ BOUNDARY_PLUGIN_SCOPED = (
     "memory-self-evolution 插件的记忆由它在后台自动提取、判重和沉淀，包括用户明确要求「记住」的情况。"
     "对这个插件的记忆，你不需要判断是否该记，不要调用它的写工具，也不要替它发起记忆确认；"
     "只有收到含 MEMORY_CONFIRM_V1 的插件指令时，才按指令执行，不重新判断或改写提案。"
-    "这些约束只针对本插件，不影响 Claude Code 自带的记忆。下面的规则仍然必须遵守。"
+    "这些约束只针对本插件，不影响 {own_memory} 自带的记忆。下面的规则仍然必须遵守。"
 )
 
 REMINDER = (
@@ -55,7 +56,7 @@ REMINDER_PLUGIN_SCOPED = (
     "memory-self-evolution 插件的记忆由它在后台判断。用户陈述偏好、规范或要求记住时，就这个插件而言你只需"
     "回应并照做：不要替它判断是否该记，不要调用提问工具发起「检测到一条记忆」确认，也不要主动调用 "
     "memory_resolve 或它的其它记忆写工具。只有收到含 MEMORY_CONFIRM_V1 的插件指令时，才按指令弹窗并处理"
-    "对应 sessionID。这些约束只针对本插件，不影响 Claude Code 自带的记忆。"
+    "对应 sessionID。这些约束只针对本插件，不影响 {own_memory} 自带的记忆。"
 )
 
 DEPOSITION_OFF = (
@@ -164,29 +165,29 @@ def inert(text: str, limit: int | None = MAX_TEXT) -> str:
     return line
 
 
-def boundary(plugin_scoped: bool, deposition: str) -> str:
+def boundary(own_memory: str, deposition: str) -> str:
     """The responsibility paragraph; ``deposition`` is "on" or why learning is off or paused
     (``memself.judge.start.deposition_status``)."""
     if deposition in _DEPOSITION_NOTICES:
         return _DEPOSITION_NOTICES[deposition]
-    text = BOUNDARY_PLUGIN_SCOPED if plugin_scoped else BOUNDARY
+    text = BOUNDARY_PLUGIN_SCOPED.format(own_memory=own_memory) if own_memory else BOUNDARY
     return f"{text}\n\n{SECRET_REPAIRED}" if deposition == "repaired" else text
 
 
-def reminder(plugin_scoped: bool, deposition: str) -> str:
+def reminder(own_memory: str, deposition: str) -> str:
     if deposition in _DEPOSITION_NOTICES:
         return _DEPOSITION_NOTICES[deposition]
-    text = REMINDER_PLUGIN_SCOPED if plugin_scoped else REMINDER
+    text = REMINDER_PLUGIN_SCOPED.format(own_memory=own_memory) if own_memory else REMINDER
     return f"{text}\n\n{SECRET_REPAIRED}" if deposition == "repaired" else text
 
 
 def session_start(
-    rules: Sequence[Memory], plugin_scoped: bool, deposition: str, char_limit: int | None = None
+    rules: Sequence[Memory], own_memory: str, deposition: str, char_limit: int | None = None
 ) -> str:
     """Rules by stored confidence, at most 50, within the host's injection limit if it has one."""
     shown = list(rules[:SESSION_RULE_LIMIT])
     over_cap = len(rules) - len(shown)
-    head = f"{SESSION_HEADER}\n\n{boundary(plugin_scoped, deposition)}\n\n"
+    head = f"{SESSION_HEADER}\n\n{boundary(own_memory, deposition)}\n\n"
     title = f"## {GROUP_LABELS['rule']}（共 {len(rules)} 条，必须遵守）\n\n"
     if not shown:
         return head + title + "（暂无）"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 import shlex
 from pathlib import Path
 from types import ModuleType
@@ -206,3 +207,80 @@ def test_hosts_installers_and_hook_commands_import_one_way() -> None:
     mine = ("memself.hosts", "memself.installers", "memself.hooks")
     tangled = [sorted(c) for c in cycles(edges) if any(m.startswith(mine) for m in c)]
     assert tangled == []
+
+
+# --- the core names no host --------------------------------------------------------------------
+
+HOST_WORDS = re.compile(
+    r"claude|cursor|codebuddy|workbuddy|askuserquestion|askquestion|ask_followup_question|update_memory",
+    re.IGNORECASE,
+)
+# What must stay, each with why: (file, the exact text it may hold).
+ALLOWED = {
+    # ``memself config``'s description of showRecall names the one client that shows it.
+    ("memself/config.py", "把召回的条目也展示给用户（Claude Code）"),
+}
+
+
+def docstrings(tree: ast.AST) -> set[int]:
+    """ids of the docstring nodes: text that explains, like comments (which ast drops)."""
+    found: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+                found.add(id(body[0].value))
+    return found
+
+
+def code_words(tree: ast.AST) -> list[str]:
+    """Every identifier and string constant of the code, docstrings aside."""
+    skip = docstrings(tree)
+    words: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, (str, bytes)) and id(node) not in skip:
+            value = node.value
+            words.append(value.decode("utf-8", "replace") if isinstance(value, bytes) else value)
+        elif isinstance(node, ast.Name):
+            words.append(node.id)
+        elif isinstance(node, ast.Attribute):
+            words.append(node.attr)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            words.append(node.name)
+        elif isinstance(node, ast.arg):
+            words.append(node.arg)
+        elif isinstance(node, ast.keyword) and node.arg:
+            words.append(node.arg)
+        elif isinstance(node, ast.alias):
+            words += [node.name, node.asname or ""]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            words.append(node.module)
+    return words
+
+
+# Where host facts belong: the adapters, and the installers that write the hosts' files.
+NOT_CORE = (REPO / "memself" / "hosts", REPO / "memself" / "installers")
+
+
+def core_files() -> list[Path]:
+    return sorted(
+        path
+        for path in [*(REPO / "memself").rglob("*.py"), *(REPO / "hooks").glob("*.py")]
+        if not any(path.is_relative_to(folder) for folder in NOT_CORE)
+    )
+
+
+def test_the_core_names_no_host() -> None:
+    """Host names, their environment variables and their tools appear in ``hosts/`` (and the
+    installers) only: the core gets what it needs from the adapter it is handed."""
+    assert HOST_WORDS.search("CURSOR_VERSION") and HOST_WORDS.search("AskUserQuestion")
+    probe = ast.parse('"""Cursor shows it."""\nX = ("CLAUDE_PROJECT_DIR",)\n# cursor\n')
+    assert [w for w in code_words(probe) if HOST_WORDS.search(w)] == ["CLAUDE_PROJECT_DIR"]
+    found = {
+        (str(path.relative_to(REPO)), word)
+        for path in core_files()
+        for word in code_words(ast.parse(path.read_text(encoding="utf-8")))
+        if HOST_WORDS.search(word)
+    }
+    assert found - ALLOWED == set()
+    assert ALLOWED <= found  # an entry no longer needed is taken out

@@ -44,7 +44,7 @@ def load(path: Path) -> dict[str, dict]:
 def test_every_adapter_declares_the_protocol(name: str) -> None:
     adapter = HOSTS[name]
     assert adapter.NAME == name
-    for member in ("NAME", "ASK_TOOL", "EVENT_NAMES", "TIMEOUTS", "CONTEXT_LIMIT"):
+    for member in ("NAME", "ASK_TOOL", "POPUP", "EVENT_NAMES", "TIMEOUTS", "CONTEXT_LIMIT", "OWN_MEMORY"):
         assert hasattr(adapter, member), member
     for member in ("parse", "render", "steps_aside"):
         assert callable(getattr(adapter, member)), member

@@ -7,8 +7,9 @@ import stat
 from datetime import timedelta
 
 from memself.config import load_config, set_config_value
+from memself.hosts import HOSTS
 from memself.judge import jobs
-from memself.judge.followup import confirm_pair_path, restore_cursor_prompt
+from memself.judge.followup import confirm_pair_path, restore_continuation_prompt
 from memself.paths import DataPaths
 from memself.store import MemoryStore
 from memself.texts import NOTICE_HEADER
@@ -108,7 +109,7 @@ def test_cursor_phrasing_and_replace_options() -> None:
         proposal("缩进统一用 4 个空格", "replace", "project", target),
         host="cursor",
     )
-    _, model = stop(paths, store, host="cursor", ask="AskQuestion")
+    _, model = stop(paths, store, host="cursor")
     assert "ask_followup_question" not in model and "update_memory" not in model
     assert "AskQuestion" in model and "你自带的提问工具" in model
     assert "- 用新说法替换已有记忆 「缩进统一用 2 个空格」 → replace" in model
@@ -231,25 +232,25 @@ def test_cursor_restore_per_session() -> None:
     b = ready(
         paths, "记住：以后回答都用中文", proposal("回答问题时使用中文"), host="cursor", session="conv-B"
     )
-    visible_a, model_a = stop(paths, store, host="cursor", session="conv-A", ask="AskQuestion", keep=True)
-    visible_b, model_b = stop(paths, store, host="cursor", session="conv-B", ask="AskQuestion", keep=True)
+    visible_a, model_a = stop(paths, store, host="cursor", session="conv-A", keep=True)
+    visible_b, model_b = stop(paths, store, host="cursor", session="conv-B", keep=True)
     assert visible_a == visible_b  # identical visible texts, different hidden sessionIDs
     path_a = confirm_pair_path(paths, "cursor", "conv-A")
     assert stat.S_IMODE(path_a.stat().st_mode) == 0o600
-    restored_b = restore_cursor_prompt(paths, "cursor", "conv-B", visible_b)
+    restored_b = restore_continuation_prompt(paths, "cursor", "conv-B", visible_b)
     assert restored_b == model_b and b in restored_b and a not in restored_b
     assert not confirm_pair_path(paths, "cursor", "conv-B").exists()
     # Session B cannot reach A's text; a missing pair rebuilds no sessionID at all.
-    again = restore_cursor_prompt(paths, "cursor", "conv-B", visible_a)
+    again = restore_continuation_prompt(paths, "cursor", "conv-B", visible_a)
     assert a not in again and "memory_resolve" in again
-    assert restore_cursor_prompt(paths, "cursor", "conv-A", visible_a) == model_a
-    assert restore_cursor_prompt(paths, "cursor", "conv-A", "帮我看看这个函数") is None
+    assert restore_continuation_prompt(paths, "cursor", "conv-A", visible_a) == model_a
+    assert restore_continuation_prompt(paths, "cursor", "conv-A", "帮我看看这个函数") is None
 
 
 def test_cursor_restore_rebuilds_result_lines_without_file() -> None:
     paths, _ = env()
     line = '记忆插件memory-self-evolution新增了一条记忆："回答问题时使用中文"。归类：rule（规则与偏好）'
-    restored = restore_cursor_prompt(paths, "cursor", "conv-A", f"{NOTICE_HEADER}\n结果：\n{line}")
+    restored = restore_continuation_prompt(paths, "cursor", "conv-A", f"{NOTICE_HEADER}\n结果：\n{line}")
     assert restored.startswith("MEMORY_CONFIRM_V1\n") and restored.endswith(line)
     assert "不要做其他任何操作" in restored
 
@@ -268,10 +269,10 @@ def test_take_followup_real_clock_and_pair_saved() -> None:
         session="conv-9",
         turn="t9",
     )
-    result = take_followup(paths, load_config(paths), "cursor", "conv-9", "AskQuestion", NOW)
+    result = take_followup(paths, load_config(paths), "cursor", "conv-9", HOSTS["cursor"].POPUP, NOW)
     assert result is not None and other in result[1] and sid not in result[1]
     assert jobs.load_job(paths, sid)["status"] == "running"  # waited 300 ms, then gave up on it
-    assert restore_cursor_prompt(paths, "cursor", "conv-9", result[0]) == result[1]
+    assert restore_continuation_prompt(paths, "cursor", "conv-9", result[0]) == result[1]
 
 
 def test_stale_confirm_pairs_pruned() -> None:
@@ -297,7 +298,7 @@ def test_rendered_by_each_host_checklist_21() -> None:
     for host in HOSTS:
         ready(paths, "记住：以后回答都用中文", proposal("回答问题时使用中文"), host=host, session=f"s-{host}")
     for host, adapter in HOSTS.items():
-        visible, model = stop(paths, store, host=host, session=f"s-{host}", ask=adapter.ASK_TOOL)
+        visible, model = stop(paths, store, host=host, session=f"s-{host}")
         event = HookEvent(host, EventKind.STOP, "Stop", f"s-{host}", "", "", "/tmp", False)
         out = adapter.render(event, HookReply(continuation=model, visible=visible))
         if host == "cursor":

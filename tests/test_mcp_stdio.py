@@ -10,6 +10,7 @@ from datetime import datetime, timezone
 import pytest
 
 from memself.config import load_config
+from memself.hosts import HOSTS
 from memself.judge import jobs
 from memself.judge.followup import followup
 from memself.judge.start import maybe_start_judge
@@ -91,7 +92,7 @@ def test_end_to_end_both_modes(confirm: bool) -> None:
             load_config(paths),
             "claude",
             "sess-e2e",
-            "AskUserQuestion",
+            HOSTS["claude"].POPUP,
             lambda: datetime.now(timezone.utc),
         )
     assert result is not None

@@ -48,17 +48,12 @@ COLD_WAIT_S = 4.0
 COLD_POLL_S = 0.05
 # A loading engine answers "not ready" this long before the client gives up waiting for it.
 _REPLY_MARGIN_S = 0.1
-# The environment the host adapters and ``run`` read (project directory fallbacks for the cwd,
-# Cursor detection, a fixed clock); only these travel to the engine, never the rest (keys).
+# The environment the host adapters and ``run`` read travels to the engine, never the rest
+# (keys): by rule, so that no host is named here. Hosts name their project directory and their
+# version in ``<HOST>_PROJECT_DIR`` and ``<HOST>_VERSION``; ``run`` reads a fixed clock.
 # tests/test_hook_fastpath.py checks that the adapters read nothing else.
-FORWARDED_ENV = (
-    "CLAUDE_PROJECT_DIR",
-    "CURSOR_PROJECT_DIR",
-    "CODEBUDDY_PROJECT_DIR",
-    "WORKBUDDY_PROJECT_DIR",
-    "CURSOR_VERSION",
-    "MEMSELF_NOW",
-)
+FORWARDED_ENV_SUFFIXES = ("_PROJECT_DIR", "_VERSION")
+FORWARDED_ENV = ("MEMSELF_NOW",)
 # Lower-cased host event names of session start and prompt (hosts.base._KIND_BY_NAME; a test
 # keeps them in sync).
 ENGINE_EVENT_NAMES = (b"sessionstart", b"userpromptsubmit", b"beforesubmitprompt")
@@ -192,7 +187,7 @@ def request_body(host: str, raw: bytes, started: float, wait_ready_s: float = 0.
 
     local = time.localtime(started)
     env = ",".join(
-        f"{_json_str(key)}:{_json_str(os.environ[key])}" for key in FORWARDED_ENV if key in os.environ
+        f"{_json_str(key)}:{_json_str(value)}" for key, value in os.environ.items() if forwarded(key)
     )
     payload = (
         f'{{"host":{_json_str(host)},'
@@ -208,6 +203,11 @@ def request_body(host: str, raw: bytes, started: float, wait_ready_s: float = 0.
         f'"fingerprint":{_json_str(code_fingerprint())}}}'
     )
     return text.encode("utf-8", errors="backslashreplace")
+
+
+def forwarded(key: str) -> bool:
+    """Whether the hook's environment variable ``key`` travels to the engine."""
+    return key in FORWARDED_ENV or key.endswith(FORWARDED_ENV_SUFFIXES)
 
 
 def _json_str(text: str) -> str:

@@ -46,15 +46,25 @@ class HookReply(NamedTuple):
         return not (self.context or self.continuation or self.user_message)
 
 
+class Popup(NamedTuple):
+    """What the MEMORY_CONFIRM_V1 instruction says about the host's popup."""
+
+    tool_wording: str  # how the instruction names the host's popup tool
+    memory_tools: tuple[str, ...]  # the host's own memory tools the model must not call instead
+
+
 class HostAdapter(Protocol):
     """Module-level members each ``memself/hosts/<host>.py`` exposes (checked by a test)."""
 
     NAME: str
-    ASK_TOOL: str  # the host's popup tool, named in the MEMORY_CONFIRM_V1 instruction
+    ASK_TOOL: str  # the host's popup tool
+    POPUP: Popup  # the popup as the MEMORY_CONFIRM_V1 instruction describes it
     EVENT_NAMES: dict[EventKind, str]  # the host's name for each event we register (installers)
     TIMEOUTS: dict[EventKind, int]  # seconds, per registered event (installers)
     CONTEXT_LIMIT: int  # characters of injected text the host takes inline
-    PLUGIN_SCOPED_WORDING: bool  # phrase instructions as "this plugin only" (a host with its own memory)
+    # The host's own memory, by name, which our instructions must leave alone ("" when it has
+    # none): with a name they constrain "this plugin only".
+    OWN_MEMORY: str
 
     def parse(self, payload: dict[str, Any], env: Mapping[str, str] | None = None) -> HookEvent:
         """Normalise a payload; ``env`` (the hook's environment) only fills a missing cwd."""

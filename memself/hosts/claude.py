@@ -7,7 +7,9 @@ from typing import Any
 
 from memself.hosts.base import HookEvent, HookReply
 from memself.hosts.common import (
+    CLAUDE_ASK_TOOL,
     CLAUDE_EVENT_NAMES,
+    CLAUDE_POPUP,
     CLAUDE_TIMEOUTS,
     SESSION_KEY_FALLBACKS,
     TURN_ID_FALLBACKS,
@@ -18,12 +20,13 @@ from memself.hosts.cursor import NAME as CURSOR
 from memself.hosts.cursor import runs_this_hook as runs_in_cursor
 
 NAME = "claude"
-ASK_TOOL = "AskUserQuestion"
+ASK_TOOL = CLAUDE_ASK_TOOL
+POPUP = CLAUDE_POPUP
 EVENT_NAMES = CLAUDE_EVENT_NAMES
 TIMEOUTS = CLAUDE_TIMEOUTS
 CONTEXT_LIMIT = 10_000  # longer additionalContext is replaced by a file path and a preview
 # Claude Code has its own memory: our instructions constrain this plugin only and leave it alone.
-PLUGIN_SCOPED_WORDING = True
+OWN_MEMORY = "Claude Code"
 
 
 def parse(payload: dict[str, Any], env: Mapping[str, str] | None = None) -> HookEvent:

@@ -7,7 +7,9 @@ from typing import Any
 
 from memself.hosts.base import HookEvent, HookReply
 from memself.hosts.common import (
+    CLAUDE_ASK_TOOL,
     CLAUDE_EVENT_NAMES,
+    CLAUDE_POPUP,
     CLAUDE_TIMEOUTS,
     SESSION_KEY_FALLBACKS,
     parse_event,
@@ -15,12 +17,12 @@ from memself.hosts.common import (
 )
 
 NAME = "codebuddy"
-# The IDE's tool is ask_followup_question; the MEMORY_CONFIRM_V1 text names both.
-ASK_TOOL = "AskUserQuestion"
+ASK_TOOL = CLAUDE_ASK_TOOL
+POPUP = CLAUDE_POPUP
 EVENT_NAMES = CLAUDE_EVENT_NAMES
 TIMEOUTS = CLAUDE_TIMEOUTS
 CONTEXT_LIMIT = 10_000  # undocumented; Claude Code's cap, to be safe
-PLUGIN_SCOPED_WORDING = False  # Claude Code alone has its own memory the wording must leave alone
+OWN_MEMORY = ""
 
 # The original read ``user_prompt``; CodeBuddy Code 2.117.0 sends ``prompt``.
 PROMPT_KEYS = ("prompt", "user_prompt")

@@ -15,6 +15,7 @@ from memself.hosts.base import (
     EventKind,
     HookEvent,
     HookReply,
+    Popup,
     event_kind,
     first_text,
     sanitise_key,
@@ -27,6 +28,10 @@ CLAUDE_EVENT_NAMES = {
     EventKind.STOP: "Stop",
 }
 CLAUDE_TIMEOUTS = {EventKind.SESSION_START: 10, EventKind.PROMPT_SUBMIT: 10, EventKind.STOP: 20}
+# They also share the popup tool's name; CodeBuddy IDE calls its own one differently, so the
+# instruction names both, and the model must not write CodeBuddy's own memory instead.
+CLAUDE_ASK_TOOL = "AskUserQuestion"
+CLAUDE_POPUP = Popup(f"{CLAUDE_ASK_TOOL}（CodeBuddy IDE 中为 ask_followup_question）", ("update_memory",))
 
 # Original §4.2: the host's own field first, then the other spellings any host has used.
 SESSION_KEY_FALLBACKS = ("session_id", "conversation_id", "sessionId", "conversationId")

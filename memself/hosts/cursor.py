@@ -5,11 +5,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from memself.hosts.base import EventKind, HookEvent, HookReply
+from memself.hosts.base import EventKind, HookEvent, HookReply, Popup
 from memself.hosts.common import SESSION_KEY_FALLBACKS, TURN_ID_FALLBACKS, parse_event
 
 NAME = "cursor"
 ASK_TOOL = "AskQuestion"
+# Its popup tool's name is not documented everywhere: the instruction describes it instead.
+POPUP = Popup(f"你自带的提问工具（让用户在弹窗里点选选项的工具，例如 {ASK_TOOL}）", ())
 EVENT_NAMES = {
     EventKind.SESSION_START: "sessionStart",
     EventKind.PROMPT_SUBMIT: "beforeSubmitPrompt",
@@ -19,7 +21,7 @@ EVENT_NAMES = {
 # also sets ``loop_limit: 1`` on stop.
 TIMEOUTS = {EventKind.SESSION_START: 10, EventKind.PROMPT_SUBMIT: 5, EventKind.STOP: 20}
 CONTEXT_LIMIT = 10_000  # beforeSubmitPrompt: longer text goes to a file (client 3.20.17)
-PLUGIN_SCOPED_WORDING = False  # Claude Code alone has its own memory the wording must leave alone
+OWN_MEMORY = ""
 
 
 def parse(payload: dict[str, Any], env: Mapping[str, str] | None = None) -> HookEvent:

@@ -8,7 +8,9 @@ from typing import Any
 from memself.hosts.base import HookEvent, HookReply
 from memself.hosts.codebuddy import PROMPT_KEYS
 from memself.hosts.common import (
+    CLAUDE_ASK_TOOL,
     CLAUDE_EVENT_NAMES,
+    CLAUDE_POPUP,
     CLAUDE_TIMEOUTS,
     SESSION_KEY_FALLBACKS,
     parse_event,
@@ -16,11 +18,12 @@ from memself.hosts.common import (
 )
 
 NAME = "workbuddy"
-ASK_TOOL = "AskUserQuestion"
+ASK_TOOL = CLAUDE_ASK_TOOL
+POPUP = CLAUDE_POPUP
 EVENT_NAMES = CLAUDE_EVENT_NAMES
 TIMEOUTS = CLAUDE_TIMEOUTS
 CONTEXT_LIMIT = 10_000
-PLUGIN_SCOPED_WORDING = False  # Claude Code alone has its own memory the wording must leave alone
+OWN_MEMORY = ""
 
 
 def parse(payload: dict[str, Any], env: Mapping[str, str] | None = None) -> HookEvent:

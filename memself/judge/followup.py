@@ -21,6 +21,7 @@ from typing import Any
 from memself.atomic import write_atomic
 from memself.config import Config
 from memself.errors import MemselfError
+from memself.hosts.base import Popup
 from memself.judge import jobs, runlock, seal
 from memself.judge.apply import apply_proposal
 from memself.judge.secrets import read_session_secret
@@ -39,8 +40,6 @@ from memself.timeutil import iso
 
 POLL_S = 0.2
 JUDGE_DIED = "judge-died"
-# Claude Code and CodeBuddy share this tool name; CodeBuddy IDE calls its own one differently.
-SHARED_ASK_TOOL = "AskUserQuestion"
 
 
 def followup(
@@ -49,7 +48,7 @@ def followup(
     config: Config,
     host: str,
     session_key: str,
-    ask_tool: str,
+    popup: Popup,
     now_fn: Callable[[], datetime],
     sleep: Callable[[float], None] = time.sleep,
     *,
@@ -58,9 +57,9 @@ def followup(
 ) -> tuple[str, str] | None:
     """The Stop continuation for this host+session, or ``None``.
 
-    ``ask_tool`` is the host's popup tool (``HostAdapter.ASK_TOOL``). ``keep_model_text`` is for
-    hosts that show the continuation to the user as a prompt (Cursor): the model text is saved
-    and handed back by ``restore_cursor_prompt`` on the next prompt. ``max_wait_s`` caps the
+    ``popup`` is the host's (``HostAdapter.POPUP``). ``keep_model_text`` is for hosts that show
+    the continuation to the user as a prompt: the model text is saved and handed back by
+    ``restore_continuation_prompt`` on the next prompt. ``max_wait_s`` caps the
     wait for running jobs below ``sideWaitMs`` (the hook's deadline); jobs still running then
     are left for the next Stop.
     """
@@ -78,7 +77,7 @@ def followup(
     if not config.confirm:
         result = _direct(paths, store, shown, now)
     else:
-        result = _confirm(paths, mine, shown, ask_tool, now)
+        result = _confirm(paths, mine, shown, popup, now)
     if result is not None and keep_model_text:
         save_confirm_pair(paths, host, session_key, result[0], result[1])
     return result
@@ -89,7 +88,7 @@ def take_followup(
     config: Config,
     host: str,
     session_key: str,
-    ask_tool: str,
+    popup: Popup,
     now: datetime,
     *,
     keep_model_text: bool = True,
@@ -112,7 +111,7 @@ def take_followup(
         config,
         host,
         session_key,
-        ask_tool,
+        popup,
         clock,
         sleep,
         keep_model_text=keep_model_text,
@@ -213,7 +212,7 @@ def _mark_shown(job: jobs.Job, now: datetime, notice: str) -> bool:
 
 
 def _confirm(
-    paths: DataPaths, mine: list[jobs.Job], shown: list[jobs.Job], ask_tool: str, now: datetime
+    paths: DataPaths, mine: list[jobs.Job], shown: list[jobs.Job], popup: Popup, now: datetime
 ) -> tuple[str, str] | None:
     proposals = [j for j in shown if not j.get("applied")]
     notices = [j for j in shown if j.get("applied")]
@@ -234,9 +233,7 @@ def _confirm(
             notice_lines.append(notice)
     if not marked:
         return direct_texts(notice_lines) if notice_lines else None
-    return host_confirm_texts(
-        [j["id"] for j in marked], [j["proposal"] for j in marked], notice_lines, ask_tool
-    )
+    return host_confirm_texts([j["id"] for j in marked], [j["proposal"] for j in marked], notice_lines, popup)
 
 
 def _mark_prompted(job: jobs.Job, now: datetime) -> bool:
@@ -246,26 +243,20 @@ def _mark_prompted(job: jobs.Job, now: datetime) -> bool:
     return True
 
 
-def ask_tool_phrase(ask_tool: str) -> str:
-    if ask_tool == SHARED_ASK_TOOL:
-        return f"{SHARED_ASK_TOOL}（CodeBuddy IDE 中为 ask_followup_question）"
-    # The host's popup tool name is not documented everywhere (Cursor): describe it instead.
-    return f"你自带的提问工具（让用户在弹窗里点选选项的工具，例如 {ask_tool}）"
-
-
 def host_confirm_texts(
     proposal_ids: Sequence[str],
     proposals: Sequence[dict[str, Any]],
     notice_lines: Sequence[str],
-    ask_tool: str,
+    popup: Popup,
 ) -> tuple[str, str]:
-    """``texts.confirm_texts`` worded for the host whose popup tool is ``ask_tool``."""
-    forbidden = "memory_propose、update_memory" if ask_tool == SHARED_ASK_TOOL else "memory_propose"
-    return confirm_texts(proposal_ids, proposals, notice_lines, ask_tool_phrase(ask_tool), forbidden)
+    """``texts.confirm_texts`` worded for the host's popup (``HostAdapter.POPUP``): how to name its
+    tool, and its own memory tools the model must not call instead."""
+    forbidden = "、".join(("memory_propose", *popup.memory_tools))
+    return confirm_texts(proposal_ids, proposals, notice_lines, popup.tool_wording, forbidden)
 
 
 # ---------------------------------------------------------------------------------------------
-# Cursor: the continuation is a visible user prompt; the model text comes back on that prompt
+# A host that shows the continuation as the user's next prompt: the model text comes back on it
 # ---------------------------------------------------------------------------------------------
 
 
@@ -302,7 +293,7 @@ def _sealed_pair(paths: DataPaths, host: str, session_key: str, saved: object) -
     return model_text
 
 
-def restore_cursor_prompt(paths: DataPaths, host: str, session_key: str, prompt: str) -> str | None:
+def restore_continuation_prompt(paths: DataPaths, host: str, session_key: str, prompt: str) -> str | None:
     """The model text for a prompt that is our own Stop continuation, or ``None`` if it is not.
 
     Looked up per host and session, so one session can never see another's sessionIDs. With no

@@ -30,7 +30,7 @@ from memself.config import load_config, set_config_value
 from memself.engine.client import call_engine, stop_engine
 from memself.errors import InvalidInput
 from memself.hosts import HOSTS
-from memself.hosts.base import EventKind
+from memself.hosts.base import EventKind, Popup
 from memself.judge import followup, jobs
 from memself.judge.resolve import resolve
 from memself.judge.worker import run_job
@@ -52,6 +52,8 @@ __all__ = ["hook_data"]  # the fixture, imported for pytest
 
 NAMES = list(SHAPES)
 TOO_LONG = {"very-long"}
+
+CLAUDE_POPUP = HOSTS["claude"].POPUP
 
 
 def stored_ok(text: str, name: str) -> None:
@@ -199,7 +201,14 @@ def test_memory_resolve_stores_one_clean_line(name: str) -> None:
     sid = ready(paths, "记住：以后回答都用中文", proposal(SHAPES[name]))
     assert (
         followup.followup(
-            paths, store, load_config(paths), "claude", "sess-1", "AskUserQuestion", clock(), lambda s: None
+            paths,
+            store,
+            load_config(paths),
+            "claude",
+            "sess-1",
+            HOSTS["claude"].POPUP,
+            clock(),
+            lambda s: None,
         )
         is not None
     )
@@ -391,10 +400,10 @@ def _check_visible(visible: str, count: int) -> None:
         assert inert_problems(line) == [], (line[:200], inert_problems(line))
 
 
-def _check_model(model: str, ids: list[str], ask_tool: str) -> None:
+def _check_model(model: str, ids: list[str], popup: Popup) -> None:
     assert_marker_only_first(model)
     proposals = [proposal("回答问题时使用中文")] * len(ids)
-    head = followup.host_confirm_texts(ids, proposals, [], ask_tool)[1].split("\n\n")[0]
+    head = followup.host_confirm_texts(ids, proposals, [], popup)[1].split("\n\n")[0]
     assert model.startswith(head + "\n\n")
     sessions = []
     for line in model[len(head) :].split("\n"):
@@ -448,7 +457,7 @@ def test_stop_popup_quotes_proposals_and_targets_inertly(host: str, hook_data: D
         assert set(answer) == {"decision", "reason"} and answer["decision"] == "block"
         visible, model = answer["reason"].split("\n\n", 1)
     _check_visible(visible, len(ids))
-    _check_model(model, ids, HOSTS[host].ASK_TOOL)
+    _check_model(model, ids, HOSTS[host].POPUP)
     assert visible.count("   适用场景：") == len(ids) and "\n合并后适用场景：" in model
 
 
@@ -538,7 +547,14 @@ def test_resolve_notice_quotes_a_hand_edited_target_inertly() -> None:
             session=f"s{i}",
         )
         followup.followup(
-            paths, store, load_config(paths), "claude", f"s{i}", "AskUserQuestion", clock(), lambda s: None
+            paths,
+            store,
+            load_config(paths),
+            "claude",
+            f"s{i}",
+            HOSTS["claude"].POPUP,
+            clock(),
+            lambda s: None,
         )
         notice = resolve(paths, store, "claude", sid, "replace", NOW)
         assert "\n" not in notice and inert_problems(notice) == [], (name, notice[:200])

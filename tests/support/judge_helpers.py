@@ -9,6 +9,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from memself.config import load_config, set_config_value
+from memself.hosts import HOSTS
 from memself.judge import jobs
 from memself.judge.followup import followup
 from memself.judge.secrets import write_api_key
@@ -131,8 +132,9 @@ def ready(
     return sid
 
 
-def stop(paths, store, host="claude", session="sess-1", clock=None, ask="AskUserQuestion", keep=False):
+def stop(paths, store, host="claude", session="sess-1", clock=None, keep=False):
     clock = clock or Clock()
+    popup = HOSTS[host].POPUP
     return followup(
-        paths, store, load_config(paths), host, session, ask, clock, clock.sleep, keep_model_text=keep
+        paths, store, load_config(paths), host, session, popup, clock, clock.sleep, keep_model_text=keep
     )
