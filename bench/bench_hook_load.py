@@ -3,9 +3,9 @@ CPU-burning processes compete for the cores.
 
 Set-up: a temporary data directory with 1k memories (500 rules, 500 project facts), the offline
 model (multilingual-e5-small) in a warm engine, then ``--burners`` processes that spin in a loop.
-Each hook is run as Cursor runs it (``python -I -S memself/hooks/entry.py --agent cursor``) and timed to
-its reaped exit, from the spawn call (what a host sees) and from the process's own start (what
-the hook's deadline counts; the difference is the time the loaded machine took to fork it);
+Each hook is run as Cursor runs the command setup registers for it, and timed to its reaped
+exit, from the spawn call (what a host sees) and from the process's own start (what the hook's
+deadline counts; the difference is the time the loaded machine took to fork it);
 ``--parallel`` hooks are in flight at once. Printed: p50, p95 and max, how many hooks took longer
 than 4 s and 5 s, and what they answered (recall, no recall, nothing); then the same for a bare
 interpreter that only reads its stdin, spawned the same way under the same load: the cost of
@@ -33,10 +33,13 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-ENTRY = REPO_ROOT / "memself" / "hooks" / "entry.py"
 sys.path.insert(0, str(REPO_ROOT))
 
 from bench.bench_hooks import memself_cli, synthetic_memories, write_group  # noqa: E402
+from memself.hooks.command import hook_command  # noqa: E402
+from memself.hosts.base import EventKind  # noqa: E402
+
+CURSOR_PROMPT_HOOK = hook_command("cursor", EventKind.PROMPT_SUBMIT)  # what setup registers
 
 PROMPTS = [
     "支付模块的灰度开关配置在哪里，上线前要检查什么",
@@ -89,7 +92,7 @@ def run_hook(
     ).encode()
     started = time.clock_gettime(time.CLOCK_BOOTTIME)
     proc = subprocess.Popen(
-        argv or [sys.executable, "-I", "-S", str(ENTRY), "--agent", "cursor"],
+        argv or CURSOR_PROMPT_HOOK,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,

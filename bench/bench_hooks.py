@@ -31,7 +31,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-ENTRY = REPO_ROOT / "memself" / "hooks" / "entry.py"
 TOPICS = ["支付", "订单", "物流", "司机端", "网关", "缓存", "数据库", "监控", "发布", "权限", "日志", "测试"]
 ACTIONS = ["统一使用", "不要直接修改", "上线前要检查", "默认开启", "由平台组维护", "需要评审"]
 
@@ -130,7 +129,11 @@ def main() -> None:
             "cwd": str(work),
         }
     ).encode()
-    hook = [sys.executable, "-I", "-S", str(ENTRY), "--agent", "claude"]
+    from memself.hooks.command import hook_command
+    from memself.hosts.base import EventKind
+
+    # What setup registers; Claude Code gives session start and prompt the same timeout.
+    hook = hook_command("claude", EventKind.PROMPT_SUBMIT)
     rows: dict[str, list[float]] = {
         k: []
         for k in (
