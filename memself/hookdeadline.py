@@ -8,15 +8,19 @@ package) from the hook's command line: installers register one command per event
 the host was given for it and the host's "no answer" output (``hooks.command``, from the
 adapters), so no host table is needed here. A command registered by an older install carries
 neither: the shortest deadline any host's registration gives stands until the local run knows
-the adapter (``learn``). The alarm is ``SIGALRM`` through ``_signal`` (built in: ``signal``
-would import ``enum``, which the fast path avoids); its handler runs in the main thread between
-two bytecodes, also while the hook sleeps or waits on a socket, a pipe or a lock.
+the adapter (``learn``), and the "no answer" output is asked of the adapter before the alarm is
+set. The alarm is ``SIGALRM`` through ``_signal`` (built in: ``signal`` would import ``enum``,
+which the fast path avoids); its handler runs in the main thread between two bytecodes, also
+while the hook sleeps or waits on a socket, a pipe or a lock, and also half-way through an
+import: so the handler imports nothing, since what it would import may be the module that is
+half-initialised right then.
 
 A deadline is a share of the registered timeout, less a margin for the host's spawn of the
 process and the exit. Standard library only, and nothing but ``os``, ``sys`` and ``time`` unless
-a deadline passes before the "no answer" output is known.
+the command line lacks the "no answer" output.
 
-Platforms without ``SIGALRM`` (Windows) arm nothing; ``hookrun`` then keeps its watchdog thread.
+Platforms without ``SIGALRM`` (Windows) arm nothing; ``memself.hook.run`` then keeps its watchdog
+thread.
 """
 
 from __future__ import annotations
@@ -58,10 +62,9 @@ _NONE, _WRITING, _WRITTEN = 0, 1, 2
 
 
 class _State:
-    host = ""
     deadline: float | None = None  # seconds after the process started
     timeout_known = False  # the deadline comes from the registered timeout, not the fallback
-    empty_reply: bytes | None = None  # None: not known yet
+    empty_reply = b""
     answer = _NONE
     expired = False
     final = False
@@ -113,23 +116,22 @@ def arm(host: str, argv: Sequence[str] = ()) -> bool:
     """
     timeout = _seconds(_arg(argv, TIMEOUT_ARG))
     reply = _arg(argv, EMPTY_REPLY_ARG)
-    _state.host = host
     _state.timeout_known = timeout is not None
     if reply is not None:
         _state.empty_reply = reply.encode("utf-8", errors="replace") + b"\n"
-    else:  # a registered command names the reply only when it is not empty output
-        _state.empty_reply = b"" if timeout is not None else None
+    elif timeout is not None:  # a registered command names the reply only when it is not empty
+        _state.empty_reply = b""
+    else:  # an older install's command: known before the alarm can fire, never in its handler
+        _state.empty_reply = _adapter_empty_reply(host)
     return _set(deadline_for(timeout))
 
 
-def learn(timeout_s: float | None, empty_reply: bytes) -> None:
-    """What the host's adapter says, once the local run knows it: fills in what the command line
-    did not carry (a hook registered by an older install). The command line's values stand:
-    they are what the host was told."""
+def learn(timeout_s: float | None) -> None:
+    """The event's timeout from the host's adapter, once the local run knows it: replaces the
+    fallback for a hook registered by an older install. A timeout on the command line stands:
+    it is what the host was told."""
     if _state.deadline is None:
         return
-    if _state.empty_reply is None:
-        _state.empty_reply = empty_reply
     if not _state.timeout_known and timeout_s is not None:
         _state.timeout_known = True
         _set(deadline_for(timeout_s))
@@ -249,19 +251,16 @@ def _on_alarm(signum: int, frame: object) -> None:
 
 
 def _write_nothing() -> None:
-    data = _state.empty_reply
-    if data is None:
-        data = _adapter_empty_reply(_state.host)
     try:
-        if data:
-            os.write(1, data)
+        if _state.empty_reply:
+            os.write(1, _state.empty_reply)
     except OSError:
         pass
 
 
 def _adapter_empty_reply(host: str) -> bytes:
     """The "no answer" output of a hook whose command line did not carry it (an older install),
-    expiring before the local run knew the adapter: imported now, as a last resort."""
+    from the adapter, as the local run would print it for any event."""
     try:
         import json
 
@@ -270,11 +269,11 @@ def _adapter_empty_reply(host: str) -> bytes:
 
         adapter = HOSTS[host]
         rendered = adapter.render(HookEvent(host, EventKind.UNKNOWN, "", "", "", "", "", False), HookReply())
-    except BaseException:  # a half-imported module, an unknown host: answer with empty output
+        if rendered is None:
+            return b""
+        return json.dumps(rendered, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
+    except Exception:  # an unknown host, a broken install: answer with empty output
         return b""
-    if rendered is None:
-        return b""
-    return json.dumps(rendered, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
 
 
 def _finish(answered_nothing: bool) -> None:

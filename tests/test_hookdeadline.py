@@ -62,8 +62,8 @@ def test_registered_commands_carry_the_timeout_and_the_empty_reply(host: str, is
 
 
 @pytest.mark.parametrize("host", list(HOSTS))
-def test_the_last_resort_empty_reply_is_the_adapters(host: str, isolated_home) -> None:
-    """A command of an older install carries no empty reply: at expiry the adapter gives it."""
+def test_an_older_commands_empty_reply_is_the_adapters(host: str, isolated_home) -> None:
+    """A command of an older install carries no empty reply: the adapter gives it, at arming."""
     for kind in HOSTS[host].TIMEOUTS:
         assert hookdeadline._adapter_empty_reply(host) == printed_for_nothing(host, kind)
     assert hookdeadline._adapter_empty_reply("vscode") == b""
@@ -85,9 +85,8 @@ for step in steps:
     if step[0] == "arm":
         hookdeadline.arm(step[1], step[2])
     else:
-        hookdeadline.learn(step[1], step[2].encode())
-    reply = hookdeadline._state.empty_reply
-    out.append([round(hookdeadline._state.deadline, 3), None if reply is None else reply.decode()])
+        hookdeadline.learn(step[1])
+    out.append([round(hookdeadline._state.deadline, 3), hookdeadline._state.empty_reply.decode()])
 import _signal
 _signal.setitimer(_signal.ITIMER_REAL, 0)
 print(json.dumps(out))
@@ -105,12 +104,9 @@ def arm_steps(*steps: list) -> list:
 
 def test_the_command_line_arms_and_stands() -> None:
     registered = ["--agent", "cursor", "--timeout", "5", "--empty-reply", "{}"]
-    assert arm_steps(["arm", "cursor", registered], ["learn", 20, "other\n"]) == [
-        [3.8, "{}\n"],
-        [3.8, "{}\n"],
-    ]
+    assert arm_steps(["arm", "cursor", registered], ["learn", 20]) == [[3.8, "{}\n"], [3.8, "{}\n"]]
     spelled = ["--agent=claude", "--timeout=20"]
-    assert arm_steps(["arm", "claude", spelled], ["learn", 10, "x"]) == [[15.8, ""], [15.8, ""]]
+    assert arm_steps(["arm", "claude", spelled], ["learn", 10]) == [[15.8, ""], [15.8, ""]]
 
 
 @pytest.mark.parametrize(
@@ -125,11 +121,13 @@ def test_the_command_line_arms_and_stands() -> None:
     ],
 )
 def test_without_a_timeout_the_fallback_stands_until_the_adapter_is_known(argv: list[str]) -> None:
-    assert arm_steps(["arm", "claude", argv], ["learn", 10, ""], ["learn", 20, "x"]) == [
-        [hookdeadline.FALLBACK_S, None],
+    assert arm_steps(["arm", "claude", argv], ["learn", 10], ["learn", 20]) == [
+        [hookdeadline.FALLBACK_S, ""],
         [7.8, ""],
         [7.8, ""],
     ]
+    cursor = ["--agent", "cursor", *argv[2:]]
+    assert arm_steps(["arm", "cursor", cursor])[0] == [hookdeadline.FALLBACK_S, "{}\n"]
 
 
 @pytest.mark.parametrize(

@@ -103,11 +103,9 @@ def run(stdin: Stdin, context: RunContext) -> bool:
         if context.in_engine:
             record.note = record.note or "engine"
         if hookdeadline.armed():
-            # The hook process: what the adapter says fills in what an older install's command
-            # line did not carry (the event's own deadline, still counted from the process start).
-            hookdeadline.learn(
-                adapter.TIMEOUTS.get(event.kind), encode_answer(adapter.render(event, HookReply()))
-            )
+            # The hook process: the adapter's timeout replaces an older install's fallback (the
+            # event's own deadline, still counted from the process start).
+            hookdeadline.learn(adapter.TIMEOUTS.get(event.kind))
             hookdeadline.on_expire(lambda: _log_expired(paths, record, out, started))
         elif not context.in_engine:
             budget = max(adapter.TIMEOUTS.get(event.kind, 10) * WATCHDOG_SHARE - context.spent_s, 0.1)

@@ -145,6 +145,60 @@ def test_a_deadline_passed_before_the_hook_started_answers_nothing_at_once(
     assert hook_runs(hook_data) == []
 
 
+# The hook process up to the alarm, as the entry runs it (``-I -S``, the package found by path):
+# an older install's command (no timeout, no "no answer" output) with its deadline already
+# passed, the alarm pending but blocked until the main thread starts importing ``TRIGGER``. Then
+# what the hook does when it gives up on the engine: import the local run.
+MID_IMPORT = """
+import sys
+root = sys.argv[1]
+sys.path.insert(0, root)
+import memself
+memself.__path__.append(root)
+import _signal, time
+from memself import hookdeadline
+
+TRIGGER = sys.argv[2]
+_signal.pthread_sigmask(_signal.SIG_BLOCK, {_signal.SIGALRM})
+hookdeadline.FALLBACK_S = 0.0
+hookdeadline.arm("cursor", ["--agent", "cursor"])
+time.sleep(0.05)
+
+
+class Unblock:
+    def find_spec(self, name, path=None, target=None):
+        if name == TRIGGER:
+            _signal.pthread_sigmask(_signal.SIG_UNBLOCK, {_signal.SIGALRM})
+        return None
+
+
+sys.meta_path.insert(0, Unblock())
+try:
+    import memself.hook.run
+    _signal.pthread_sigmask(_signal.SIG_UNBLOCK, {_signal.SIGALRM})
+    time.sleep(5)
+except BaseException as exc:
+    sys.stderr.write(f"escaped: {type(exc).__name__}: {exc}\\n")
+sys.stdout.flush()
+"""
+
+
+@pytest.mark.parametrize("trigger", ["json.decoder", "memself.hosts.claude", "memself.hosts.base", "enum"])
+def test_a_deadline_passing_mid_import_answers_the_hosts_nothing(trigger: str) -> None:
+    """The alarm's handler runs between two bytecodes of whatever the main thread is doing, also
+    half-way through an import. The host's "no answer" output must not need an import then: the
+    modules it would need may be exactly the half-initialised ones."""
+    done = subprocess.run(
+        [sys.executable, "-I", "-S", "-c", MID_IMPORT, str(REPO_ROOT), trigger],
+        capture_output=True,
+        timeout=60,
+        cwd="/tmp",
+    )
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
+    assert done.stdout == b"{}\n", done.stderr.decode()[-2000:]
+    assert b"escaped" not in done.stderr
+
+
 def test_stop_waiting_for_a_hung_judge_answers_before_its_deadline(hook_data: DataPaths) -> None:
     """sideWaitMs longer than the host allows and a judge that never returns: Stop stops waiting
     in time to show what is ready, instead of being cut off with nothing."""
