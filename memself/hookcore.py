@@ -14,9 +14,10 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from memself import hookdeadline, texts
+from memself import texts
 from memself.config import Config, load_config
 from memself.errors import MemselfError
+from memself.hook import deadline
 from memself.hosts.base import EventKind, HookEvent, HookReply, HostAdapter
 from memself.logs import log
 from memself.paths import DataPaths
@@ -166,7 +167,7 @@ def _engine_recall(paths: DataPaths) -> RecallFn:
     def recall(text: str, now: datetime) -> dict[str, Any] | None:
         from memself.engine.client import recall_or_none
 
-        budget = hookdeadline.budget(RECALL_BUDGET_S, RECALL_RESERVE_S)
+        budget = deadline.budget(RECALL_BUDGET_S, RECALL_RESERVE_S)
         if budget <= 0:
             return None  # the hook's deadline is near: answer without recall
         return recall_or_none(paths, text, budget, options={"now": now.isoformat()})
@@ -208,7 +209,7 @@ def stop(event: HookEvent, config: Config, now: datetime, paths: DataPaths) -> H
             event.session_key,
             adapter.POPUP,
             now,
-            max_wait_s=hookdeadline.remaining(hookdeadline.STOP_RESERVE_S),
+            max_wait_s=deadline.remaining(deadline.STOP_RESERVE_S),
         )
     except (MemselfError, OSError) as exc:
         log(paths, "followup-failed", error=str(exc))

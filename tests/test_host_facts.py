@@ -13,7 +13,7 @@ from types import ModuleType
 
 import pytest
 
-from memself.hookdeadline import EMPTY_REPLY_ARG, TIMEOUT_ARG
+from memself.hook.deadline import EMPTY_REPLY_ARG, TIMEOUT_ARG
 from memself.hooks.command import ENTRY
 from memself.hosts import HOSTS
 from memself.hosts.base import EventKind

@@ -18,8 +18,8 @@ from memself.hosts import HOSTS
 )
 def hook_cmd(host: str) -> None:
     """读 stdin 的 hook 事件，输出该客户端要的 JSON；无论发生什么都以 0 退出。"""
+    from memself.hook.deadline import arm
     from memself.hook.process import main as run_hook
-    from memself.hookdeadline import arm
 
     arm(host.strip().lower())  # the hook's hard deadline, counted from this process's start
     # Not click.Choice: a usage error would exit 2, which Claude Code reads as "block the prompt".

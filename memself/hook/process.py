@@ -22,7 +22,6 @@ from __future__ import annotations
 import os
 import time
 
-from memself import hookdeadline
 from memself.engine import transport
 from memself.engine.location import code_fingerprint, locate
 from memself.engine.protocol import (
@@ -36,6 +35,7 @@ from memself.engine.protocol import (
     PROTOCOL_VERSION,
     FrameError,
 )
+from memself.hook import deadline
 from memself.hook.inputs import Stdin, agent_arg, data_root, read_stdin, stdout_buffer
 
 # Seconds the hook gives a warm engine to answer a whole session-start or prompt hook, at most
@@ -81,12 +81,12 @@ def main(argv: list[str]) -> None:
     stdin = read_stdin()
     kind, said = _ask_engine(host, stdin, started) if host else ("", "")
     if kind == "out":
-        if isinstance(said, bytes) and said and hookdeadline.begin_answer():
+        if isinstance(said, bytes) and said and deadline.begin_answer():
             stdout = stdout_buffer()
             if stdout is not None:  # without a stdout there is nobody to answer
                 stdout.write(said)
                 stdout.flush()
-            hookdeadline.end_answer()
+            deadline.end_answer()
         return
     from memself.hook.run import RunContext, run
 
@@ -101,8 +101,8 @@ def _ask_engine(host: str, stdin: Stdin, started: float) -> Outcome:
         return ("", "")
     # The engine gets what the deadline leaves after a local run's share: when it does not
     # answer in time, this process still answers (without recall) before the deadline.
-    prompt = hookdeadline.payload_kind(stdin.raw) == "prompt_submit"
-    wait = hookdeadline.budget(ENGINE_HOOK_TIMEOUT_S, hookdeadline.LOCAL_RESERVE_S)
+    prompt = deadline.payload_kind(stdin.raw) == "prompt_submit"
+    wait = deadline.budget(ENGINE_HOOK_TIMEOUT_S, deadline.LOCAL_RESERVE_S)
     if wait <= MIN_ENGINE_WAIT_S:
         return ("error", ERR_TIMEOUT)  # no time left for the engine: answer here, without it
     try:
@@ -123,8 +123,8 @@ def _start_and_forward(host: str, raw: bytes, started: float, outcome: Outcome |
     says so."""
 
     def left() -> float:
-        age = hookdeadline.process_age()
-        return hookdeadline.budget(max(0.0, COLD_WAIT_S - age), hookdeadline.LOCAL_RESERVE_S)
+        age = deadline.process_age()
+        return deadline.budget(max(0.0, COLD_WAIT_S - age), deadline.LOCAL_RESERVE_S)
 
     if outcome is not None and outcome[1] in (ERR_UNREACHABLE, ERR_VERSION_MISMATCH):
         from memself.engine.client import spawn_engine

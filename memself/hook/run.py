@@ -21,7 +21,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, BinaryIO, NamedTuple
 
-from memself import hookdeadline
+from memself.hook import deadline
 from memself.hook.inputs import Stdin, stdout_buffer
 from memself.hosts.base import EventKind, HookEvent, HookReply
 from memself.paths import DataPaths
@@ -34,7 +34,7 @@ Handler = Callable[[HookEvent, datetime, DataPaths], HookReply]
 ENGINE_KINDS = (EventKind.SESSION_START, EventKind.PROMPT_SUBMIT)
 # Share of the host's timeout after which the watchdog answers "nothing" and exits, so a stuck
 # core costs the user this long at most instead of the host's full timeout. The hook process
-# has a hard deadline instead (``hookdeadline``, counted from the process's start); this thread
+# has a hard deadline instead (``deadline``, counted from the process's start); this thread
 # serves where none could be armed (no SIGALRM).
 WATCHDOG_SHARE = 0.8
 FIXED_NOW_ENV = "MEMSELF_NOW"  # ISO time with offset; reproducible golden files and benchmarks
@@ -102,11 +102,11 @@ def run(stdin: Stdin, context: RunContext) -> bool:
             record.note = record.note or "no-session"
         if context.in_engine:
             record.note = record.note or "engine"
-        if hookdeadline.armed():
+        if deadline.armed():
             # The hook process: the adapter's timeout replaces an older install's fallback (the
             # event's own deadline, still counted from the process start).
-            hookdeadline.learn(adapter.TIMEOUTS.get(event.kind))
-            hookdeadline.on_expire(lambda: _log_expired(paths, record, out, started))
+            deadline.learn(adapter.TIMEOUTS.get(event.kind))
+            deadline.on_expire(lambda: _log_expired(paths, record, out, started))
         elif not context.in_engine:
             budget = max(adapter.TIMEOUTS.get(event.kind, 10) * WATCHDOG_SHARE - context.spent_s, 0.1)
             watchdog = _start_watchdog(budget, out, adapter.render(event, HookReply()), paths, record)
@@ -154,7 +154,7 @@ class _Output:
 
     def write(self, answer: dict[str, Any] | None) -> bool:
         with self._lock:
-            if self.done or not hookdeadline.begin_answer():
+            if self.done or not deadline.begin_answer():
                 return False
             self.done = True
             try:
@@ -167,7 +167,7 @@ class _Output:
                 self.written = answer
                 return True
             finally:
-                hookdeadline.end_answer()
+                deadline.end_answer()
 
 
 def encode_answer(answer: dict[str, Any] | None) -> bytes:
@@ -255,7 +255,7 @@ def _start_watchdog(
 
 
 def _log_expired(paths: DataPaths, record: _Record, out: _Output, started: float) -> None:
-    """The log line of a run the deadline ended (``hookdeadline`` answered "nothing")."""
+    """The log line of a run the deadline ended (``deadline`` answered "nothing")."""
     record.note = "deadline"
     _log_run(paths, record, out, started)
 

@@ -34,7 +34,7 @@ def hook_command(host: str, kind: EventKind | None = None) -> list[str]:
     adapter, so the hook process keeps the host's deadline without importing any adapter.
     """
     from memself.errors import InvalidInput
-    from memself.hookdeadline import EMPTY_REPLY_ARG, TIMEOUT_ARG
+    from memself.hook.deadline import EMPTY_REPLY_ARG, TIMEOUT_ARG
     from memself.hosts import HOSTS
 
     adapter = HOSTS.get(host)

@@ -7,7 +7,7 @@ with ``<root>`` the site-packages directory (wheel) or the source tree (editable
 
 Standard library only. Whatever happens, the process exits 0: a non-zero exit is an error or,
 worse, "block this prompt" (exit 2) to the host; and it ends before the host's timeout
-(``memself.hookdeadline``), with the host's "no answer" output if need be.
+(``memself.hook.deadline``), with the host's "no answer" output if need be.
 """
 
 import os
@@ -23,8 +23,8 @@ def _bootstrap() -> None:
 def _run() -> int:
     try:
         _bootstrap()
+        from memself.hook.deadline import arm
         from memself.hook.inputs import agent_arg
-        from memself.hookdeadline import arm
 
         # First of all, the hard deadline (from the timeout the command line carries), counted
         # from this process's start: nothing after this can outlast the host's timeout.

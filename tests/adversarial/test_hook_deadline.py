@@ -156,12 +156,12 @@ sys.path.insert(0, root)
 import memself
 memself.__path__.append(root)
 import _signal, time
-from memself import hookdeadline
+from memself.hook import deadline
 
 TRIGGER = sys.argv[2]
 _signal.pthread_sigmask(_signal.SIG_BLOCK, {_signal.SIGALRM})
-hookdeadline.FALLBACK_S = 0.0
-hookdeadline.arm("cursor", ["--agent", "cursor"])
+deadline.FALLBACK_S = 0.0
+deadline.arm("cursor", ["--agent", "cursor"])
 time.sleep(0.05)
 
 

@@ -25,9 +25,9 @@ def _replies_file(argv: list[str]) -> str:
 def main() -> None:
     # The entry's own bootstrap, so this exercises the same package lookup hosts get.
     runpy.run_path(ENTRY, run_name="memself_entry")["_bootstrap"]()
+    from memself.hook.deadline import arm
     from memself.hook.inputs import agent_arg, read_stdin
     from memself.hook.run import RunContext, run
-    from memself.hookdeadline import arm
     from memself.hosts.base import HookReply
 
     if "--no-deadline" not in sys.argv:

@@ -16,8 +16,8 @@ import: so the handler imports nothing, since what it would import may be the mo
 half-initialised right then.
 
 A deadline is a share of the registered timeout, less a margin for the host's spawn of the
-process and the exit. Standard library only, and nothing but ``os``, ``sys`` and ``time`` unless
-the command line lacks the "no answer" output.
+process and the exit. Nothing but ``os``, ``sys`` and ``time`` is imported here, except for an
+older install's command: then ``json`` and the adapters, once, before the alarm is set.
 
 Platforms without ``SIGALRM`` (Windows) arm nothing; ``memself.hook.run`` then keeps its watchdog
 thread.

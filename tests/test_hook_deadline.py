@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from memself import hookdeadline
+from memself.hook import deadline
 from memself.hook.inputs import Stdin
 from memself.hook.run import RunContext, run
 from memself.hooks.command import hook_command, hook_command_agent, hook_command_line
@@ -24,19 +24,19 @@ from memself.hosts.base import EventKind, HookReply
 def test_deadlines_are_a_share_of_the_registered_timeouts(host: str) -> None:
     adapter = HOSTS[host]
     for timeout in adapter.TIMEOUTS.values():
-        deadline = hookdeadline.deadline_for(timeout)
-        assert deadline == pytest.approx(hookdeadline.SHARE * timeout - hookdeadline.EXIT_MARGIN_S)
+        seconds = deadline.deadline_for(timeout)
+        assert seconds == pytest.approx(deadline.SHARE * timeout - deadline.EXIT_MARGIN_S)
         # Room for the reserves a wait leaves for what follows it.
-        assert deadline > 2 * hookdeadline.LOCAL_RESERVE_S
+        assert seconds > 2 * deadline.LOCAL_RESERVE_S
         # Without the registered timeout, no hook may be given longer than the host allows.
-        assert hookdeadline.FALLBACK_S <= deadline
-    assert hookdeadline.deadline_for(HOSTS["cursor"].TIMEOUTS[EventKind.PROMPT_SUBMIT]) <= 3.8
+        assert deadline.FALLBACK_S <= seconds
+    assert deadline.deadline_for(HOSTS["cursor"].TIMEOUTS[EventKind.PROMPT_SUBMIT]) <= 3.8
 
 
 def test_the_fallback_is_the_shortest_registered_deadline() -> None:
     shortest = min(t for adapter in HOSTS.values() for t in adapter.TIMEOUTS.values())
-    assert hookdeadline.deadline_for(None) == hookdeadline.FALLBACK_S
-    assert hookdeadline.FALLBACK_S == pytest.approx(hookdeadline.deadline_for(shortest))
+    assert deadline.deadline_for(None) == deadline.FALLBACK_S
+    assert deadline.FALLBACK_S == pytest.approx(deadline.deadline_for(shortest))
 
 
 def printed_for_nothing(host: str, kind: EventKind) -> bytes:
@@ -54,8 +54,8 @@ def test_registered_commands_carry_the_timeout_and_the_empty_reply(host: str, is
     like for the host, exactly as the local run would print it."""
     for kind, timeout in HOSTS[host].TIMEOUTS.items():
         argv = hook_command(host, kind)
-        assert hookdeadline._arg(argv, hookdeadline.TIMEOUT_ARG) == str(timeout)
-        reply = hookdeadline._arg(argv, hookdeadline.EMPTY_REPLY_ARG)
+        assert deadline._arg(argv, deadline.TIMEOUT_ARG) == str(timeout)
+        reply = deadline._arg(argv, deadline.EMPTY_REPLY_ARG)
         assert (b"" if reply is None else reply.encode() + b"\n") == printed_for_nothing(host, kind)
         # Still recognised as ours (setup replaces it), and for the right host.
         assert hook_command_agent(hook_command_line(host, kind)) == host
@@ -65,28 +65,28 @@ def test_registered_commands_carry_the_timeout_and_the_empty_reply(host: str, is
 def test_an_older_commands_empty_reply_is_the_adapters(host: str, isolated_home) -> None:
     """A command of an older install carries no empty reply: the adapter gives it, at arming."""
     for kind in HOSTS[host].TIMEOUTS:
-        assert hookdeadline._adapter_empty_reply(host) == printed_for_nothing(host, kind)
-    assert hookdeadline._adapter_empty_reply("vscode") == b""
+        assert deadline._adapter_empty_reply(host) == printed_for_nothing(host, kind)
+    assert deadline._adapter_empty_reply("vscode") == b""
 
 
 @pytest.mark.parametrize("host", list(HOSTS))
 def test_the_cheap_look_knows_every_adapters_event_names(host: str) -> None:
     for kind, name in HOSTS[host].EVENT_NAMES.items():
         raw = json.dumps({"session_id": "s", "hook_event_name": name}).encode()
-        assert hookdeadline.payload_kind(raw) == kind.value
+        assert deadline.payload_kind(raw) == kind.value
 
 
 ARM_PROBE = """
 import json, sys
-from memself import hookdeadline
+from memself.hook import deadline
 steps = json.loads(sys.argv[1])
 out = []
 for step in steps:
     if step[0] == "arm":
-        hookdeadline.arm(step[1], step[2])
+        deadline.arm(step[1], step[2])
     else:
-        hookdeadline.learn(step[1])
-    out.append([round(hookdeadline._state.deadline, 3), hookdeadline._state.empty_reply.decode()])
+        deadline.learn(step[1])
+    out.append([round(deadline._state.deadline, 3), deadline._state.empty_reply.decode()])
 import _signal
 _signal.setitimer(_signal.ITIMER_REAL, 0)
 print(json.dumps(out))
@@ -122,12 +122,12 @@ def test_the_command_line_arms_and_stands() -> None:
 )
 def test_without_a_timeout_the_fallback_stands_until_the_adapter_is_known(argv: list[str]) -> None:
     assert arm_steps(["arm", "claude", argv], ["learn", 10], ["learn", 20]) == [
-        [hookdeadline.FALLBACK_S, ""],
+        [deadline.FALLBACK_S, ""],
         [7.8, ""],
         [7.8, ""],
     ]
     cursor = ["--agent", "cursor", *argv[2:]]
-    assert arm_steps(["arm", "cursor", cursor])[0] == [hookdeadline.FALLBACK_S, "{}\n"]
+    assert arm_steps(["arm", "cursor", cursor])[0] == [deadline.FALLBACK_S, "{}\n"]
 
 
 @pytest.mark.parametrize(
@@ -145,12 +145,12 @@ def test_without_a_timeout_the_fallback_stands_until_the_adapter_is_known(argv: 
     ],
 )
 def test_payload_kind_is_a_cheap_look(raw: bytes, kind: str | None) -> None:
-    assert hookdeadline.payload_kind(raw) == kind
+    assert deadline.payload_kind(raw) == kind
 
 
 def test_process_age_counts_the_interpreter_start() -> None:
     """A process that sleeps before asking still reports its whole age."""
-    code = "import time; time.sleep(0.5)\nfrom memself.hookdeadline import process_age\nprint(process_age())"
+    code = "import time; time.sleep(0.5)\nfrom memself.hook.deadline import process_age\nprint(process_age())"
     started = time.monotonic()
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
     elapsed = time.monotonic() - started
@@ -160,8 +160,8 @@ def test_process_age_counts_the_interpreter_start() -> None:
 
 def test_nothing_is_armed_in_process() -> None:
     """``run`` answers hook after hook inside the engine: no deadline, no claimed answer."""
-    assert not hookdeadline.armed() and hookdeadline.remaining() is None
-    assert hookdeadline.budget(2.0, 1.0) == 2.0
+    assert not deadline.armed() and deadline.remaining() is None
+    assert deadline.budget(2.0, 1.0) == 2.0
     payload = json.dumps(
         {"hook_event_name": "beforeSubmitPrompt", "conversation_id": "s", "prompt": "hello"}
     ).encode()
