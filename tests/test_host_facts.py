@@ -1,6 +1,5 @@
 """Every fact about a host lives in its adapter (``hosts/``): the installers build the hooks they
-register from the adapters' tables, and the core names no host. Also: hosts, installers and the
-hook commands import one way."""
+register from the adapters' tables, and the core names no host."""
 
 from __future__ import annotations
 
@@ -131,82 +130,6 @@ def test_registered_commands_are_recognised_as_ours(host: str) -> None:
         assert argv[:6] == shlex.split(hook_command_line(host))
         reply = arg(argv, EMPTY_REPLY_ARG)
         assert reply is None or json.loads(reply) == {}
-
-
-# --- imports one way ---------------------------------------------------------------------------
-
-
-def module_files() -> dict[str, Path]:
-    files: dict[str, Path] = {}
-    for path in (REPO / "memself").rglob("*.py"):
-        parts = list(path.relative_to(REPO).with_suffix("").parts)
-        if parts[-1] == "__init__":
-            parts.pop()
-        files[".".join(parts)] = path
-    return files
-
-
-def imports_of(name: str, path: Path, known: set[str]) -> set[str]:
-    """memself modules ``name`` imports, at module level or inside a function (an edge either way)."""
-    found: set[str] = set()
-    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
-            found |= {alias.name for alias in node.names}
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
-                module = ".".join([*base, *([node.module] if node.module else [])])
-            else:
-                module = node.module or ""
-            found.add(module)
-            found |= {f"{module}.{alias.name}" for alias in node.names}
-    return {m for m in found if m in known and m != name}
-
-
-def cycles(edges: dict[str, set[str]]) -> list[set[str]]:
-    """Strongly connected components of more than one module (Tarjan)."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-    found: list[set[str]] = []
-
-    def visit(v: str) -> None:
-        index[v] = low[v] = len(index)
-        stack.append(v)
-        on_stack.add(v)
-        for w in edges[v]:
-            if w not in index:
-                visit(w)
-                low[v] = min(low[v], low[w])
-            elif w in on_stack:
-                low[v] = min(low[v], index[w])
-        if low[v] == index[v]:
-            component = set()
-            while True:
-                w = stack.pop()
-                on_stack.discard(w)
-                component.add(w)
-                if w == v:
-                    break
-            if len(component) > 1:
-                found.append(component)
-
-    for v in edges:
-        if v not in index:
-            visit(v)
-    return found
-
-
-def test_hosts_installers_and_hook_commands_import_one_way() -> None:
-    files = module_files()
-    edges = {name: imports_of(name, path, set(files)) for name, path in files.items()}
-    assert "memself.hooks.command" in edges["memself.installers.entries"]  # the scan sees imports
-    assert cycles({"a": {"b"}, "b": {"a"}, "c": {"a"}}) == [{"a", "b"}]  # and finds a circle
-    mine = ("memself.hosts", "memself.installers", "memself.hooks")
-    tangled = [sorted(c) for c in cycles(edges) if any(m.startswith(mine) for m in c)]
-    assert tangled == []
 
 
 # --- the core names no host --------------------------------------------------------------------
