@@ -58,8 +58,8 @@ class FilterResult:
 # Not the user's own words
 # --------------------------------------------------------------------------------------------
 
-# CodeBuddy re-submits a Stop continuation as a user prompt "Stop hook: <reason>"; Claude Code
-# labels the same thing "Stop hook feedback:" in the model request.
+# A Stop continuation comes back as a user prompt "Stop hook: <reason>" from some hosts, and as
+# "Stop hook feedback:" in the model request from others.
 _STOP_HOOK = re.compile(r"Stop hook(?: feedback)?:(?:\s|$)")
 _QUESTION_ANSWER_TAG = "<question_answer>"
 

@@ -307,7 +307,7 @@ STALE_CONFIRMATION = "\n".join(
 def direct_texts(lines: Sequence[str]) -> tuple[str, str]:
     """The visible result lines and the model's instruction to show them as they are."""
     # Notices quote memory texts; a job file of the original plugin's (or a prompt fed back by
-    # Cursor) may hold them raw.
+    # a host that shows the continuation) may hold them raw.
     lines = [inert(line, limit=None) for line in lines]
     visible = "\n".join([NOTICE_HEADER, RESULT_HEADING, *lines])
     model = "\n".join([CONFIRM_MARKER, *DIRECT_INSTRUCTIONS, "", "结果", *lines])

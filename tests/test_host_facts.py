@@ -7,6 +7,7 @@ import ast
 import json
 import re
 import shlex
+import shutil
 from pathlib import Path
 from types import ModuleType
 
@@ -132,78 +133,79 @@ def test_registered_commands_are_recognised_as_ours(host: str) -> None:
         assert reply is None or json.loads(reply) == {}
 
 
-# --- the core names no host --------------------------------------------------------------------
+# --- the core names no host ---------------------------------------------------------------------
 
+# Host names (also in their environment variables: CLAUDE_..., CURSOR_...) and their tools.
 HOST_WORDS = re.compile(
     r"claude|cursor|codebuddy|workbuddy|askuserquestion|askquestion|ask_followup_question|update_memory",
     re.IGNORECASE,
 )
-# What must stay, each with why: (file, the exact text it may hold).
+# The core: memself but its host adapters and installers, and the entry's old-place shim
+# (``hooks/``); every line of every file, comments and docstrings included.
+CORE_DIRS = ("memself", "hooks")
+NOT_CORE = ("memself/hosts", "memself/installers")
+SKILL_MD = "memself/skills/memory-self-evolution-manage/SKILL.md"
+# What may stay, each with why: (file, the line, stripped).
 ALLOWED = {
-    # ``memself config``'s description of showRecall names the one client that shows it.
-    ("memself/config.py", "把召回的条目也展示给用户（Claude Code）"),
+    # ``memself config``'s description of showRecall names the client that shows it (the README's).
+    ("memself/config.py", '"showRecall": Key(bool, False, "把召回的条目也展示给用户（Claude Code）"),'),
+    # The skill the model reads, the same for every client: it names the clients' popup tools and
+    # their own memories, which it must tell apart from ours.
+    *(
+        (SKILL_MD, line.strip())
+        for line in (REPO / SKILL_MD).read_text(encoding="utf-8").splitlines()
+        if HOST_WORDS.search(line)
+    ),
 }
 
 
-def docstrings(tree: ast.AST) -> set[int]:
-    """ids of the docstring nodes: text that explains, like comments (which ast drops)."""
-    found: set[int] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
-            body = node.body
-            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
-                found.add(id(body[0].value))
-    return found
-
-
-def code_words(tree: ast.AST) -> list[str]:
-    """Every identifier and string constant of the code, docstrings aside."""
-    skip = docstrings(tree)
-    words: list[str] = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Constant) and isinstance(node.value, (str, bytes)) and id(node) not in skip:
-            value = node.value
-            words.append(value.decode("utf-8", "replace") if isinstance(value, bytes) else value)
-        elif isinstance(node, ast.Name):
-            words.append(node.id)
-        elif isinstance(node, ast.Attribute):
-            words.append(node.attr)
-        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            words.append(node.name)
-        elif isinstance(node, ast.arg):
-            words.append(node.arg)
-        elif isinstance(node, ast.keyword) and node.arg:
-            words.append(node.arg)
-        elif isinstance(node, ast.alias):
-            words += [node.name, node.asname or ""]
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            words.append(node.module)
-    return words
-
-
-# Where host facts belong: the adapters, and the installers that write the hosts' files.
-NOT_CORE = (REPO / "memself" / "hosts", REPO / "memself" / "installers")
-
-
-def core_files() -> list[Path]:
+def core_files(root: Path) -> list[Path]:
+    """Every file of the core under ``root``, whatever its kind (bytecode caches aside)."""
     return sorted(
         path
-        for path in [*(REPO / "memself").rglob("*.py"), *(REPO / "hooks").glob("*.py")]
-        if not any(path.is_relative_to(folder) for folder in NOT_CORE)
+        for folder in CORE_DIRS
+        for path in (root / folder).rglob("*")
+        if path.is_file()
+        and "__pycache__" not in path.parts
+        and not any(path.is_relative_to(root / other) for other in NOT_CORE)
     )
 
 
-def test_the_core_names_no_host() -> None:
-    """Host names, their environment variables and their tools appear in ``hosts/`` (and the
-    installers) only: the core gets what it needs from the adapter it is handed."""
-    assert HOST_WORDS.search("CURSOR_VERSION") and HOST_WORDS.search("AskUserQuestion")
-    probe = ast.parse('"""Cursor shows it."""\nX = ("CLAUDE_PROJECT_DIR",)\n# cursor\n')
-    assert [w for w in code_words(probe) if HOST_WORDS.search(w)] == ["CLAUDE_PROJECT_DIR"]
-    found = {
-        (str(path.relative_to(REPO)), word)
-        for path in core_files()
-        for word in code_words(ast.parse(path.read_text(encoding="utf-8")))
-        if HOST_WORDS.search(word)
+def host_names(root: Path) -> set[tuple[str, str]]:
+    """(file, line) of every line of the core under ``root`` that names a host or its tools."""
+    return {
+        (path.relative_to(root).as_posix(), line.strip())
+        for path in core_files(root)
+        for line in path.read_text(encoding="utf-8", errors="replace").splitlines()
+        if HOST_WORDS.search(line)
     }
+
+
+def test_the_core_names_no_host() -> None:
+    """Host names, their environment variables and their tools appear in ``hosts/`` and
+    ``installers/`` only: the core gets what it needs from the adapter it is handed."""
+    found = host_names(REPO)
     assert found - ALLOWED == set()
     assert ALLOWED <= found  # an entry no longer needed is taken out
+    assert len([f for f in ALLOWED if f[0] == SKILL_MD]) == 2
+
+
+def test_a_host_name_added_anywhere_in_the_core_is_found(tmp_path: Path) -> None:
+    """Guard against a vacuous check: a copy of the core with host names added in a nested
+    module's comment, a string of the entry, the old-place shim, a new module's docstring and a
+    data file; the same in an adapter is where it belongs."""
+    for folder in CORE_DIRS:
+        shutil.copytree(REPO / folder, tmp_path / folder, ignore=shutil.ignore_patterns("__pycache__"))
+    assert host_names(tmp_path) == host_names(REPO)
+    added = {
+        "memself/judge/seal.py": "# what Cursor shows",
+        "memself/hooks/entry.py": 'PROJECT = "CODEBUDDY_PROJECT_DIR"',
+        "hooks/entry.py": "# as Claude Code runs it",
+        "memself/hook/extra.py": '"""For WorkBuddy."""',
+        "memself/data/extra.json": '{"tool": "AskUserQuestion"}',
+    }
+    for name, line in {**added, "memself/hosts/cursor.py": "# Cursor"}.items():
+        path = tmp_path / name
+        text = path.read_text(encoding="utf-8") if path.exists() else ""
+        path.write_text(text + "\n" + line + "\n", encoding="utf-8")
+    assert host_names(tmp_path) - host_names(REPO) == set(added.items())

@@ -22,7 +22,7 @@ def hook_cmd(host: str) -> None:
     from memself.hook.process import main as run_hook
 
     arm(host.strip().lower())  # the hook's hard deadline, counted from this process's start
-    # Not click.Choice: a usage error would exit 2, which Claude Code reads as "block the prompt".
+    # Not click.Choice: a usage error would exit 2, which a host may read as "block the prompt".
     run_hook(["--agent", host])
     sys.stdout.flush()
     sys.exit(0)

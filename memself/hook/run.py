@@ -4,7 +4,7 @@ on stdout, and one log line.
 Three callers, one function: the hook process when the engine does not answer for it
 (``memself.hook.process``, also behind ``memself hook``), and the engine for the hooks forwarded
 to it (``memself.engine.service``). Standard library only. ``run`` never raises: a hook failure
-must never block or break the user's turn (Claude Code reads exit 2 as "block this prompt"), so
+must never block or break the user's turn (a host may read exit 2 as "block this prompt"), so
 whatever goes wrong ends in the host's "no answer" and a log line saying why.
 """
 

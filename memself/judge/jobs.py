@@ -227,7 +227,7 @@ def _job_files(paths: DataPaths, now: datetime) -> list[Path]:
     except OSError:
         return []
     for name in names:
-        # Confirm pairs (Cursor's hidden follow-up text) are only useful for the next prompt.
+        # Confirm pairs (the model text behind a continuation the host shows) serve the next prompt only.
         stale = name.startswith("confirm-") or (
             # A run lock whose job was never created (the disk filled up in between).
             name.endswith(runlock.SUFFIX) and name[: -len(runlock.SUFFIX)] + ".json" not in names

@@ -98,5 +98,6 @@ def check_job(job: dict[str, Any], secret: str | None, expected_id: str) -> str:
 
 
 def pair_mac(host: str, session_key: str, user_text: str, model_text: str, secret: str) -> str:
-    """The MAC of a Cursor confirm pair (the model text handed back on the next prompt)."""
+    """The MAC of a confirm pair (the model text of a continuation the host shows, handed back on
+    the next prompt)."""
     return _hmac(secret, _PAIR_LABEL, _canonical([host, session_key, user_text, model_text])).hex()
