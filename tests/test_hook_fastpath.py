@@ -19,7 +19,8 @@ from memself.engine.protocol import MAX_RESPONSE_BYTES, OP_HOOK_FORWARD, pack
 from memself.engine.service import run_forwarded
 from memself.hook import inputs, process
 from memself.hook.inputs import Stdin
-from memself.hook.run import FIXED_NOW_ENV, RunContext, now_from_env, run
+from memself.hook.run import ENGINE_KINDS, FIXED_NOW_ENV, RunContext, now_from_env, run
+from memself.hooks.command import hook_command
 from memself.hosts import HOSTS
 from memself.hosts.base import EventKind, HookEvent, HookReply
 from memself.paths import DataPaths, data_root
@@ -89,24 +90,40 @@ def test_adapters_read_only_the_forwarded_environment() -> None:
     assert not process.forwarded("OPENAI_API_KEY") and not process.forwarded("PATH")
 
 
-def test_the_byte_filter_lets_every_engine_event_through() -> None:
-    from memself.hosts.base import _KIND_BY_NAME
+def test_the_engine_is_asked_for_the_kinds_it_answers() -> None:
+    assert process.ENGINE_KINDS == tuple(kind.value for kind in ENGINE_KINDS)
 
-    engine_names = {
-        name
-        for name, kind in _KIND_BY_NAME.items()
-        if kind in (EventKind.SESSION_START, EventKind.PROMPT_SUBMIT)
-    }
-    assert engine_names == {n.decode() for n in process.ENGINE_EVENT_NAMES}
-    for adapter in HOSTS.values():
-        for kind in (EventKind.SESSION_START, EventKind.PROMPT_SUBMIT):
-            raw = json.dumps({"hook_event_name": adapter.EVENT_NAMES[kind]}).encode()
-            assert process.may_be_engine_event(raw)
-        stop = json.dumps(
-            {"hook_event_name": adapter.EVENT_NAMES[EventKind.STOP], "last_assistant_message": "done"}
-        ).encode()
-        assert not process.may_be_engine_event(stop)
-    assert not process.may_be_engine_event(b"")
+
+@pytest.mark.parametrize("host", list(HOSTS))
+def test_each_registered_command_names_its_event(host: str) -> None:
+    """The hook process knows what it runs for from its command line, with no table of host
+    event names: each event's command names its kind."""
+    for kind in HOSTS[host].EVENT_NAMES:
+        assert inputs.event_arg(hook_command(host, kind)) == kind.value
+    assert inputs.event_arg(hook_command(host)) == ""
+    assert inputs.event_arg(["--agent", host, "--event=Prompt_Submit "]) == "prompt_submit"
+
+
+@pytest.mark.parametrize(
+    ("raw", "kind"),
+    [
+        (b'{"hook_event_name": "beforeSubmitPrompt", "prompt": "stop"}', "prompt_submit"),
+        (b'{"session_id":"s","hook_event_name":"Stop"}', "stop"),
+        (b'{"hook_event_name" :\n "SubagentStop"}', "subagent_stop"),
+        (b'\xef\xbb\xbf{"hook_event_name":"SessionStart"}', "session_start"),
+        (b'{"hook_event_name":"UserPromptSubmi\\u0074"}', "prompt_submit"),
+        (b'{"hook_event_name":"PreToolUse"}', ""),
+        (b'{"prompt":"hook_event_name"}', ""),
+        (b'["SessionStart"]', ""),
+        (b"{", ""),
+        (b"", ""),
+    ],
+)
+def test_a_command_naming_no_event_takes_it_from_the_payload(raw: bytes, kind: str) -> None:
+    """An older install's command and ``memself hook`` name no event: the payload is parsed as
+    the local run parses it."""
+    assert process.payload_kind(Stdin(raw)) == kind
+    assert process.payload_kind(Stdin(raw, truncated=True)) == ""
 
 
 @pytest.mark.parametrize("home", ["", "~/mem-data", "/tmp/a//b/"])
@@ -283,8 +300,7 @@ def test_the_real_entry_answers_through_the_engine_importing_almost_nothing(
 
 @pytest.mark.parametrize("quoted", [False, True], ids=["stop", "stop-quoting-event-names"])
 def test_stop_still_runs_in_the_hook_process(quoted: bool, fast_engine: DataPaths) -> None:
-    """A Stop never waits on the engine; one that quotes an event name (and so passes the byte
-    filter) is sent back by the engine and still runs here."""
+    """A Stop never waits on the engine, also one that quotes the other events' names."""
     payload = {
         "hook_event_name": "Stop",
         "session_id": "s-stop",
@@ -312,23 +328,50 @@ def test_without_an_engine_the_hook_runs_locally_once(
     assert [(r["kind"], r.get("note")) for r in runs] == [("session_start", "local:unreachable")]
 
 
-def test_an_event_the_byte_filter_misses_runs_here_with_the_engines_recall(fast_engine: DataPaths) -> None:
-    """A prompt whose event name is spelled with a JSON escape is not forwarded: the core runs in
-    the hook process and asks the warm engine for its recall only (``recall``, not a whole hook)."""
+def test_an_event_name_spelled_with_escapes_is_answered_by_the_engine(fast_engine: DataPaths) -> None:
+    """The registered command names its event: however the host spells the payload, a prompt
+    goes to the engine, which parses it."""
     raw = (
         b'{"hook_event_name": "UserPromptSubmi\\u0074", "session_id": "s-escaped",'
         b' "prompt": "\\u5e2e\\u6211\\u770b\\u4e0b\\u53d1\\u5e03\\u6d41\\u7a0b"}'
     )
     assert json.loads(raw)["hook_event_name"] == "UserPromptSubmit"
-    assert not process.may_be_engine_event(raw)
     proc = run_entry("claude", raw, python_flags=["-X", "importtime"])
     assert proc.rc == 0
-    answer = proc.answer()
-    assert answer is not None and RECALLED_RULE in answer["hookSpecificOutput"]["additionalContext"]
-    assert "engine pid=" not in proc.stdout.decode()  # not the engine's scripted hook
-    assert "memself.hookcore" in imported_modules(proc.stderr)
+    assert "engine pid=" in proc.stdout.decode() and "prompt=帮我看下发布流程" in proc.stdout.decode()
+    assert sorted(imported_modules(proc.stderr) & NOT_ON_THE_FAST_PATH) == []
     runs = hook_runs(fast_engine)
-    assert [(r["kind"], r.get("note")) for r in runs] == [("prompt_submit", None)]
+    assert [(r["kind"], r.get("note")) for r in runs] == [("prompt_submit", "engine")]
+
+
+def test_a_prompt_whose_stdin_stays_open_runs_here_with_the_engines_recall(
+    fast_engine: DataPaths, tmp_path: Path
+) -> None:
+    """A host that never closes stdin: the hook stops reading after its stdin timeout and does
+    not forward what may be half an event; the core runs in the hook process and asks the warm
+    engine for its recall only (``recall``, not a whole hook)."""
+    import subprocess
+
+    payload = {"hook_event_name": "UserPromptSubmit", "session_id": "s-open", "prompt": "帮我看下发布流程"}
+    argv = hook_command("claude", EventKind.PROMPT_SUBMIT)
+    argv[1:1] = ["-X", "importtime"]
+    with (tmp_path / "out").open("wb") as stdout, (tmp_path / "err").open("wb") as stderr:
+        proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=stdout, stderr=stderr, cwd=tmp_path)
+        assert proc.stdin is not None
+        try:
+            proc.stdin.write(json.dumps(payload).encode())
+            proc.stdin.flush()  # and left open until the hook has answered
+            assert proc.wait(timeout=60) == 0
+        finally:
+            proc.stdin.close()
+            proc.wait(timeout=60)
+    out, err = (tmp_path / "out").read_bytes(), (tmp_path / "err").read_bytes()
+    answer = json.loads(out)
+    assert RECALLED_RULE in answer["hookSpecificOutput"]["additionalContext"]
+    assert b"engine pid=" not in out  # not the engine's scripted hook
+    assert "memself.hookcore" in imported_modules(err)
+    runs = hook_runs(fast_engine)
+    assert [(r["kind"], r.get("note")) for r in runs] == [("prompt_submit", "stdin-timeout")]
 
 
 def test_the_cli_hook_takes_the_same_path(fast_engine: DataPaths) -> None:

@@ -14,6 +14,7 @@ from types import ModuleType
 import pytest
 
 from memself.hook.deadline import EMPTY_REPLY_ARG, TIMEOUT_ARG
+from memself.hook.inputs import EVENT_ARG
 from memself.hooks.command import ENTRY
 from memself.hosts import HOSTS
 from memself.hosts.base import EventKind
@@ -51,8 +52,9 @@ def test_written_hooks_are_the_adapters_table(host: str, isolated_home: Path) ->
     for kind, name in adapter.EVENT_NAMES.items():
         timeout, argv = written[name]
         assert timeout == adapter.TIMEOUTS[kind]
-        # The hook learns the same timeout from its command line.
+        # The hook learns the same timeout and the event's kind from its command line.
         assert arg(argv, TIMEOUT_ARG) == str(adapter.TIMEOUTS[kind])
+        assert arg(argv, EVENT_ARG) == kind.value
         assert arg(argv, "--agent") == host
 
 
@@ -78,6 +80,9 @@ def test_changing_the_adapters_table_changes_what_is_installed(
     }
     assert {name: arg(argv, TIMEOUT_ARG) for name, (_, argv) in written.items()} == {
         names[kind]: str(timeouts[kind]) for kind in names
+    }
+    assert {name: arg(argv, EVENT_ARG) for name, (_, argv) in written.items()} == {
+        names[kind]: kind.value for kind in names
     }
     purpose = INSTALLERS[host].hooks_purpose()
     assert all(name in purpose for name in names.values()), purpose
@@ -209,3 +214,19 @@ def test_a_host_name_added_anywhere_in_the_core_is_found(tmp_path: Path) -> None
         text = path.read_text(encoding="utf-8") if path.exists() else ""
         path.write_text(text + "\n" + line + "\n", encoding="utf-8")
     assert host_names(tmp_path) - host_names(REPO) == set(added.items())
+
+
+def test_the_core_holds_no_event_name() -> None:
+    """The hook process knows its event from its command line (``--event``, a kind): no host's
+    event name is spelled anywhere in the core, not even lower-cased for a byte search."""
+    kinds = {kind.value for kind in EventKind}
+    # A name that is also a kind's own name ("stop") cannot be told apart from the kind.
+    names = {name.lower() for adapter in HOSTS.values() for name in adapter.EVENT_NAMES.values()} - kinds
+    assert {"userpromptsubmit", "beforesubmitprompt", "sessionstart"} <= names
+    found = {
+        (path.relative_to(REPO).as_posix(), line.strip())
+        for path in core_files(REPO)
+        for line in path.read_text(encoding="utf-8", errors="replace").splitlines()
+        if any(name in line.lower() for name in names)
+    }
+    assert found == set()

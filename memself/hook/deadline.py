@@ -48,16 +48,6 @@ LOCAL_RESERVE_S = 1.0
 STOP_RESERVE_S = 2.0
 # Once the deadline has passed, the expiry log line gets this long before the process just exits.
 _GRACE_S = 0.25
-# Host event names (lower case) -> kind, for a look at the raw payload before it is parsed
-# (``hosts.base``'s spellings; a test holds them against every adapter's event names).
-_KINDS = {
-    b"sessionstart": "session_start",
-    b"userpromptsubmit": "prompt_submit",
-    b"beforesubmitprompt": "prompt_submit",
-    b"stop": "stop",
-    b"subagentstop": "stop",
-}
-
 _NONE, _WRITING, _WRITTEN = 0, 1, 2
 
 
@@ -174,22 +164,6 @@ def _seconds(value: str | None) -> float | None:
     except ValueError:
         return None
     return seconds if 0 < seconds < 1e6 else None
-
-
-def payload_kind(raw: bytes) -> str | None:
-    """The kind named by ``"hook_event_name": "<name>"`` in ``raw``; None when not found as a
-    plain string (escapes, odd spacing: the parse decides later)."""
-    at = raw.find(b'"hook_event_name"')
-    if at < 0:
-        return None
-    rest = raw[at + len(b'"hook_event_name"') : at + 120].lstrip(b" \t\r\n")
-    if not rest.startswith(b":"):
-        return None
-    rest = rest[1:].lstrip(b" \t\r\n")
-    end = rest.find(b'"', 1)
-    if not rest.startswith(b'"') or end < 0:
-        return None
-    return _KINDS.get(rest[1:end].strip().lower())
 
 
 def armed() -> bool:

@@ -1,5 +1,5 @@
-"""What the hook process is given: its ``--agent`` argument, the event on stdin, read within
-bounds, and the data directory's path.
+"""What the hook process is given: its ``--agent`` and ``--event`` arguments, the event on stdin,
+read within bounds, and the data directory's path.
 
 Standard library only, and nothing but ``os``, ``sys`` and ``time`` (``select`` when stdin is a
 pipe): the hook process imports this before it knows whether the warm engine will answer, and
@@ -16,6 +16,9 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: typing costs the hook process a noticeable import
     from typing import BinaryIO
 
+# The hook's own argument after ``--agent HOST`` naming the event it is registered for
+# (``hooks.command``): the hook process knows what it runs for without a table of host event names.
+EVENT_ARG = "--event"
 MAX_STDIN_BYTES = 1 << 20  # a larger payload is read to the end and dropped, not parsed
 STDIN_TIMEOUT_S = 3.0  # hosts close stdin at once; never wait on one that does not
 
@@ -35,11 +38,21 @@ class Stdin:
 
 def agent_arg(argv: list[str]) -> str:
     """The ``--agent HOST`` value, lower-cased; "" when missing."""
+    return _arg(argv, "--agent")
+
+
+def event_arg(argv: list[str]) -> str:
+    """The ``--event KIND`` value (an ``EventKind`` value: the event the installers registered
+    the command for), lower-cased; "" when missing (an older install's command, ``memself hook``)."""
+    return _arg(argv, EVENT_ARG)
+
+
+def _arg(argv: list[str], name: str) -> str:
     args = list(argv)
     for i, arg in enumerate(args):
-        if arg == "--agent" and i + 1 < len(args):
+        if arg == name and i + 1 < len(args):
             return args[i + 1].strip().lower()
-        if arg.startswith("--agent="):
+        if arg.startswith(name + "="):
             return arg.split("=", 1)[1].strip().lower()
     return ""
 

@@ -36,7 +36,7 @@ from memself.engine.protocol import (
     FrameError,
 )
 from memself.hook import deadline
-from memself.hook.inputs import Stdin, agent_arg, data_root, read_stdin, stdout_buffer
+from memself.hook.inputs import Stdin, agent_arg, data_root, event_arg, read_stdin, stdout_buffer
 
 # Seconds the hook gives a warm engine to answer a whole session-start or prompt hook, at most
 # (less when the hook's deadline is near); below the minimum the engine is not asked at all.
@@ -54,9 +54,9 @@ _REPLY_MARGIN_S = 0.1
 # tests/test_hook_fastpath.py checks that the adapters read nothing else.
 FORWARDED_ENV_SUFFIXES = ("_PROJECT_DIR", "_VERSION")
 FORWARDED_ENV = ("MEMSELF_NOW",)
-# Lower-cased host event names of session start and prompt (hosts.base._KIND_BY_NAME; a test
-# keeps them in sync).
-ENGINE_EVENT_NAMES = (b"sessionstart", b"userpromptsubmit", b"beforesubmitprompt")
+# The kinds of event the engine answers (``memself.hook.run.ENGINE_KINDS``' values; a test
+# keeps them equal).
+ENGINE_KINDS = ("session_start", "prompt_submit")
 # Errors after which a prompt starts an engine (none there, or one of other code) or waits for
 # the one that is loading.
 _COLD = (ERR_UNREACHABLE, ERR_NOT_READY, ERR_VERSION_MISMATCH)
@@ -79,7 +79,8 @@ def main(argv: list[str]) -> None:
     started = time.time()
     host = agent_arg(argv)
     stdin = read_stdin()
-    kind, said = _ask_engine(host, stdin, started) if host else ("", "")
+    event = event_arg(argv) or payload_kind(stdin)
+    kind, said = _ask_engine(host, event, stdin, started) if host else ("", "")
     if kind == "out":
         if isinstance(said, bytes) and said and deadline.begin_answer():
             stdout = stdout_buffer()
@@ -94,14 +95,15 @@ def main(argv: list[str]) -> None:
     run(stdin, RunContext(host, engine_error=error, spent_s=max(0.0, time.time() - started)))
 
 
-def _ask_engine(host: str, stdin: Stdin, started: float) -> Outcome:
-    """The engine's outcome for a session start or prompt; ("", "") when it was not asked (Stop,
-    unreadable stdin, a request too large) and the local run may ask it for recall."""
-    if stdin.truncated or stdin.timed_out or not may_be_engine_event(stdin.raw):
+def _ask_engine(host: str, event: str, stdin: Stdin, started: float) -> Outcome:
+    """The engine's outcome for a session start or prompt (``event``, a kind); ("", "") when it
+    was not asked (Stop, unreadable stdin, a request too large) and the local run may ask it for
+    recall."""
+    if stdin.truncated or stdin.timed_out or event not in ENGINE_KINDS:
         return ("", "")
     # The engine gets what the deadline leaves after a local run's share: when it does not
     # answer in time, this process still answers (without recall) before the deadline.
-    prompt = deadline.payload_kind(stdin.raw) == "prompt_submit"
+    prompt = event == "prompt_submit"
     wait = deadline.budget(ENGINE_HOOK_TIMEOUT_S, deadline.LOCAL_RESERVE_S)
     if wait <= MIN_ENGINE_WAIT_S:
         return ("error", ERR_TIMEOUT)  # no time left for the engine: answer here, without it
@@ -141,13 +143,25 @@ def _start_and_forward(host: str, raw: bytes, started: float, outcome: Outcome |
     return outcome
 
 
-def may_be_engine_event(raw: bytes) -> bool:
-    """False when ``raw`` cannot be a session start or prompt (Stop, most bad input): those run
-    here without a detour through the engine, which may be busy (a Stop must not wait on it).
-    A cheap byte search, not a parse: a name spelled with JSON escapes is missed and just runs
-    locally; a Stop quoting the names is asked about and answered "local"."""
-    lowered = raw.lower()
-    return any(name in lowered for name in ENGINE_EVENT_NAMES)
+def payload_kind(stdin: Stdin) -> str:
+    """The kind of the event on stdin, for a command that does not name it (``--event``: an
+    older install's, ``memself hook``): parsed as the local run would, at the cost of ``json``
+    and ``memself.hosts``. "" when it names no event we handle. Only where to run it depends on
+    this: a Stop is never sent to the engine, which may be busy (a Stop must not wait on it)."""
+    if stdin.truncated:
+        return ""
+    try:
+        import json
+
+        from memself.hosts.base import event_kind
+
+        payload = json.loads(stdin.raw.decode("utf-8-sig", errors="replace"))
+        if not isinstance(payload, dict):
+            return ""
+        kind = event_kind(payload.get("hook_event_name"))
+    except (ValueError, RecursionError, ImportError):
+        return ""
+    return "" if kind.value == "unknown" else kind.value
 
 
 def forward(

@@ -223,7 +223,7 @@ def _local_core(record: _Record, engine_error: str | None) -> Handler:
     them: with its error (``engine_error``: unreachable, loading past the deadline, of another
     version...) they are answered without recall, since the hook process already waited for the
     engine as long as the deadline allows; when the engine was not asked (Stop aside: stdin
-    unreadable as a whole, an event name the byte filter missed) the core asks it for recall."""
+    unreadable as a whole: left open, too large) the core asks it for recall."""
 
     def core(event: HookEvent, now: datetime, paths: DataPaths) -> HookReply:
         from memself.hookcore import handle

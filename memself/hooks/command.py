@@ -29,12 +29,14 @@ _PATTERNS = (
 def hook_command(host: str, kind: EventKind | None = None) -> list[str]:
     """Absolute argv for ``host``'s hooks: no shell features, no PATH lookup, no site-packages.
 
-    With ``kind``, the command registered for that event: it also carries the timeout the host
-    is given for it and, where the host wants one, its answer for "nothing", both from the
-    adapter, so the hook process keeps the host's deadline without importing any adapter.
+    With ``kind``, the command registered for that event: it also names the event's kind and
+    carries the timeout the host is given for it and, where the host wants one, its answer for
+    "nothing", both from the adapter, so the hook process keeps the host's deadline and knows
+    what it runs for without importing any adapter.
     """
     from memself.errors import InvalidInput
     from memself.hook.deadline import EMPTY_REPLY_ARG, TIMEOUT_ARG
+    from memself.hook.inputs import EVENT_ARG
     from memself.hosts import HOSTS
 
     adapter = HOSTS.get(host)
@@ -43,7 +45,7 @@ def hook_command(host: str, kind: EventKind | None = None) -> list[str]:
     argv = [os.path.abspath(sys.executable), "-I", "-S", str(ENTRY), "--agent", host]
     if kind is None:
         return argv
-    argv += [TIMEOUT_ARG, str(adapter.TIMEOUTS[kind])]
+    argv += [EVENT_ARG, kind.value, TIMEOUT_ARG, str(adapter.TIMEOUTS[kind])]
     event = HookEvent(host, kind, adapter.EVENT_NAMES[kind], "", "", "", "", False)
     empty = adapter.render(event, HookReply())
     if empty is not None:

@@ -1,4 +1,5 @@
-"""What a host executes on a hook event: ``<python> -I -S <this file> --agent HOST``.
+"""What a host executes on a hook event: ``<python> -I -S <this file> --agent HOST --event KIND
+--timeout SECONDS [--empty-reply JSON]``, one command per event (``memself.hooks.command``).
 
 ``-I -S`` keeps start-up at a few milliseconds (no site-packages scan, no .pth files, no user
 environment), so this file finds the memself package itself: it is ``<root>/memself/hooks/entry.py``
