@@ -1,6 +1,6 @@
 """What each step of the recall pipeline gains on labelled cases (the README's table).
 
-    .venv/bin/python bench/recall_steps.py [--cases ../shared/eval/dev-cases.json]
+    .venv/bin/python bench/recall_steps.py [--cases eval/cases/dev.json]
 
 Runs `memself verify`'s machinery with the real offline model (multilingual-e5-small through
 sentence-transformers) once per step, each step adding one change to the one before, and prints a
@@ -73,7 +73,7 @@ STEPS = [
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--cases", default=str(REPO.parent / "shared" / "eval" / "dev-cases.json"))
+    ap.add_argument("--cases", default=str(REPO / "eval" / "cases" / "dev.json"))
     args = ap.parse_args()
     from memself.encoder import load_encoder
 

@@ -18,7 +18,7 @@ from memself.records import Memory
 from memself.verify import load_cases, parse_cases, render_json, render_text, run_cases
 
 NOW = datetime(2026, 11, 30, 9, 0, tzinfo=timezone.utc)
-DEV_CASES = Path(__file__).resolve().parents[2] / "shared" / "eval" / "dev-cases.json"
+DEV_CASES = Path(__file__).resolve().parents[1] / "eval" / "cases" / "dev.json"
 
 SMALL = {
     "memories": [
