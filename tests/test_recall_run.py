@@ -94,7 +94,7 @@ def test_verify_command_with_dev_file(seeded: DataPaths, recaller, tmp_path: Pat
         json.dumps(
             {
                 "memories": [{"key": "r", "group": "rule", "text": "回答和代码注释里都不要用 emoji。"}],
-                "relevant": [{"prompt": "Please stop putting emojis in your answers", "expect": ["r"]}],
+                "relevant": [{"prompt": "给这段代码加点注释", "expect": ["r"]}],
                 "irrelevant": [{"prompt": "讲讲 HTTPS 的握手过程"}],
             },
             ensure_ascii=False,

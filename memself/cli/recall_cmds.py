@@ -30,19 +30,34 @@ def recall_cmd(text: str, as_json: bool) -> None:
 @main.command("verify")
 @click.option(
     "--cases",
-    type=click.Path(path_type=Path, dir_okay=False),
+    "cases",
+    multiple=True,
+    type=click.Path(path_type=Path),
+    help="用例文件（dev-cases.json 格式或原插件的 verify-cases.json 格式）或存放用例文件的目录；"
+    "可给多次，多组时另算留一组校准",
+)
+@click.option(
+    "--applies-when",
+    "applies_when",
+    type=click.Path(path_type=Path, file_okay=False),
     default=None,
-    help="用例文件（dev-cases.json 格式或原插件的 verify-cases.json 格式）",
+    help="适用场景目录：<用例文件名>.json 写 {记忆 key: [请求...]}，按记忆的 appliesWhen 计入评测",
 )
 @click.option("--json", "as_json", is_flag=True, help="输出 JSON")
-def verify_cmd(cases: Path | None, as_json: bool) -> None:
-    """用标注用例评测召回：命中、泄漏、单条记忆召回和逐组阈值扫描。"""
+def verify_cmd(cases: tuple[Path, ...], applies_when: Path | None, as_json: bool) -> None:
+    """用标注用例评测召回：命中、泄漏、单条记忆召回和逐组阈值扫描；多组用例时另算留一组校准。"""
     from memself.cli.recall_run import verify_command
     from memself.verify import render_json, render_text
+    from memself.verify_sets import SetsResult, render_sets_json, render_sets_text
 
     paths = DataPaths.default()
-    result = verify_command(cases, paths, load_config(paths), now_utc())
-    if as_json:
+    result = verify_command(list(cases), paths, load_config(paths), now_utc(), applies_when=applies_when)
+    if isinstance(result, SetsResult):
+        if as_json:
+            echo_json(render_sets_json(result))
+        else:
+            click.echo(render_sets_text(result))
+    elif as_json:
         echo_json(render_json(result))
     else:
         click.echo(render_text(result))

@@ -7,6 +7,7 @@ Nothing here rewards a memory: ``memself recall`` shows what a prompt *would* re
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
     from memself.recall.result import GroupRecall, RecallResult
     from memself.recall.scoring import Recaller
     from memself.verify import VerifyResult
+    from memself.verify_sets import SetsResult
 
 # A warm engine answers a preview in milliseconds; one that is busy or loading is not waited for.
 ENGINE_PREVIEW_S = 2.0
@@ -108,10 +110,13 @@ def _group_lines(g: GroupRecall) -> list[str]:
     out = [head + line]
     for hit in g.hits:
         lex = f"，字面 +{hit.lexical:.3f}" if hit.lexical > 0 else ""
+        general = f"，通用问题 -{hit.penalty:.3f}" if hit.penalty > 0.0005 else ""
         out.append(
-            f"  - {one_line(hit.text)}（相关度 {hit.score:.3f}{lex}，置信度 "
+            f"  - {one_line(hit.text)}（相关度 {hit.score:.3f}{lex}{general}，置信度 "
             f"{fmt_confidence(hit.confidence)}，id {hit.id}）"
         )
+        if hit.via:
+            out.append(f"    经由适用场景「{one_line(hit.via)}」匹配")
     return out
 
 
@@ -120,28 +125,62 @@ def render_recall_json(result: RecallResult) -> dict[str, Any]:
     return result.to_json()
 
 
+def case_files(cases: Sequence[Path]) -> list[Path]:
+    """The case files named: a file as it is, a folder as the ``*.json`` files in it (sorted)."""
+    out: list[Path] = []
+    for path in cases:
+        if path.is_dir():
+            found = sorted(p for p in path.glob("*.json") if p.is_file())
+            if not found:
+                raise InvalidInput(f"目录 {path} 里没有用例文件（*.json）")
+            out += found
+        elif path.is_file():
+            out.append(path)
+        else:
+            raise InvalidInput(f"找不到用例文件 {path}")
+    return out
+
+
 def verify_command(
-    cases: Path | None,
+    cases: Path | Sequence[Path] | None,
     paths: DataPaths,
     config: Config,
     now: datetime,
     cache_dir: Path | None = None,
     recaller: Recaller | None = None,
-) -> VerifyResult:
-    """``memself verify [--cases FILE]``: FILE, or the original's ``verify-cases.json`` in the data
-    directory. The original format runs against the user's active memories (read only)."""
+    applies_when: Path | None = None,
+) -> VerifyResult | SetsResult:
+    """``memself verify [--cases FILE|DIR ...] [--applies-when DIR]``: the files named, or the
+    original's ``verify-cases.json`` in the data directory (run against the user's active
+    memories, read only). Several dev-format sets are also measured leave-one-set-out."""
     from memself.models import resolve_model
     from memself.recall.gate import gate_params
     from memself.store import MemoryStore
-    from memself.verify import load_cases, run_cases
+    from memself.verify import load_applies_when, load_cases, run_cases, with_applies_when
+    from memself.verify_sets import run_sets
 
-    path = cases or paths.verify_cases
-    if not path.is_file():
-        raise InvalidInput(f"找不到用例文件 {path}：用 --cases 指定，或按原插件格式写 {paths.verify_cases}")
-    case_set = load_cases(path)
+    named = [cases] if isinstance(cases, Path) else list(cases or [])
+    if not named:
+        if not paths.verify_cases.is_file():
+            raise InvalidInput(
+                f"找不到用例文件 {paths.verify_cases}：用 --cases 指定，或按原插件格式写 {paths.verify_cases}"
+            )
+        named = [paths.verify_cases]
+    if applies_when is not None and not applies_when.is_dir():
+        raise InvalidInput(f"找不到适用场景目录 {applies_when}")
+    case_sets = []
+    for path in case_files(named):
+        case_set = load_cases(path)
+        extra = applies_when / path.name if applies_when is not None else None
+        if extra is not None and extra.is_file():
+            case_set = with_applies_when(case_set, load_applies_when(extra))
+        case_sets.append(case_set)
+    recaller = recaller or _recaller(config, cache_dir)
+    params = gate_params(config, resolve_model(config.model))
+    if len(case_sets) > 1:
+        return run_sets(case_sets, recaller, params, now, model=config.model)
+    case_set = case_sets[0]
     pool = MemoryStore(paths).all() if case_set.fmt == "original" else []
     if case_set.fmt == "original" and not any(m.active for m in pool):
         raise InvalidInput("记忆库里没有可用的记忆，无法按 verify-cases.json 验证")
-    recaller = recaller or _recaller(config, cache_dir)
-    params = gate_params(config, resolve_model(config.model))
     return run_cases(case_set, recaller, params, now, pool, model=config.model)

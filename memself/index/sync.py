@@ -9,6 +9,12 @@ fails to encode stays out of the index and is retried on the next sync.
 
 Vectors are raw (not centred) so a new recall space needs no re-encoding; recall projects them
 (``memself.recall.scoring``). The file format is ``memself.index.files``.
+
+A memory's appliesWhen requests get rows of their own (``view_row_id``: the memory id, a unit
+separator and the request's position), when the encoder says recall scores them (its ``views``
+attribute, set by ``memself.recall.memory_side`` from the model's calibration). They follow the
+memory like its text does: a changed request is re-encoded, a removed one or a removed memory's
+are dropped, all in the same atomic generation switch.
 """
 
 from __future__ import annotations
@@ -39,10 +45,24 @@ if TYPE_CHECKING:
 
 _BATCH = 64
 _GIVE_UP_AFTER = 3
+# Between a memory id and a view's position in that view's row id: a control character that no
+# memory id carries (ids are base36, or whatever the original wrote: printable text).
+VIEW_SEPARATOR = "\x1f"
+
+
+def view_row_id(mem_id: str, position: int) -> str:
+    """The index row id of a memory's ``position``-th appliesWhen request."""
+    return f"{mem_id}{VIEW_SEPARATOR}{position}"
+
+
+def wants_views(encoder: object) -> bool:
+    """Whether this (memory-side) encoder's recall scores appliesWhen views, so they need rows."""
+    return bool(getattr(encoder, "views", False))
 
 
 class HasText(Protocol):
-    """What the index needs of a memory (``memself.records.Memory`` fits)."""
+    """What the index needs of a memory (``memself.records.Memory`` fits); its ``appliesWhen``, when
+    it has one, is read with ``getattr``."""
 
     @property
     def id(self) -> str: ...
@@ -136,9 +156,10 @@ class VectorIndex:
         row = self.row_of(mem_id)
         return None if row is None else self.matrix[row]
 
-    def missing(self, memories: Iterable[HasText]) -> list[str]:
-        """Ids of memories whose vector is absent or stale (their text changed)."""
-        return self._state.stale(_wanted(memories))
+    def missing(self, memories: Iterable[HasText], views: bool = False) -> list[str]:
+        """Row ids (memory ids, and view row ids with ``views``) whose vector is absent or stale
+        (their text changed)."""
+        return self._state.stale(_wanted(memories, views))
 
     # ------------------------------------------------------------------ writing
 
@@ -147,7 +168,7 @@ class VectorIndex:
     ) -> SyncResult:
         """Make the index hold exactly ``memories`` (pass every memory of both groups); see the
         module doc. Writes nothing when the index already matches."""
-        wanted = _wanted(memories)
+        wanted = _wanted(memories, wants_views(encoder))
         result = SyncResult()
         self.reload_if_changed()
         base = self._state
@@ -181,7 +202,7 @@ class VectorIndex:
 
         ``progress(n)`` is told after each batch how many more memories were handled.
         """
-        wanted = _wanted(memories)
+        wanted = _wanted(memories, wants_views(encoder))
         result = SyncResult(rebuilt_reason="requested")
         todo = [(mid, text, h) for mid, (text, h) in wanted.items()]
         fresh = self._encode(todo, encoder, result, progress)
@@ -338,12 +359,17 @@ class VectorIndex:
         return result
 
 
-def _wanted(memories: Iterable[HasText]) -> dict[str, tuple[str, bytes]]:
-    """id -> (text, hash), in the order given; a repeated id keeps its last text."""
+def _wanted(memories: Iterable[HasText], views: bool = False) -> dict[str, tuple[str, bytes]]:
+    """row id -> (text, hash), in the order given; a repeated id keeps its last text. With
+    ``views``, each memory's appliesWhen requests follow it as rows of their own."""
     out: dict[str, tuple[str, bytes]] = {}
     for m in memories:
         if m.id and isinstance(m.text, str):
             out[m.id] = (m.text, text_hash(m.text))
+            if views:
+                for k, request in enumerate(getattr(m, "appliesWhen", ()) or ()):
+                    if isinstance(request, str) and request:
+                        out[view_row_id(m.id, k)] = (request, text_hash(request))
     return out
 
 

@@ -1,11 +1,14 @@
 """Recall: which memories a prompt brings into the context, per group.
 
 - ``gate``: the original's per-group rule over ranked scores (pure; its numbers from config).
-- ``scoring``: ``Recaller``, which scores a prompt against memory vectors in the model's recall
-  space (``memself.background``) plus a lexical signal (``memself.lexical``), then gates each
-  group; ``ScoringSettings``, the model's calibrated scoring knobs.
-- ``pool``: the memories prepared for repeated scoring (matrix rows, groups, active mask, lexical
-  postings).
+- ``scoring``: ``Recaller``, which scores a prompt against memory vectors (and their appliesWhen
+  views) in the model's recall space (``memself.background``) plus a lexical signal
+  (``memself.lexical``) minus a general-question penalty, then gates each group;
+  ``ScoringSettings``, the model's calibrated scoring knobs.
+- ``calibration``: a model's calibrated numbers, read from its file under ``memself/data/recall/``.
+- ``calibrate``: the procedure that produces them from labelled case sets, and leave-one-set-out.
+- ``pool``: the memories prepared for repeated scoring (matrix rows, view rows, groups, active
+  mask, lexical postings).
 - ``result``: what one recall returns, and its form on the engine's wire.
 - ``memory_side``: which side of the encoder memories are encoded on (what the vector index
   stores and recall compares against).

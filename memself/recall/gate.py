@@ -2,7 +2,8 @@
 
 Separately for ``rule`` and ``project`` (the original's section 2.3): rank; floor >= 0 and
 top1 < floor -> nothing; margin >= 0 and top1 - top2 < margin -> nothing; floor and margin both
-off -> plain top-k; else keep ``score >= max(floor, 0.6 * top1)`` and cut to top-k.
+off -> plain top-k; else keep ``score >= max(floor, 0.6 * top1)`` and cut to top-k. A memory
+scored with its appliesWhen views must also reach ``floor + extra`` (its group's view offset).
 
 Pure: scores in, kept pairs out. The numbers come from config (``gate_params``); the scores from
 ``memself.recall.scoring``.
@@ -10,7 +11,7 @@ Pure: scores in, kept pairs out. The numbers come from config (``gate_params``);
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -31,16 +32,25 @@ class GateParams:
     top_k: int = 3
 
 
+def default_floors(model_settings: ModelSettings) -> dict[str, float]:
+    """The model's calibrated floors (its recall calibration file), else the model table's."""
+    from memself.recall.calibration import load_calibration
+
+    calibration = load_calibration(model_settings.model_id)
+    if calibration is not None:
+        return dict(calibration.floors)
+    return {"rule": model_settings.rule_floor, "project": model_settings.project_floor}
+
+
 def gate_params(config: Any, model_settings: ModelSettings) -> GateParams:
     """Floors from config when the user set them, else the model's calibrated defaults."""
-    rule = config.recallMinScore if config.is_set("recallMinScore") else model_settings.rule_floor
-    project = (
-        config.recallMinScoreProject
-        if config.is_set("recallMinScoreProject")
-        else model_settings.project_floor
-    )
+    floors = default_floors(model_settings)
+    if config.is_set("recallMinScore"):
+        floors["rule"] = config.recallMinScore
+    if config.is_set("recallMinScoreProject"):
+        floors["project"] = config.recallMinScoreProject
     return GateParams(
-        {"rule": float(rule), "project": float(project)},
+        {g: float(f) for g, f in floors.items()},
         float(config.recallMinMargin),
         int(config.recallTopK),
     )
@@ -64,14 +74,24 @@ class GateOutcome(Generic[T]):
 
 
 def gate_explained(
-    pool: Sequence[tuple[T, float]], floor: float, margin: float, top_k: int
+    pool: Sequence[tuple[T, float]],
+    floor: float,
+    margin: float,
+    top_k: int,
+    extra: Callable[[T], float] | None = None,
 ) -> GateOutcome[T]:
-    """The original's gate over ``(item, score)`` pairs of one group; see the module doc."""
+    """The original's gate over ``(item, score)`` pairs of one group; see the module doc.
+
+    ``extra(item)``: how much higher than the floor that item must score (a memory scored with its
+    appliesWhen views: ``memself.recall.scoring``); with none, or with the floor off, the gate is
+    exactly the original's. The relative line stays ``0.6 x top1`` for every item.
+    """
     ranked = sorted(pool, key=lambda pair: pair[1], reverse=True)
     k = max(int(top_k), 0)
     if not ranked:
         return GateOutcome([], "empty", None, None, floor, margin)
     top1 = ranked[0][1]
+    raised = extra if extra is not None and floor >= 0 else None
     if floor >= 0 and top1 < floor:
         return GateOutcome([], "below-floor", floor, top1, floor, margin)
     if margin >= 0:
@@ -81,10 +101,21 @@ def gate_explained(
     if floor < 0 and margin < 0:
         return GateOutcome(ranked[:k], "top-k", None, top1, floor, margin)
     line = max(floor, RELATIVE * top1) if floor >= 0 else RELATIVE * top1
-    kept = [pair for pair in ranked[:k] if pair[1] >= line]
+    if raised is None:
+        kept = [pair for pair in ranked[:k] if pair[1] >= line]
+        return GateOutcome(kept, "line", line, top1, floor, margin)
+    kept = [pair for pair in ranked[:k] if pair[1] >= max(line, floor + raised(pair[0]))]
+    if not kept and all(pair[1] < floor + raised(pair[0]) for pair in ranked[:k]):
+        return GateOutcome([], "below-floor", floor, top1, floor, margin)
     return GateOutcome(kept, "line", line, top1, floor, margin)
 
 
-def gate(pool: Sequence[tuple[T, float]], floor: float, margin: float, top_k: int) -> list[tuple[T, float]]:
+def gate(
+    pool: Sequence[tuple[T, float]],
+    floor: float,
+    margin: float,
+    top_k: int,
+    extra: Callable[[T], float] | None = None,
+) -> list[tuple[T, float]]:
     """The kept ``(item, score)`` pairs of one group, best first."""
-    return gate_explained(pool, floor, margin, top_k).kept
+    return gate_explained(pool, floor, margin, top_k, extra).kept

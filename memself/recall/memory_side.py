@@ -32,13 +32,16 @@ def encode_memories(encoder: Encoder, texts: Sequence[str]) -> np.ndarray:
 
 class MemorySideEncoder:
     """An encoder whose passages are memories as ``encode_memories`` encodes them, and whose model
-    id says which side that is (what the vector index is keyed by)."""
+    id says which side that is (what the vector index is keyed by). ``views``: recall scores a
+    memory's appliesWhen requests too, so the index keeps a row for each (``memself.index.sync``);
+    they are encoded on the same side as the memory text."""
 
     def __init__(self, encoder: Encoder) -> None:
         self.inner = encoder
         self.dim = encoder.dim
-        symmetric = ScoringSettings.for_model_id(encoder.model_id).symmetric
-        self.model_id = encoder.model_id + (QUERY_SIDE_SUFFIX if symmetric else "")
+        scoring = ScoringSettings.for_model_id(encoder.model_id)
+        self.model_id = encoder.model_id + (QUERY_SIDE_SUFFIX if scoring.symmetric else "")
+        self.views = scoring.applies_when
 
     def encode_passages(self, texts: Sequence[str]) -> np.ndarray:
         return encode_memories(self.inner, texts)

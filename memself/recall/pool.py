@@ -16,15 +16,22 @@ if TYPE_CHECKING:
 
 
 class RecallPool:
-    """Memories prepared for repeated scoring: matrix rows, groups, the active mask and (built on
-    first use) the lexical postings. Build one when the memories change and reuse it per prompt;
-    a plain list is turned into a throwaway pool.
+    """Memories prepared for repeated scoring: matrix rows, groups, the active mask, the rows of
+    their appliesWhen views and (built on first use) the lexical postings. Build one when the
+    memories change and reuse it per prompt; a plain list is turned into a throwaway pool.
 
-    ``rows[i]`` is the matrix row of ``memories[i]`` (default: row i). Active-ness is read once,
-    here: rewards only raise confidence, and a deprecation comes with a reload of the memories.
+    ``rows[i]`` is the matrix row of ``memories[i]``'s text (default: row i). ``views[i]`` (when
+    given) are the matrix rows of its appliesWhen requests, in order, -1 for one without a vector
+    (not encoded yet: it is left out until it has one). Active-ness is read once, here: rewards
+    only raise confidence, and a deprecation comes with a reload of the memories.
     """
 
-    def __init__(self, memories: Sequence[Memory], rows: Sequence[int] | None = None) -> None:
+    def __init__(
+        self,
+        memories: Sequence[Memory],
+        rows: Sequence[int] | None = None,
+        views: Sequence[Sequence[int]] | None = None,
+    ) -> None:
         import numpy as np
 
         self.memories = list(memories)
@@ -35,9 +42,28 @@ class RecallPool:
         self.active = np.fromiter((m.active for m in self.memories), dtype=bool, count=n)
         codes = {g: i for i, g in enumerate(GROUPS)}
         self.group = np.fromiter((codes.get(m.category, -1) for m in self.memories), dtype=np.int8, count=n)
+        # The requests each memory is scored with besides its text (only those with a vector).
+        self.view_texts: list[tuple[str, ...]] = [() for _ in range(n)]
+        view_rows: list[list[int]] = [[] for _ in range(n)]
+        if views is not None:
+            for i, (memory, found) in enumerate(zip(self.memories, views, strict=True)):
+                pairs = [(t, int(r)) for t, r in zip(memory.appliesWhen, found, strict=False) if int(r) >= 0]
+                self.view_texts[i] = tuple(t for t, _ in pairs)
+                view_rows[i] = [r for _, r in pairs]
+        self.has_views = np.fromiter((bool(v) for v in view_rows), dtype=bool, count=n)
+        width = max((len(v) for v in view_rows), default=0)
+        # (n, 1 + width): the text row, then the view rows, padded with the text row so that a
+        # row-wise max over it is the memory's best view; None when no memory has a view.
+        self.view_matrix: np.ndarray | None = None
+        if width:
+            grid = np.repeat(self.rows[:, None], 1 + width, axis=1)
+            for i, found in enumerate(view_rows):
+                grid[i, 1 : 1 + len(found)] = found
+            self.view_matrix = grid
         self._lexical: LexicalIndex | None = None
         self._lexical_groups: tuple[str, ...] = ()
         self._lexical_rows: np.ndarray | None = None
+        self._lexical_grid: np.ndarray | None = None  # (m, 1 + width) targets of each lexical row
 
     def __len__(self) -> int:
         return len(self.memories)
@@ -48,24 +74,36 @@ class RecallPool:
         groups: tuple[str, ...],
         tau: float,
         token_cache: dict[str, dict[str, float]] | None = None,
-    ) -> np.ndarray:
-        """Lexical overlap of ``text`` with the memories of ``groups`` (0 for the others); the
-        postings cover only those groups and are built on first use (``token_cache``, text ->
-        tokens, carries tokens over from an earlier pool so a reload re-tokenises only new
-        texts)."""
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Lexical overlap of ``text`` with the memories of ``groups`` (0 for the others): against
+        the text alone, and the best over the text and its views. The postings cover only those
+        groups and are built on first use (``token_cache``, text -> tokens, carries tokens over
+        from an earlier pool so a reload re-tokenises only new texts)."""
         import numpy as np
 
         if self._lexical is None or self._lexical_groups != groups:
             from memself.lexical import LexicalIndex
 
             codes = [GROUPS.index(g) for g in groups]
-            self._lexical_rows = np.flatnonzero(np.isin(self.group, codes))
+            lex_rows = np.flatnonzero(np.isin(self.group, codes))
+            targets = [self.memories[i].text for i in lex_rows]
+            width = max((len(self.view_texts[i]) for i in lex_rows), default=0)
+            grid = np.repeat(np.arange(len(lex_rows), dtype=np.int64)[:, None], 1 + width, axis=1)
+            for k, i in enumerate(lex_rows):
+                for v, view in enumerate(self.view_texts[i]):
+                    grid[k, 1 + v] = len(targets)
+                    targets.append(view)
             index = LexicalIndex(token_cache)
-            index.set_texts([self.memories[i].text for i in self._lexical_rows])
+            index.set_texts(targets)
             self._lexical, self._lexical_groups = index, groups
-        out = np.zeros(len(self.memories), dtype=np.float32)
-        out[self._lexical_rows] = self._lexical.scores(text, tau)
-        return out
+            self._lexical_rows, self._lexical_grid = lex_rows, grid
+        assert self._lexical_rows is not None and self._lexical_grid is not None
+        scores = self._lexical.scores(text, tau)
+        text_only = np.zeros(len(self.memories), dtype=np.float32)
+        best = np.zeros(len(self.memories), dtype=np.float32)
+        text_only[self._lexical_rows] = scores[: len(self._lexical_rows)]
+        best[self._lexical_rows] = scores[self._lexical_grid].max(axis=1)
+        return text_only, best
 
     def members(self, group: str | None) -> np.ndarray:
         """Positions of the active memories of ``group`` (or of all groups)."""
@@ -76,8 +114,16 @@ class RecallPool:
 
 
 def indexed_pool(memories: Sequence[Memory], index: VectorIndex) -> RecallPool:
-    """The memories that have a vector in ``index``, with their rows, in the order given (a memory
-    not encoded yet waits for the next sync)."""
+    """The memories that have a vector in ``index``, with their rows and the rows of their views,
+    in the order given (a memory not encoded yet waits for the next sync)."""
+    from memself.index.sync import view_row_id
+
     rows = index.rows([m.id for m in memories])
     kept = [(m, int(r)) for m, r in zip(memories, rows, strict=True) if r >= 0]
-    return RecallPool([m for m, _ in kept], [r for _, r in kept])
+    views = [
+        index.rows([view_row_id(m.id, k) for k in range(len(m.appliesWhen))]).tolist()
+        if m.appliesWhen
+        else []
+        for m, _ in kept
+    ]
+    return RecallPool([m for m, _ in kept], [r for _, r in kept], views)

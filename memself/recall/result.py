@@ -14,12 +14,19 @@ from memself.records import GROUPS
 
 @dataclass(frozen=True)
 class Hit:
+    """One recalled memory: ``score`` = ``dense`` + ``lexical`` - ``penalty`` (the general-question
+    penalty); ``offset``: how far above its group's floor it had to score (scored with its
+    appliesWhen views); ``via``: the request that scored best, "" when the memory's text did."""
+
     id: str
     text: str
     score: float
     confidence: float
     dense: float
     lexical: float
+    penalty: float = 0.0
+    offset: float = 0.0
+    via: str = ""
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -7,14 +7,22 @@ For one prompt and the memories of a pool (``Recaller``):
    vector are moved into the model's *recall space* (``memself.background``: minus the
    background mean, minus its top principal directions, re-normalised); the score is the cosine
    there. Without principal directions this is exactly the original's centred cosine.
-2. Lexical (``memself.lexical``): shared identifiers and Chinese words weighted by rarity, added
+2. Views: a memory with appliesWhen requests is scored against its text and each request, and
+   keeps the best (dense and lexical alike); the best of several texts runs higher than one text,
+   so such a memory must reach its group's floor plus the model's ``view_offset`` for that group
+   (``extra_floors``; the gate's ranking and relative line use the scores as they are). A memory
+   without requests scores, and is gated, as before.
+3. Lexical (``memself.lexical``): shared identifiers and Chinese words weighted by rarity, added
    with a per-group weight. Rules gain (a prompt that names the thing a rule governs); project facts
    do not (a general question about a public technology names it exactly like the fact does).
-3. The gate (``memself.recall.gate``), per group, over the active memories.
+4. General question: a classifier on the prompt's raw vector says how likely the prompt needs no
+   memory at all ("X 和 Y 有什么区别"); each group's scores drop by its penalty times that.
+5. The gate (``memself.recall.gate``), per group, over the active memories.
 
-Every weight is per model (``memself.models`` ``calibration``, read by ``ScoringSettings``) and
-chosen with ``memself verify`` on the dev cases; a model without calibration gets the original's
-plain centred cosine.
+Every number is per model, from its calibration file (``memself.recall.calibration``), calibrated
+with ``memself.recall.calibrate``; a model without one gets the original's plain centred cosine.
+``fuse`` is the one formula that adds the signals up: recall, ``memself verify`` and the
+calibration all use it.
 """
 
 from __future__ import annotations
@@ -26,7 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from memself.background import load_space
-from memself.recall.gate import GateParams, gate_explained
+from memself.recall.gate import GateOutcome, GateParams, gate_explained
 from memself.recall.pool import RecallPool
 from memself.recall.result import GroupRecall, Hit, RecallResult
 from memself.records import GROUPS
@@ -37,6 +45,7 @@ if TYPE_CHECKING:
     from memself.background import RecallSpace
     from memself.encoder import Encoder
     from memself.models import ModelSettings
+    from memself.recall.calibration import GeneralQuestion, RecallCalibration
     from memself.records import Memory
 
 _MAX_EXTRA_VIEWS = 4
@@ -44,30 +53,44 @@ _SENTENCE_SPLIT = re.compile(r"[。！？；;!?\n]+")
 _MIN_VIEW_CHARS = 4
 
 
+def _zero_groups() -> dict[str, float]:
+    return {g: 0.0 for g in GROUPS}
+
+
 @dataclass(frozen=True)
 class ScoringSettings:
     """How one model scores (not the gate: floors, margin and top-k come from config).
 
-    Read from ``ModelSettings.calibration`` (float values, by name):
+    Read from the model's calibration file (``scoring``, float values by name):
     ``space_dims`` principal directions removed (0: plain centring);
     ``general_space`` 1 = the space is built from the shipped general prompts, 0 = from
     ``background_sentences.json``; ``lexical_rule`` / ``lexical_project`` fusion weights;
     ``lexical_tau`` saturation of the lexical overlap; ``sentence_views`` 1 = also score each
     sentence of a multi-sentence prompt; ``symmetric`` 1 = memories are encoded like prompts
     (e5's ``query: `` on both sides, its advice for text-to-text similarity; see
-    ``memself.recall.memory_side``).
+    ``memself.recall.memory_side``); ``applies_when`` 1 = a memory's appliesWhen requests are
+    scored as views of it, ``applies_when_lexical`` 1 = the lexical signal too;
+    ``general_question`` 1 = the general-question detector is used (``general``: its weights and
+    penalties, once calibrated). Besides: ``view_offset`` per group.
     """
 
     space_dims: int = 0
     general_space: bool = False
-    lexical: dict[str, float] = field(default_factory=lambda: {g: 0.0 for g in GROUPS})
+    lexical: dict[str, float] = field(default_factory=_zero_groups)
     lexical_tau: float = 20.0
     sentence_views: bool = False
     symmetric: bool = False
+    applies_when: bool = False
+    applies_when_lexical: bool = False
+    general_question: bool = False
+    view_offset: dict[str, float] = field(default_factory=_zero_groups)
+    general: GeneralQuestion | None = None
 
     @classmethod
-    def from_model(cls, settings: ModelSettings) -> ScoringSettings:
-        cal = settings.calibration or {}
+    def from_calibration(cls, calibration: RecallCalibration | None) -> ScoringSettings:
+        if calibration is None:
+            return cls()
+        cal = calibration.scoring
         return cls(
             space_dims=max(int(cal.get("space_dims", 0)), 0),
             general_space=bool(cal.get("general_space", 0.0)),
@@ -78,22 +101,93 @@ class ScoringSettings:
             lexical_tau=float(cal.get("lexical_tau", 20.0)) or 20.0,
             sentence_views=bool(cal.get("sentence_views", 0.0)),
             symmetric=bool(cal.get("symmetric", 0.0)),
+            applies_when=bool(cal.get("applies_when", 0.0)),
+            applies_when_lexical=bool(cal.get("applies_when_lexical", 0.0)),
+            general_question=bool(cal.get("general_question", 0.0)),
+            view_offset=dict(calibration.view_offset),
+            general=calibration.general if cal.get("general_question", 0.0) else None,
         )
 
     @classmethod
-    def for_model_id(cls, model_id: str) -> ScoringSettings:
-        """Settings by the encoder's model id; an id outside the table gets the plain defaults."""
-        from memself.errors import MemselfError
-        from memself.models import resolve_model
+    def from_model(cls, settings: ModelSettings) -> ScoringSettings:
+        return cls.for_model_id(settings.model_id)
 
-        try:
-            return cls.from_model(resolve_model(model_id))
-        except MemselfError:
-            return cls()
+    @classmethod
+    def for_model_id(cls, model_id: str) -> ScoringSettings:
+        """Settings of exactly this model id; a model without a calibration file gets the plain
+        defaults."""
+        from memself.recall.calibration import load_calibration
+
+        return cls.from_calibration(load_calibration(model_id))
 
     @property
     def uses_lexical(self) -> bool:
         return any(w != 0.0 for w in self.lexical.values())
+
+
+@dataclass(frozen=True)
+class ScoreParts:
+    """One prompt against a pool, every signal apart (arrays in pool order).
+
+    ``dense_text`` / ``lexical_text``: against the memory text alone; ``dense`` / ``lexical``:
+    the best over the text and its appliesWhen views (equal to the text's for a memory without);
+    ``general``: P(the prompt needs no memory), 0 without a detector; ``vector``: the prompt's raw
+    vector (what the detector reads).
+    """
+
+    dense_text: np.ndarray
+    dense: np.ndarray
+    lexical_text: np.ndarray
+    lexical: np.ndarray
+    general: float
+    vector: np.ndarray
+    best_view: np.ndarray  # per memory: 0 = its text scored best, k = its k-th view
+
+
+def per_group(values: dict[str, float]) -> np.ndarray:
+    """A lookup by group code (``RecallPool.group``; -1, an unknown group, reads 0)."""
+    import numpy as np
+
+    return np.array([values.get(g, 0.0) for g in GROUPS] + [0.0], dtype=np.float32)
+
+
+def fuse(
+    dense: np.ndarray,
+    lexical: np.ndarray,
+    group: np.ndarray,
+    general: np.ndarray | float,
+    lexical_weight: dict[str, float],
+    penalty: dict[str, float],
+) -> np.ndarray:
+    """The fused score: ``dense + w[group] x lexical - penalty[group] x general``. Arrays are
+    memories (one prompt) or prompts x memories (``general`` then a column)."""
+    import numpy as np
+
+    out = dense + per_group(lexical_weight)[group] * lexical
+    if np.any(general):
+        out = out - per_group(penalty)[group] * general
+    return out.astype(np.float32, copy=False)
+
+
+def extra_floors(group: np.ndarray, has_views: np.ndarray, view_offset: dict[str, float]) -> np.ndarray:
+    """How far above its group's floor each memory must score: the view offset for a memory
+    scored with views, 0 for the others."""
+    import numpy as np
+
+    return np.where(has_views, per_group(view_offset)[group], np.float32(0.0)).astype(np.float32)
+
+
+def general_probability(general: GeneralQuestion, vectors: np.ndarray) -> np.ndarray:
+    """P(needs no memory) per row of ``vectors`` (raw prompt vectors)."""
+    import numpy as np
+
+    w = np.asarray(general.weights, dtype=np.float64)
+    if w.shape[0] != vectors.shape[-1]:
+        from memself.errors import CorruptFile
+
+        raise CorruptFile(f"通用问题检测的权重有 {w.shape[0]} 维，模型向量是 {vectors.shape[-1]} 维")
+    z = np.asarray(vectors, dtype=np.float64) @ w + general.bias
+    return 1.0 / (1.0 + np.exp(-z))
 
 
 def query_views(text: str, sentence_views: bool) -> list[str]:
@@ -158,18 +252,73 @@ class Recaller:
             self._norms, self._norms_key = norms, cache_key
         return self._norms
 
-    def dense_scores(self, text: str, matrix: np.ndarray, matrix_key: object = None) -> np.ndarray:
-        """Best cosine over the prompt's views with every row of ``matrix``, in the space."""
+    def _row_scores(self, text: str, matrix: np.ndarray, matrix_key: object) -> tuple[np.ndarray, np.ndarray]:
+        """Best cosine over the prompt's views with every row of ``matrix`` in the space, and the
+        prompt's raw vector."""
         import numpy as np
 
-        if len(matrix) == 0:
-            return np.zeros(0, dtype=np.float32)
         views = query_views(text, self.scoring.sentence_views)
-        q = self.space.project(self.encoder.encode_queries(views))  # (v, dim), orthogonal to comps
+        raw = self.encoder.encode_queries(views)
+        if len(matrix) == 0:
+            return np.zeros(0, dtype=np.float32), np.asarray(raw[0], dtype=np.float32)
+        q = self.space.project(raw)  # (v, dim), orthogonal to comps
         # q . P(p - mu) = q . (p - mu) because q has no part along the components.
-        raw = matrix @ q.T - (q @ self.space.mean)[None, :]
-        out = raw / self._row_norms(matrix, matrix_key)[:, None]
-        return out.max(axis=1).astype(np.float32, copy=False)
+        scores = matrix @ q.T - (q @ self.space.mean)[None, :]
+        out = scores / self._row_norms(matrix, matrix_key)[:, None]
+        return out.max(axis=1).astype(np.float32, copy=False), np.asarray(raw[0], dtype=np.float32)
+
+    def dense_scores(self, text: str, matrix: np.ndarray, matrix_key: object = None) -> np.ndarray:
+        """Best cosine over the prompt's views with every row of ``matrix``, in the space."""
+        return self._row_scores(text, matrix, matrix_key)[0]
+
+    def parts(
+        self,
+        text: str,
+        memories: RecallPool | Sequence[Memory],
+        matrix: np.ndarray,
+        rows: Sequence[int] | None = None,
+        matrix_key: object = None,
+    ) -> ScoreParts:
+        """Every signal of ``text`` against the pool, apart (see ``ScoreParts``)."""
+        import numpy as np
+
+        pool = self._as_pool(memories, rows)
+        row_scores, vector = self._row_scores(text, matrix, matrix_key)
+        n = len(pool)
+        dense_text = row_scores[pool.rows] if n else np.zeros(0, dtype=np.float32)
+        dense, best_view = dense_text, np.zeros(n, dtype=np.int64)
+        if self.scoring.applies_when and pool.view_matrix is not None:
+            grid = row_scores[pool.view_matrix]
+            best_view = grid.argmax(axis=1)
+            dense = grid[np.arange(n), best_view]
+        lexical_text = lexical = np.zeros(n, dtype=np.float32)
+        weighted = tuple(g for g in GROUPS if self.scoring.lexical.get(g, 0.0))
+        if weighted and n:
+            lexical_text, lexical = pool.lexical_scores(
+                text, weighted, self.scoring.lexical_tau, self._tokens
+            )
+            if not (self.scoring.applies_when and self.scoring.applies_when_lexical):
+                lexical = lexical_text
+        general = 0.0
+        if self.scoring.general is not None:
+            general = float(general_probability(self.scoring.general, vector[None, :])[0])
+        return ScoreParts(dense_text, dense, lexical_text, lexical, general, vector, best_view)
+
+    def fused(self, parts: ScoreParts, pool: RecallPool, prompt: bool = True) -> np.ndarray:
+        """The score recall gates (``prompt``: views and the general-question penalty), or the
+        plain one (text only: what dedup compares a new memory with)."""
+        s = self.scoring
+        if not prompt:
+            return fuse(parts.dense_text, parts.lexical_text, pool.group, 0.0, s.lexical, {})
+        penalty = s.general.penalty if s.general is not None else {}
+        return fuse(parts.dense, parts.lexical, pool.group, parts.general, s.lexical, penalty)
+
+    def extra_floors(self, pool: RecallPool) -> np.ndarray:
+        """Per memory of the pool, how far above its group's floor it must score (``extra_floors``)."""
+        import numpy as np
+
+        views = pool.has_views if self.scoring.applies_when else np.zeros(len(pool), dtype=bool)
+        return extra_floors(pool.group, views, self.scoring.view_offset)
 
     def score(
         self,
@@ -178,22 +327,17 @@ class Recaller:
         matrix: np.ndarray,
         rows: Sequence[int] | None = None,
         matrix_key: object = None,
+        prompt: bool = True,
     ) -> tuple[np.ndarray, np.ndarray]:
-        """``(fused, dense)`` aligned with the pool (fused = dense + w_group x lexical)."""
+        """``(fused, dense)`` aligned with the pool (see ``fused``)."""
         import numpy as np
 
         pool = self._as_pool(memories, rows)
         if not len(pool):
             empty = np.zeros(0, dtype=np.float32)
             return empty, empty
-        dense = self.dense_scores(text, matrix, matrix_key)[pool.rows]
-        fused = dense.copy()
-        weighted = tuple(g for g in GROUPS if self.scoring.lexical.get(g, 0.0))
-        if weighted:
-            per_group = np.array([self.scoring.lexical.get(g, 0.0) for g in GROUPS] + [0.0], dtype=np.float32)
-            lex = pool.lexical_scores(text, weighted, self.scoring.lexical_tau, self._tokens)
-            fused += per_group[pool.group] * lex
-        return fused, dense
+        parts = self.parts(text, pool, matrix, matrix_key=matrix_key)
+        return self.fused(parts, pool, prompt), (parts.dense if prompt else parts.dense_text)
 
     # -- recall
 
@@ -208,30 +352,52 @@ class Recaller:
     ) -> RecallResult:
         """Gated per-group recall over the active memories of the pool. No side effects."""
         pool = self._as_pool(memories, rows)
-        fused, dense = self.score(text, pool, matrix, matrix_key=matrix_key)
+        if len(pool):
+            parts = self.parts(text, pool, matrix, matrix_key=matrix_key)
+            fused = self.fused(parts, pool)
+            extra = self.extra_floors(pool)
+        else:
+            parts, fused, extra = None, None, None
         head = max(params.top_k, 2)  # the gate looks at top1, top2 and the top k, nothing else
         groups: dict[str, GroupRecall] = {}
         for group in GROUPS:
             members = pool.members(group)
-            top = _best(members, fused, head)
-            out = gate_explained(
-                [(int(j), float(fused[j])) for j in top], params.floors[group], params.margin, params.top_k
-            )
-            hits = [
-                Hit(
-                    pool.memories[j].id,
-                    pool.memories[j].text,
-                    s,
-                    pool.memories[j].confidence,
-                    float(dense[j]),
-                    s - float(dense[j]),
+            if fused is None or parts is None or extra is None:
+                out: GateOutcome[int] = gate_explained([], params.floors[group], params.margin, params.top_k)
+                hits: list[Hit] = []
+            else:
+                top = _best(members, fused, head)
+                out = gate_explained(
+                    [(int(j), float(fused[j])) for j in top],
+                    params.floors[group],
+                    params.margin,
+                    params.top_k,
+                    extra.__getitem__ if extra.any() else None,
                 )
-                for j, s in out.kept
-            ]
+                hits = [self._hit(pool, parts, j, s, float(extra[j])) for j, s in out.kept]
             groups[group] = GroupRecall(
                 group, hits, out.reason, out.line, out.top1, out.floor, out.margin, len(members)
             )
         return RecallResult(text, groups)
+
+    def _hit(self, pool: RecallPool, parts: ScoreParts, j: int, score: float, offset: float) -> Hit:
+        memory = pool.memories[j]
+        s = self.scoring
+        view = int(parts.best_view[j]) if s.applies_when else 0
+        penalty = (
+            s.general.penalty.get(memory.category, 0.0) * parts.general if s.general is not None else 0.0
+        )
+        return Hit(
+            memory.id,
+            memory.text,
+            score,
+            memory.confidence,
+            float(parts.dense[j]),
+            s.lexical.get(memory.category, 0.0) * float(parts.lexical[j]),
+            float(penalty),
+            float(offset),
+            pool.view_texts[j][view - 1] if view > 0 else "",
+        )
 
     def top_k(
         self,
@@ -243,10 +409,10 @@ class Recaller:
         group: str | None = None,
         matrix_key: object = None,
     ) -> list[tuple[Memory, float]]:
-        """The raw top-k of the active memories (of one group, or all) by fused score, best
-        first: the ungated (``gate:false``) view for dedup and eval. No floor, no rewards."""
+        """The raw top-k of the active memories (of one group, or all) by the plain fused score
+        (text only, no penalty), best first: the ungated view for dedup. No floor, no rewards."""
         pool = self._as_pool(memories, rows)
-        fused, _ = self.score(text, pool, matrix, matrix_key=matrix_key)
+        fused, _ = self.score(text, pool, matrix, matrix_key=matrix_key, prompt=False)
         top = _best(pool.members(group), fused, max(k, 0))
         return [(pool.memories[j], float(fused[j])) for j in top]
 
@@ -259,7 +425,7 @@ class Recaller:
         group: str | None = None,
         matrix_key: object = None,
     ) -> list[tuple[Memory, float]]:
-        """Every active memory (of one group, or all) by fused score, best first."""
+        """Every active memory (of one group, or all) by the plain fused score, best first."""
         pool = self._as_pool(memories, rows)
         return self.top_k(text, pool, matrix, len(pool), group=group, matrix_key=matrix_key)
 
@@ -282,7 +448,7 @@ def _best(members: np.ndarray, scores: np.ndarray, k: int) -> np.ndarray:
 def load_recaller(
     encoder: Encoder, model: str, cache_dir: Path | None = None, rebuild_space: bool = False
 ) -> Recaller:
-    """A ``Recaller`` for ``model`` (the configured name) with its table calibration;
+    """A ``Recaller`` for ``model`` (the configured name) with its calibration (if it has one);
     ``rebuild_space`` re-encodes the space's sentences instead of reading the cache."""
     from memself.models import resolve_model
 

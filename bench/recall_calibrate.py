@@ -1,0 +1,147 @@
+"""Calibrate a model's recall on the in-repo case sets, and write its calibration file.
+
+    .venv/bin/python bench/recall_calibrate.py [--cases eval/cases] [--applies-when eval/applies-when]
+        [--set space_dims=0 ...] [--write]
+
+Scores every set once with the real model and the scoring knobs of the model's calibration file
+(``memself/data/recall/<model>.json``; ``--set`` overrides a knob for this run), then runs the
+shipped procedure (``memself.recall.calibrate``): leave-one-set-out, printed per set and as a mean,
+and the calibration on all the sets. ``--write`` stores that calibration (floors, view offset,
+general-question classifier and penalties) in the file, keeping its knobs (overrides included).
+``memself verify --cases eval/cases --applies-when eval/applies-when`` then reproduces the
+printed figures from the file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from dataclasses import replace
+from datetime import datetime, timezone
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from memself.background import load_space  # noqa: E402
+from memself.cli.recall_run import case_files  # noqa: E402
+from memself.encoder import load_encoder  # noqa: E402
+from memself.models import OFFLINE_MODEL  # noqa: E402
+from memself.recall import calibrate as cal_mod  # noqa: E402
+from memself.recall.calibration import FORMAT, VERSION, calibration_dir, file_name, load_calibration  # noqa: E402
+from memself.recall.gate import GateParams, default_floors  # noqa: E402
+from memself.recall.scoring import Recaller, ScoringSettings  # noqa: E402
+from memself.verify import load_applies_when, load_cases, with_applies_when  # noqa: E402
+from memself.verify_sets import SetsResult, means, render_sets_text, run_sets  # noqa: E402
+
+NOW = datetime(2026, 12, 1, tzinfo=timezone.utc)
+
+
+def knobs_of(model: str) -> dict[str, float]:
+    cal = load_calibration(model)
+    return dict(cal.scoring) if cal is not None else {}
+
+
+def recaller_for(model: str, knobs: dict[str, float]) -> Recaller:
+    from memself.recall.calibration import RecallCalibration, load_calibration
+
+    current = load_calibration(model)
+    base = RecallCalibration(
+        model,
+        current.floors if current else {"rule": 0.0, "project": 0.0},
+        knobs,
+        current.view_offset if current else {"rule": 0.0, "project": 0.0},
+        current.general if current else None,
+    )
+    scoring = ScoringSettings.from_calibration(base)
+    encoder = load_encoder(model)
+    space = load_space(encoder, scoring.space_dims, scoring.general_space)
+    return Recaller(encoder, space, replace(scoring))
+
+
+def run(model: str, knobs: dict[str, float], cases: Path, applies_when: Path | None) -> SetsResult:
+    sets = []
+    for path in case_files([cases]):
+        c = load_cases(path)
+        if applies_when is not None and (applies_when / path.name).is_file():
+            c = with_applies_when(c, load_applies_when(applies_when / path.name))
+        sets.append(c)
+    recaller = recaller_for(model, knobs)
+    from memself.models import resolve_model
+
+    params = GateParams(default_floors(resolve_model(model)), -1.0, 3)
+    return run_sets(sets, recaller, params, NOW, model)
+
+
+def calibration_file(model: str, knobs: dict[str, float], res: SetsResult) -> dict[str, object]:
+    cal = res.calibration
+    out: dict[str, object] = {
+        "format": FORMAT,
+        "version": VERSION,
+        "model": model,
+        "floors": {g: round(v, 5) for g, v in cal.floors.items()},
+        "scoring": knobs,
+        "view_offset": {g: round(v, 5) for g, v in cal.view_offset.items()},
+    }
+    if cal.classifier is not None:
+        out["general_question"] = {
+            "penalty": cal.penalty,
+            "bias": round(float(cal.classifier.bias), 6),
+            "weights": [round(float(w), 6) for w in cal.classifier.weights],
+        }
+    out["calibrated_on"] = {
+        "sets": cal.sets,
+        "procedure": "memself.recall.calibrate.calibrate",
+        "leak_limit": cal_mod.LEAK_LIMIT,
+        "penalty_steps": list(cal_mod.PENALTY_STEPS),
+        "l2": cal_mod.L2,
+    }
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--model", default=OFFLINE_MODEL)
+    ap.add_argument("--cases", type=Path, default=REPO / "eval" / "cases")
+    ap.add_argument("--applies-when", type=Path, default=REPO / "eval" / "applies-when")
+    ap.add_argument("--no-applies-when", action="store_true")
+    ap.add_argument("--set", action="append", default=[], help="knob=value for this run")
+    ap.add_argument("--write", action="store_true", help="write the calibration file")
+    ap.add_argument("--json", type=Path, default=None, help="also write the verify JSON here")
+    args = ap.parse_args()
+    knobs = knobs_of(args.model)
+    for item in args.set:
+        key, _, value = item.partition("=")
+        knobs[key] = float(value)
+    started = time.time()
+    res = run(args.model, knobs, args.cases, None if args.no_applies_when else args.applies_when)
+    print(f"knobs: {json.dumps(knobs, sort_keys=True)}")
+    print(render_sets_text(res))
+    m = means(res)
+    for k in ("plain", "views"):
+        v = m[k]
+        if v:
+            print(
+                f"LOSO {k}: rule {v['ruleHit']:.1%}/{v['ruleLeak']:.1%} project "
+                f"{v['projectHit']:.1%}/{v['projectLeak']:.1%} single {v['single']:.1%}"
+            )
+    print(f"({time.time() - started:.0f} s)")
+    if args.json:
+        from memself.verify_sets import render_sets_json
+
+        args.json.write_text(
+            json.dumps(render_sets_json(res), ensure_ascii=False, indent=1), encoding="utf-8"
+        )
+    if args.write:
+        path = calibration_dir() / file_name(args.model)
+        path.write_text(
+            json.dumps(calibration_file(args.model, knobs, res), ensure_ascii=False, indent=1) + "\n",
+            encoding="utf-8",
+        )
+        print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()

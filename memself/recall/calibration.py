@@ -1,0 +1,130 @@
+"""The calibrated recall numbers of one model, read from its data file.
+
+``memself/data/recall/<model>.json`` holds everything recall measured for that model: the default
+floors, the scoring knobs (space, lexical weights, sentence views, appliesWhen views), the offset a
+memory scored with its appliesWhen views pays, and the general-question detector (a logistic
+classifier on the prompt's raw vector, with a penalty per group). ``bench/recall_calibrate.py``
+writes the calibrated parts with ``memself.recall.calibrate``; ``docs/recall.md`` says how.
+
+A model is matched by its exact ``model_id`` (the file name is derived from it and the file names
+it again inside). A model without a file (the default bge model, a hub id outside the table, a
+local folder) has no calibration: it keeps the plain centred cosine and the model table's floors.
+Nothing calibrated for one model is ever applied to another, not even to the same model's
+full-precision twin.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from memself.errors import CorruptFile
+from memself.records import GROUPS
+
+FORMAT = "memself-recall-calibration"
+VERSION = 1
+
+
+@dataclass(frozen=True)
+class GeneralQuestion:
+    """P(the prompt needs no memory) = sigmoid(weights . v + bias), v the prompt's raw (unit, query
+    side) vector; a group's scores drop by ``penalty[group]`` x P."""
+
+    weights: tuple[float, ...]
+    bias: float
+    penalty: dict[str, float]
+
+
+@dataclass(frozen=True)
+class RecallCalibration:
+    model_id: str
+    floors: dict[str, float]
+    scoring: dict[str, float] = field(default_factory=dict)
+    view_offset: dict[str, float] = field(default_factory=lambda: {g: 0.0 for g in GROUPS})
+    general: GeneralQuestion | None = None
+    source: Path | None = None
+
+
+def calibration_dir() -> Path:
+    return Path(str(resources.files("memself") / "data" / "recall"))
+
+
+def file_name(model_id: str) -> str:
+    """``multilingual-e5-small.json``; a hub id's ``/`` becomes ``--``; anything else unsafe ``_``."""
+    return re.sub(r"[^A-Za-z0-9._-]", "_", model_id.replace("/", "--")) + ".json"
+
+
+def load_calibration(model_id: str, directory: Path | None = None) -> RecallCalibration | None:
+    """The calibration of exactly this model, or None when it has none."""
+    return _load(model_id, str(directory or calibration_dir()))
+
+
+@lru_cache(maxsize=16)
+def _load(model_id: str, directory: str) -> RecallCalibration | None:
+    if not model_id or model_id.startswith("local:"):
+        return None  # a folder is whatever the user put there: never assume it is a known model
+    path = Path(directory) / file_name(model_id)
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        raise CorruptFile(f"召回校准文件 {path} 读取失败：{exc}") from exc
+    return parse_calibration(raw, model_id, path)
+
+
+def parse_calibration(raw: object, model_id: str, path: Path | None = None) -> RecallCalibration | None:
+    """Validate a calibration file's content; None when it names another model (a file copied or
+    renamed onto this model's name is not this model's calibration)."""
+    where = str(path) if path else "召回校准"
+    if not isinstance(raw, dict) or raw.get("format") != FORMAT or raw.get("version") != VERSION:
+        raise CorruptFile(f"{where} 不是第 {VERSION} 版的召回校准文件")
+    if raw.get("model") != model_id:
+        return None
+    floors = _groups(raw.get("floors"), f"{where} 的 floors")
+    offset = _groups(raw.get("view_offset", {g: 0.0 for g in GROUPS}), f"{where} 的 view_offset")
+    scoring_raw = raw.get("scoring", {})
+    if not isinstance(scoring_raw, dict) or not all(_finite(v) for v in scoring_raw.values()):
+        raise CorruptFile(f"{where} 的 scoring 必须是数值")
+    general = None
+    gq = raw.get("general_question")
+    if gq is not None:
+        if not isinstance(gq, dict):
+            raise CorruptFile(f"{where} 的 general_question 格式不对")
+        weights = gq.get("weights")
+        if (
+            not isinstance(weights, list)
+            or not weights
+            or not all(_finite(w) for w in weights)
+            or not _finite(gq.get("bias"))
+        ):
+            raise CorruptFile(f"{where} 的 general_question 权重格式不对")
+        general = GeneralQuestion(
+            tuple(float(w) for w in weights),
+            float(gq["bias"]),
+            _groups(gq.get("penalty"), f"{where} 的 general_question.penalty"),
+        )
+    return RecallCalibration(
+        model_id,
+        floors,
+        {k: float(v) for k, v in scoring_raw.items()},
+        offset,
+        general,
+        path,
+    )
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _groups(value: object, what: str) -> dict[str, float]:
+    if not isinstance(value, dict) or not all(_finite(value.get(g)) for g in GROUPS):
+        raise CorruptFile(f"{what} 需要 rule 和 project 两个数值")
+    return {g: float(value[g]) for g in GROUPS}

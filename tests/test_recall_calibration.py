@@ -1,0 +1,237 @@
+"""The per-model calibration file: read for exactly its model, never for another; and the
+calibration procedure (counting by reduction, the classifier, leave-one-set-out) on synthetic sets."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from memself.errors import CorruptFile
+from memself.models import DEFAULT_MODEL, MODELS, OFFLINE_MODEL, ModelSettings, resolve_model
+from memself.recall import calibrate as cal
+from memself.recall.calibration import FORMAT, VERSION, calibration_dir, file_name, load_calibration
+from memself.recall.gate import RELATIVE, default_floors, gate_explained
+from memself.recall.memory_side import memory_side
+from memself.recall.scoring import ScoringSettings
+from memself.records import GROUPS
+
+# ------------------------------------------------------------------------- per-model isolation
+
+
+def test_the_offline_model_has_its_file_and_uses_it() -> None:
+    got = load_calibration(OFFLINE_MODEL)
+    assert got is not None and got.source == calibration_dir() / "multilingual-e5-small.json"
+    raw = json.loads(got.source.read_text(encoding="utf-8"))
+    assert default_floors(MODELS[OFFLINE_MODEL]) == pytest.approx(raw["floors"])
+    scoring = ScoringSettings.from_model(MODELS[OFFLINE_MODEL])
+    assert scoring.symmetric and scoring.uses_lexical
+    if raw["scoring"].get("general_question"):
+        assert scoring.general is not None and len(scoring.general.weights) == MODELS[OFFLINE_MODEL].dim
+
+
+@pytest.mark.parametrize(
+    "model",
+    [
+        DEFAULT_MODEL,  # the default bge model: the original's floors, plain cosine
+        "intfloat/multilingual-e5-small",  # the offline model's full-precision twin
+        "someone/multilingual-e5-small",  # a hub id that ends like it
+    ],
+)
+def test_no_other_model_gets_the_offline_models_numbers(model: str) -> None:
+    settings = resolve_model(model)
+    assert load_calibration(settings.model_id) is None
+    assert default_floors(settings) == {"rule": settings.rule_floor, "project": settings.project_floor}
+    assert ScoringSettings.from_model(settings) == ScoringSettings()
+
+
+def test_a_local_folder_named_like_the_offline_model_gets_nothing(tmp_path: Path) -> None:
+    folder = tmp_path / "multilingual-e5-small"
+    folder.mkdir()
+    settings = resolve_model(str(folder))
+    assert settings.kind == "local"
+    assert load_calibration(settings.model_id) is None
+    assert ScoringSettings.from_model(settings) == ScoringSettings()
+    assert default_floors(settings) == {"rule": 0.22, "project": 0.29}
+
+
+def test_a_file_naming_another_model_is_not_used(tmp_path: Path) -> None:
+    # The offline model's file copied under the twin's name: it names its own model, so it is
+    # not the twin's calibration.
+    source = (calibration_dir() / file_name(OFFLINE_MODEL)).read_text(encoding="utf-8")
+    twin = "intfloat/multilingual-e5-small"
+    (tmp_path / file_name(twin)).write_text(source, encoding="utf-8")
+    assert file_name(twin) == "intfloat--multilingual-e5-small.json"
+    assert load_calibration(twin, tmp_path) is None
+    assert load_calibration(OFFLINE_MODEL, tmp_path) is None  # not this folder's file name
+
+
+def test_a_broken_file_is_an_error_not_a_silent_default(tmp_path: Path) -> None:
+    path = tmp_path / file_name("acme/model-x")
+    path.write_text("{not json", encoding="utf-8")
+    with pytest.raises(CorruptFile, match="召回校准文件"):
+        load_calibration("acme/model-x", tmp_path)
+    path.write_text(
+        json.dumps({"format": FORMAT, "version": VERSION, "model": "acme/model-x", "floors": {"rule": 0.3}}),
+        encoding="utf-8",
+    )
+    with pytest.raises(CorruptFile, match="floors"):
+        load_calibration("acme/model-x", tmp_path)
+
+
+def test_views_rows_follow_the_models_calibration() -> None:
+    class Enc:
+        dim = 4
+
+        def __init__(self, model_id: str) -> None:
+            self.model_id = model_id
+
+    offline = memory_side(Enc(OFFLINE_MODEL))  # type: ignore[arg-type]
+    raw = json.loads((calibration_dir() / file_name(OFFLINE_MODEL)).read_text(encoding="utf-8"))
+    assert offline.views == bool(raw["scoring"].get("applies_when"))
+    assert memory_side(Enc(DEFAULT_MODEL)).views is False  # type: ignore[arg-type]
+    assert memory_side(Enc(DEFAULT_MODEL)).model_id == DEFAULT_MODEL  # type: ignore[arg-type]
+
+
+def test_model_table_holds_no_calibrated_recall_numbers() -> None:
+    # Calibrated numbers live in the data files; the table only has the generic floors.
+    for settings in MODELS.values():
+        assert isinstance(settings, ModelSettings)
+        assert not hasattr(settings, "calibration")
+    assert MODELS[OFFLINE_MODEL].rule_floor == MODELS[DEFAULT_MODEL].rule_floor
+
+
+# ------------------------------------------------------------------------------ the procedure
+
+
+def synthetic_set(name: str, seed: int, n_mem: int = 12, n_rel: int = 30, n_irr: int = 30) -> cal.SetScores:
+    """Random scores with a signal: each relevant prompt's expected memory scores higher; the
+    prompt vectors of unrelated prompts lean one way (what the classifier can learn)."""
+    rng = np.random.default_rng(seed)
+    group = np.array([i % 2 for i in range(n_mem)], dtype=np.int8)
+    n = n_rel + n_irr
+    dense_text = rng.normal(0.1, 0.1, size=(n, n_mem)).astype(np.float32)
+    expect = []
+    for i in range(n_rel):
+        j = int(rng.integers(n_mem))
+        dense_text[i, j] += 0.3
+        expect.append(np.array([j], dtype=np.int64))
+    dense = np.maximum(
+        dense_text, dense_text + rng.normal(0.05, 0.05, size=dense_text.shape).astype(np.float32)
+    )
+    has_views = rng.random(n_mem) < 0.5
+    dense = np.where(has_views[None, :], dense, dense_text).astype(np.float32)
+    lexical_text = (rng.random((n, n_mem)) < 0.1).astype(np.float32) * 0.5
+    vectors = rng.normal(size=(n, 8))
+    vectors[n_rel:, 0] += 1.5
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+
+    def single_block(k: int, shift: float) -> cal.Block:
+        d = rng.normal(0.1 + shift, 0.1, size=(k, 1)).astype(np.float32)
+        v = rng.normal(size=(k, 8))
+        v /= np.linalg.norm(v, axis=1, keepdims=True)
+        return cal.Block(d, d, np.zeros_like(d), np.zeros_like(d), v)
+
+    return cal.SetScores(
+        name=name,
+        group=group,
+        has_views=has_views,
+        pool=cal.Block(dense_text, dense, lexical_text, lexical_text, vectors),
+        n_relevant=n_rel,
+        expect=expect,
+        single_group=np.array([0, 1, 0, 1], dtype=np.int8),
+        single_views=np.array([False, True, False, False]),
+        single_rel=single_block(8, 0.3),
+        single_rel_owner=np.repeat(np.arange(4), 2),
+        single_irr=single_block(8, 0.0),
+        single_irr_owner=np.repeat(np.arange(4), 2),
+    )
+
+
+LEX = {"rule": 0.5, "project": 0.0}
+
+
+def test_counting_by_reduction_equals_the_gate() -> None:
+    s = synthetic_set("a", 1)
+    clf = cal.train_classifier([s])
+    params = cal.Params(
+        LEX,
+        {"rule": 1.0, "project": 0.4},
+        {"rule": 0.2, "project": 0.25},
+        {"rule": 0.08, "project": 0.03},
+        clf,
+    )
+    p = cal.probabilities(s, clf)
+    for views in (False, True):
+        t = cal.thresholds(s, params, views, p)
+        dense = s.pool.dense if views else s.pool.dense_text
+        fused = dense + np.array([LEX[g] for g in GROUPS])[s.group] * s.pool.lexical_text
+        fused = fused - np.array([params.penalty[g] for g in GROUPS])[s.group] * p[0][:, None]
+        extra = np.where(s.has_views & views, np.array([params.view_offset[g] for g in GROUPS])[s.group], 0.0)
+        for code, g in enumerate(GROUPS):
+            floor = params.floors[g]
+            members = np.flatnonzero(s.group == code)
+            hits = leaks = 0
+            for i in range(len(s.pool)):
+                pairs = [(int(j), float(fused[i, j])) for j in members]
+                kept = {
+                    j for j, _ in gate_explained(pairs, floor, -1, 3, lambda j, e=extra: float(e[j])).kept
+                }
+                if i < s.n_relevant:
+                    want = {int(j) for j in s.expect[i] if s.group[j] == code}
+                    hits += bool(want & kept)
+                else:
+                    leaks += bool(kept)
+            c = cal.counts(t, g, floor)
+            assert (c.hits, c.leaks) == (hits, leaks), (views, g)
+    assert RELATIVE == 0.6
+
+
+def test_classifier_learns_which_prompts_need_no_memory() -> None:
+    sets = [synthetic_set(n, seed) for n, seed in (("a", 1), ("b", 2))]
+    clf = cal.train_classifier(sets)
+    held = synthetic_set("c", 3)
+    p = clf.probability(held.pool.vectors)
+    assert p[held.n_relevant :].mean() > p[: held.n_relevant].mean() + 0.2
+
+
+def test_leave_one_out_never_sees_the_held_out_set() -> None:
+    sets = [synthetic_set(n, seed) for n, seed in (("a", 1), ("b", 2), ("c", 3))]
+    folds = cal.loso(sets, LEX)
+    assert [f.held for f in folds] == ["a", "b", "c"]
+    for f in folds:
+        assert f.held not in f.calibration.sets and len(f.calibration.sets) == 2
+    # Changing the held-out set's scores changes nothing about its fold's calibration.
+    spoiled = [sets[0], sets[1], synthetic_set("c", 99)]
+    again = cal.loso(spoiled, LEX)
+    assert again[2].calibration.floors == folds[2].calibration.floors
+    assert again[2].calibration.penalty == folds[2].calibration.penalty
+    np.testing.assert_allclose(
+        again[2].calibration.classifier.weights, folds[2].calibration.classifier.weights
+    )
+    # Views: the offset is the views floor minus the plain floor, and views counts exist.
+    assert folds[0].views is not None
+    c = folds[0].calibration
+    assert c.views_floors is not None
+    assert c.view_offset == pytest.approx({g: c.views_floors[g] - c.floors[g] for g in GROUPS})
+
+
+def test_floors_respect_the_leak_limit_and_are_never_negative() -> None:
+    sets = [synthetic_set(n, seed) for n, seed in (("a", 1), ("b", 2))]
+    c = cal.calibrate(sets, LEX)
+    assert all(f >= 0 for f in c.floors.values())
+    # On the scores the floors were chosen on (each set scored by the classifier trained on the
+    # other), the pooled leaks are within each group's limit.
+    params = cal.params_of(c, LEX)
+    leaks = {g: 0 for g in GROUPS}
+    irrelevant = {g: 0 for g in GROUPS}
+    for s, other in ((sets[0], sets[1]), (sets[1], sets[0])):
+        t = cal.thresholds(s, params, False, cal.probabilities(s, cal.train_classifier([other])))
+        for g in GROUPS:
+            counts = cal.counts(t, g, c.floors[g])
+            leaks[g] += counts.leaks
+            irrelevant[g] += counts.irrelevant
+    for g in GROUPS:
+        assert leaks[g] <= cal.LEAK_LIMIT[g] * irrelevant[g]
