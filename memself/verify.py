@@ -318,6 +318,9 @@ class VerifyResult:
     unmatched: list[str] = field(default_factory=list)  # fragments no memory contains
     # dev format only: every signal of every case apart (memself.recall.calibrate)
     scores: SetScores | None = None
+    # How far above the floor a memory scored with appliesWhen views must score, per group, when
+    # any memory of these cases was (else None).
+    view_offset: dict[str, float] | None = None
 
     @property
     def passed(self) -> bool:
@@ -504,6 +507,8 @@ def run_cases(
         sweep[g] = points
         best[g] = _best_line(points, groups[g].cases, groups[g].irrelevant, LEAK_LIMIT[g])
     result = VerifyResult(cases.fmt, cases.source, model, params, groups, sweep, best, [])
+    if main.has_views.any() or any(r.has_views.any() for r, _ in single_runs):
+        result.view_offset = dict(recaller.scoring.view_offset)
     result.single_cases = sum(groups[g].single_cases for g in GROUPS)
     result.single_hits = sum(groups[g].single_hits for g in GROUPS)
     if cases.fmt == "dev":
@@ -703,8 +708,11 @@ def render_text(result: VerifyResult, max_items: int = 8) -> str:
         f"召回验证：{result.source}（模型 {result.model or '未知'}）",
         f"当前阈值：规则 {p.floors['rule']:g}，项目事实 {p.floors['project']:g}，"
         f"margin {p.margin:g}，每组最多 {p.top_k} 条",
-        "",
     ]
+    if result.view_offset is not None:
+        offset = result.view_offset
+        lines.append(f"带适用场景的记忆另加：规则 {offset['rule']:g}，项目事实 {offset['project']:g}")
+    lines.append("")
     if result.fmt == "original":
         need = result.relevant_total if result.min_hit is None else result.min_hit
         lines.append(
@@ -823,6 +831,7 @@ def render_json(result: VerifyResult) -> dict[str, Any]:
         "model": result.model,
         "topK": result.params.top_k,
         "margin": result.params.margin,
+        "viewOffset": result.view_offset,
         "rule": group(result.groups["rule"]),
         "project": group(result.groups["project"]),
         "single": {

@@ -209,6 +209,19 @@ def test_applies_when_lines_attach_to_memories_and_single_cases(tmp_path: Path) 
         load_applies_when(path)
 
 
+def test_a_set_with_views_scores_them_and_says_so(recaller) -> None:
+    with_views = json.loads(json.dumps(SMALL))
+    with_views["memories"][2]["appliesWhen"] = ["线上订单报错了去哪看"]
+    plain = render_json(run_cases(parse_cases(SMALL, "a"), recaller, e5_params(), NOW))
+    res = run_cases(parse_cases(with_views, "b"), recaller, e5_params(), NOW)
+    js = render_json(res)
+    assert plain["viewOffset"] is None and js["viewOffset"] == recaller.scoring.view_offset
+    assert "带适用场景的记忆另加" in render_text(res)
+    assert res.scores is not None and res.scores.has_views.tolist() == [False, False, True, False]
+    # The other memories score exactly as without views: the sweep of the rule group is unchanged.
+    assert js["rule"]["sweep"] == plain["rule"]["sweep"]
+
+
 def _small_set(name: str, topic: str) -> dict:
     """A tiny case set about ``topic`` (enough for the procedure to run end to end)."""
     return {

@@ -116,7 +116,9 @@ def _group_lines(g: GroupRecall) -> list[str]:
             f"{fmt_confidence(hit.confidence)}，id {hit.id}）"
         )
         if hit.via:
-            out.append(f"    经由适用场景「{one_line(hit.via)}」匹配")
+            out.append(
+                f"    经由适用场景「{one_line(hit.via)}」匹配（带适用场景的记忆要多过 {hit.offset:.3f}）"
+            )
     return out
 
 
