@@ -106,7 +106,7 @@ def test_rejections_checklist_19_20_22(env) -> None:
     assert sorted(p.name for p in paths.side_dir.iterdir()) == files  # nothing created
     assert rejected(paths, store, "s_forged", "create_rule") == MSG_INVALID
     assert rejected(paths, store, sid.upper(), "create_rule") == MSG_INVALID
-    assert rejected(paths, store, "../../config", "create_rule") == MSG_INVALID
+    assert rejected(paths, store, "../../config", "create_rule") == MSG_INVALID  # outside-path: ok (an id)
     assert rejected(paths, store, sid, "persist") == MSG_INVALID
     assert rejected(paths, store, sid, "create_rule", host="cursor") == MSG_NOT_FOUND
     assert rejected(paths, store, sid, "reinforce") == MSG_MISMATCH  # a create proposal
