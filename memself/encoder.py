@@ -14,12 +14,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
+from memself.model.hub import MIRROR
 from memself.models import DEFAULT_MODEL, OFFLINE_MODEL
 
 if TYPE_CHECKING:
     import numpy as np
-
-MIRROR = "https://hf-mirror.com"
 
 
 @runtime_checkable
@@ -71,10 +70,12 @@ def batch_threads() -> int:
     return max(1, min(8, os.cpu_count() or 1))
 
 
-def download_failure_message(model_id: str, endpoint: str, exc: BaseException) -> str:
-    """The one message a failed download ends with: why, then the three ways out."""
+def download_failure_message(model_id: str, endpoint: str, exc: BaseException | str) -> str:
+    """The one message a failed download ends with: why (an exception, or the reason as text),
+    then the three ways out."""
+    reason = exc if isinstance(exc, str) else _download_reason(exc)
     return (
-        f"无法从 {endpoint} 下载嵌入模型 {model_id}：{_download_reason(exc)}。"
+        f"无法从 {endpoint} 下载嵌入模型 {model_id}：{reason}。"
         f"解决办法任选其一：使用镜像，如 HF_ENDPOINT={MIRROR} memself model prepare；"
         f"或把模型下载到本地文件夹后运行 memself config model /path/to/folder；"
         f"或改用无需联网的离线模型：memself config model {OFFLINE_MODEL}"

@@ -9,16 +9,13 @@ first lets setup say why at once and fall back to the offline model that ships i
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from memself.errors import MemselfError
+from memself.model.hub import hub_endpoint, is_cached, probe_hub
 from memself.models import OFFLINE_MODEL, resolve_model
-
-_PROBE_TIMEOUT_S = 8.0
-DEFAULT_ENDPOINT = "https://huggingface.co"
 
 
 @dataclass(frozen=True)
@@ -26,30 +23,6 @@ class ModelReady:
     model: str  # the model that loaded
     fell_back: bool  # the configured model could not be had; the offline one is used instead
     reason: str = ""  # why the configured one failed (Chinese), when fell_back
-
-
-def hub_endpoint() -> str:
-    return os.environ.get("HF_ENDPOINT", "").strip().rstrip("/") or DEFAULT_ENDPOINT
-
-
-def is_cached(repo_id: str) -> bool:
-    try:
-        from huggingface_hub import try_to_load_from_cache
-    except ImportError:
-        return False
-    found = try_to_load_from_cache(repo_id, "config.json")
-    return isinstance(found, str)
-
-
-def probe_hub(endpoint: str, timeout: float = _PROBE_TIMEOUT_S) -> str:
-    """``""`` when the hub answers at all, else the reason it does not (Chinese)."""
-    import httpx
-
-    try:
-        httpx.head(endpoint, timeout=timeout, follow_redirects=False)
-    except httpx.HTTPError as exc:
-        return f"连接 {endpoint} 失败（{type(exc).__name__}）"
-    return ""
 
 
 def _load(model: str) -> None:

@@ -221,7 +221,13 @@ def _load_hub(settings: ModelSettings) -> Any:
             return apply_pooling(_construct(settings.source, local_files_only=True), settings)
     except Exception:  # any failure here just means "not cached yet"
         pass
-    endpoint = os.environ.get("HF_ENDPOINT", "").strip() or "https://huggingface.co"
+    from memself.model import hub
+
+    endpoint = hub.hub_endpoint()
+    # One short request first: huggingface_hub would retry an unreachable hub for over a minute.
+    unreachable = hub.probe_hub(endpoint)
+    if unreachable:
+        raise ModelUnavailable(download_failure_message(settings.source, endpoint, unreachable))
     print(f"正在从 {endpoint} 下载嵌入模型 {settings.source}（只需一次）…", file=sys.stderr)
     try:
         model = _construct(settings.source, local_files_only=False, progress=True)
@@ -232,6 +238,7 @@ def _load_hub(settings: ModelSettings) -> Any:
 
 def _construct(name_or_path: str, *, local_files_only: bool, progress: bool = False) -> Any:
     import torch
+    from huggingface_hub.utils import logging as hub_logging
     from sentence_transformers import SentenceTransformer
     from transformers.utils import logging as hf_logging
 
@@ -242,6 +249,9 @@ def _construct(name_or_path: str, *, local_files_only: bool, progress: bool = Fa
     else:
         hf_logging.disable_progress_bar()
     hf_logging.set_verbosity_error()
+    # huggingface_hub logs each retry of a failing request in English ("Retrying in 8s"); the
+    # failure itself reaches the user once, in Chinese, from the caller.
+    hub_logging.set_verbosity_error()
     return SentenceTransformer(
         name_or_path,
         device="cpu",

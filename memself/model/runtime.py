@@ -191,6 +191,7 @@ def ensure_prepared(
         return find_prepared(settings, cache_dir)
     except PreparedInvalid as exc:
         reason = str(exc)
+    check_hub_first(model, settings)
     say = notify or _to_stderr
     say(f"向量模型 {model} {reason}：正在准备（只需一次，可能要一两分钟）…")
     prepare_in_child(model, cache_dir)
@@ -198,6 +199,25 @@ def ensure_prepared(
         return find_prepared(settings, cache_dir)
     except PreparedInvalid as exc:
         raise ModelUnavailable(f"向量模型 {model} 准备完成后仍不可用：{exc}") from None
+
+
+def check_hub_first(model: str, settings: ModelSettings) -> None:
+    """A hub model that is not downloaded yet needs the hub: one short request says whether it
+    answers, before a child spends seconds importing torch and then minutes in huggingface_hub's
+    retries. Unreachable: one sentence with what to run (setup falls back to the offline model)."""
+    if settings.kind != "hub":
+        return
+    from memself.model import hub
+
+    if hub.is_cached(settings.source):
+        return
+    unreachable = hub.probe_hub(hub.hub_endpoint())
+    if unreachable:
+        raise ModelUnavailable(
+            f"向量模型 {model} 还没有准备好，下载它要连的模型仓库连不上（{unreachable}）："
+            f"请先运行 memself setup，连不上时它会改用随包的离线模型；"
+            f"在中国大陆也可以先设镜像，如 HF_ENDPOINT={hub.MIRROR} memself setup"
+        )
 
 
 def prepare_in_child(model: str, cache_dir: Path | None) -> None:
