@@ -12,6 +12,7 @@ import math
 import random
 import re
 import string
+import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -138,6 +139,14 @@ def _clean_char(char: str) -> str:
     if category in ("Cc", "Cf"):
         return ""
     return "\ufffd" if category == "Cs" else char
+
+
+def dedup_key(text: str) -> str:
+    """What two texts must share to be the same memory: NFKC (full-width letters, digits and
+    punctuation become their half-width forms), Latin case folded, whitespace and punctuation
+    (Unicode P*) dropped. Symbols (``+ = <``) and every letter or digit count."""
+    folded = unicodedata.normalize("NFKC", one_line(text)).casefold()
+    return "".join(c for c in folded if not c.isspace() and not unicodedata.category(c).startswith("P"))
 
 
 def check_text(text: object) -> str:

@@ -35,6 +35,7 @@ from memself.records import (
     check_applies_when,
     check_group,
     check_text,
+    dedup_key,
     record_problem,
     round_conf,
     sort_memories,
@@ -86,6 +87,17 @@ class Change:
     memory: Memory
     gain: float
     previous_text: str
+
+
+@dataclass
+class Added:
+    """What ``MemoryStore.add`` did: a new memory, or the reinforce of an existing twin."""
+
+    memory: Memory
+    duplicate: bool = False  # the group already held this text: reinforced, nothing added
+    gain: float = 0.0  # the reinforce's gain (0 once the day's cap is reached)
+    revived: bool = False  # the twin was deprecated and the gain brought it back
+    trashed_twin: TrashEntry | None = None  # a new memory whose twin sits in the trash
 
 
 def parse_records(data: bytes) -> tuple[list[dict[str, object]], list[BadLine]]:
@@ -353,6 +365,33 @@ class MemoryStore:
             session.groups[memory.category].memories.append(memory)
             session.touch(memory)
         return memory
+
+    def add(
+        self, text: str, group: str, now: datetime, evidence: str = "", applies_when: Sequence[str] = ()
+    ) -> Added:
+        """A new memory, unless ``group`` already holds the same text (``records.dedup_key``):
+        then that memory is reinforced as ``reinforce`` does (+0.1 within the daily cap, a
+        deprecated one back when the gain lifts it over the line, ``applies_when`` taken only when
+        it has none) and nothing is added. A twin in the trash stays there: the new memory is
+        created and the result names the twin."""
+        memory = Memory.create(text, group, now, evidence, applies_when)
+        key = dedup_key(memory.text)
+        with self._writing(now) as session:
+            twins = [m for m in session.groups[memory.category].memories if dedup_key(m.text) == key]
+            if twins:
+                # Several twins (written before this check existed): the strongest active one.
+                twin = max(twins, key=lambda m: (m.active, m.confidence))
+                was_deprecated = twin.deprecated
+                gain = confidence.reinforce(twin, now)
+                if memory.appliesWhen and not twin.appliesWhen:
+                    twin.appliesWhen = memory.appliesWhen
+                session.touch(twin)
+                return Added(twin, duplicate=True, gain=gain, revived=was_deprecated and not twin.deprecated)
+            session.groups[memory.category].memories.append(memory)
+            session.touch(memory)
+        trashed = [e for e in self._read_trash_file().entries if e.memory.category == memory.category]
+        twin_entry = next((e for e in reversed(trashed) if dedup_key(e.memory.text) == key), None)
+        return Added(memory, trashed_twin=twin_entry)
 
     def reinforce(self, mem_id: str, now: datetime, fill_applies_when: Sequence[str] = ()) -> Change:
         """+0.1 within the daily cap. ``fill_applies_when`` is taken only by a memory that has no

@@ -265,6 +265,17 @@ def direct_line(action: str, body: str, group: str, gain: float = 0.0, previous:
     return f"{line}。{group_suffix(group)}"
 
 
+def duplicate_line(body: str, group: str, gain: float, resolve_style: bool) -> str:
+    """A create whose text the group already held: the existing memory was reinforced instead."""
+    if resolve_style:
+        text = f"已有相同的记忆，没有重复新增，强化了它：{inert(body)}，{gain_text(gain)}。"
+        return text + group_suffix(group)
+    return (
+        f'记忆插件memory-self-evolution已有相同的记忆："{inert(body)}"，没有重复新增，'
+        f"{gain_text(gain)}。{group_suffix(group)}"
+    )
+
+
 def resolve_notice(action: str, body: str, group: str, gain: float = 0.0, previous: str = "") -> str:
     """What ``memory_resolve`` returns after writing (§4.9, with the actual gain and the group)."""
     body, previous = inert(body), inert(previous)

@@ -22,7 +22,7 @@ from memself.records import (
     one_line,
 )
 from memself.store import MemoryStore
-from memself.texts import APPLIES_WHEN_LABEL
+from memself.texts import APPLIES_WHEN_LABEL, gain_text
 
 
 def _store() -> MemoryStore:
@@ -98,14 +98,30 @@ def _checked_when(whens: tuple[str, ...]) -> list[str]:
 
 
 def _add(group: str, text: str, whens: tuple[str, ...]) -> None:
-    memory = _store().create(
+    added = _store().add(
         text, group, now_utc(), evidence="用户通过 CLI 直接添加", applies_when=_checked_when(whens)
     )
-    click.echo(f"已新增{GROUP_SHORT_LABELS[group]}：{one_line(memory.text)}")
+    memory = added.memory
+    title = GROUP_SHORT_LABELS[group]
+    if added.duplicate:
+        click.echo(f"已有相同的{title}，没有重复新增，改为强化它：{one_line(memory.text)}")
+        click.echo(f"{gain_text(added.gain)}，现为 {fmt_confidence(memory.confidence)}，id {memory.id}")
+        if added.revived:
+            click.echo("它原先已废弃，这次强化后恢复为有效。")
+        elif memory.deprecated:
+            click.echo("它仍是已废弃状态（置信度不高于 0.4），不会注入或召回。")
+        return
+    click.echo(f"已新增{title}：{one_line(memory.text)}")
     if memory.appliesWhen:
         click.echo(_when_line(memory.appliesWhen))
     click.echo(f"置信度 {fmt_confidence(memory.confidence)}，id {memory.id}")
     click.echo("下个会话开始起无条件生效。" if group == "rule" else "之后每轮输入按相关性召回。")
+    if added.trashed_twin is not None:
+        twin = added.trashed_twin
+        click.echo(
+            f"回收站里有一条相同的{title}（id {twin.memory.id}，删除于 {twin.deleted_at}），没有恢复它；"
+            f"不需要时可以不管，30 天后自动清除。"
+        )
 
 
 @main.group("rule", help=f"{GROUP_LABELS['rule']}。")

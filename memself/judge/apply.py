@@ -15,7 +15,7 @@ from typing import Any
 from memself.errors import MemselfError
 from memself.records import read_applies_when
 from memself.store import MemoryStore
-from memself.texts import direct_line, resolve_notice
+from memself.texts import direct_line, duplicate_line, resolve_notice
 
 
 def apply_proposal(
@@ -37,8 +37,11 @@ def apply_proposal(
     line = resolve_notice if resolve_style else direct_line
     requests = read_applies_when(proposal.get("appliesWhen"))
     if action == "create":
-        memory = store.create(text, group, now, str(proposal.get("evidence") or ""), requests)
-        return line("create", memory.text, memory.category)
+        added = store.add(text, group, now, str(proposal.get("evidence") or ""), requests)
+        if added.duplicate:
+            memory = added.memory
+            return duplicate_line(memory.text, memory.category, added.gain, resolve_style)
+        return line("create", added.memory.text, added.memory.category)
     if action == "reinforce":
         change = store.reinforce(target, now, fill_applies_when=requests)
         return line("reinforce", change.memory.text, change.memory.category, change.gain)
