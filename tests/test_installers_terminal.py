@@ -12,11 +12,7 @@ import stat
 import time
 from pathlib import Path
 
-import pytest
-
 from memself.paths import DataPaths
-
-pytestmark = pytest.mark.slow
 
 KEY = "sk-typed-secret-5d2c"
 ANSWERS = [

@@ -40,7 +40,7 @@ def e5_nearest(encoder, store: MemoryStore):
     return nearest
 
 
-@pytest.mark.slow
+@pytest.mark.full
 def test_dedup_candidates_are_the_nearest_active_memories(e5_encoder) -> None:
     paths = DataPaths.default()
     store = MemoryStore(paths)

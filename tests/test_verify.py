@@ -269,7 +269,7 @@ def test_several_sets_report_leave_one_set_out(recaller, tmp_path: Path) -> None
     assert "留一组校准" in text and "留出 map" in text and "留一组平均（不带适用场景）" in text
 
 
-@pytest.mark.slow
+@pytest.mark.full
 def test_in_repo_sets_reproduce_the_shipped_calibration(recaller) -> None:
     """The four in-repo sets with their hand-written appliesWhen lines: the calibration on all of
     them is the shipped file's, and the held-out figures are the ones docs/recall.md reports."""

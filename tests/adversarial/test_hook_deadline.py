@@ -28,6 +28,9 @@ from tests.support.judge_server import Reply, running_judge
 from tests.test_hook_imports import imported_modules
 from tests.test_judge_e2e_hook import prompt_hook
 
+# Hooks under CPU starvation and hung judges, at their real deadlines: the full group.
+pytestmark = pytest.mark.full
+
 __all__ = ["hook_data"]
 
 CURSOR = load_payloads("cursor-documented.json")

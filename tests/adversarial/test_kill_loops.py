@@ -12,6 +12,9 @@ from pathlib import Path
 
 import pytest
 
+# Kill loops: hundreds of killed writers, the full group.
+pytestmark = pytest.mark.full
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 KILLS = 200
 
@@ -38,12 +41,10 @@ def _assert_clean(summary: dict) -> None:
     assert summary["leftovers"] == [], summary
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["add", "delete", "restore", "judge-apply"])
 def test_kill_loop_store_writes(kind: str) -> None:
     _assert_clean(_kill_loop(kind, seed=20261102))
 
 
-@pytest.mark.slow
 def test_kill_loop_rebuild_index(model_cache: Path) -> None:
     _assert_clean(_kill_loop("rebuild-index", seed=20261102, env={"MEMSELF_MODEL_CACHE": str(model_cache)}))

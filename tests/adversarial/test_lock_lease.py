@@ -122,13 +122,14 @@ def _paused_memself_vs_memself(pause_s: float, stale_s: str) -> tuple[list[str],
     return outputs, _lost(store, outputs)
 
 
-@pytest.mark.slow
+@pytest.mark.full
 def test_paused_writer_past_the_real_15_s_loses_no_update() -> None:
     outputs, lost = _paused_memself_vs_memself(16.0, "")
     assert lost == [], outputs
     assert all(out.startswith("OK ") for out in outputs), outputs
 
 
+@pytest.mark.full
 def test_paused_writer_many_trials_with_a_short_threshold() -> None:
     for _trial in range(10):
         outputs, lost = _paused_memself_vs_memself(1.2, "0.5")
@@ -150,13 +151,14 @@ def _paused_memself_vs_foreign(pause_s: float, threshold: str) -> tuple[list[str
     return outputs, _lost(store, outputs)
 
 
-@pytest.mark.slow
+@pytest.mark.full
 def test_paused_writer_whose_lock_the_original_plugin_took_fails_loudly() -> None:
     outputs, lost = _paused_memself_vs_foreign(15.5, "15")
     assert lost == [], outputs
     assert outputs[0].startswith("ERR ") and "其他程序" in outputs[0], outputs
 
 
+@pytest.mark.full
 def test_lock_taken_by_the_original_plugin_many_trials() -> None:
     for _trial in range(10):
         outputs, lost = _paused_memself_vs_foreign(0.8, "0.5")
