@@ -160,6 +160,10 @@ def engine_paths(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Da
 def test_engine_is_started_and_reported_ready(engine_paths: DataPaths) -> None:
     check = doctor.check_engine(engine_paths, wait_s=60)
     assert check.ok is True and "运行中" in check.summary, check.summary
+    # The engine was not running: the doctor says it started it, and only then.
+    assert "本次检查启动了它" in check.summary, check.summary
+    again = doctor.check_engine(engine_paths, wait_s=60)
+    assert again.ok is True and "本次检查启动" not in again.summary, again.summary
 
 
 def test_engine_that_cannot_load_its_model_is_reported(

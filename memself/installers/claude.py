@@ -5,6 +5,7 @@ server through ``claude mcp add --scope user`` (``~/.claude.json``), the skill i
 
 from __future__ import annotations
 
+import json
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -90,10 +91,22 @@ class ClaudeMcpStep:
 
 @dataclass(frozen=True)
 class ClaudeInstaller(JsonHostInstaller):
+    def _rule_present(self, home: Path) -> bool:
+        """Whether settings.json holds the permission rule now; the report names the rule only
+        when it is there to remove (or was added). A file that cannot be read counts as not
+        holding it: the step itself refuses that file."""
+        try:
+            data = json.loads((self.config_root(home) / self.hooks_file).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return False
+        permissions = data.get("permissions") if isinstance(data, dict) else None
+        allow = permissions.get("allow") if isinstance(permissions, dict) else None
+        return isinstance(allow, list) and entries.RESOLVE_RULE in allow
+
     def _permission(self, ctx: InstallContext) -> tuple[str, list[Transform]]:
         if ctx.allow_resolve is True:
             return f"、免批准规则 {entries.RESOLVE_RULE}", [entries.add_allow_rule]
-        if ctx.allow_resolve is False:
+        if ctx.allow_resolve is False and self._rule_present(ctx.home):
             return f"、去掉免批准规则 {entries.RESOLVE_RULE}", [entries.remove_allow_rule]
         return "", []
 
@@ -102,7 +115,9 @@ class ClaudeInstaller(JsonHostInstaller):
         return self.hooks_purpose() + extra, [*self._hook_install(ctx), *transforms]
 
     def _hooks_file_removal(self, ctx: InstallContext) -> tuple[str, list[Transform], list[Transform]]:
-        purpose = f"{self.hooks_purpose()}、免批准规则 {entries.RESOLVE_RULE}"
+        purpose = self.hooks_purpose()
+        if self._rule_present(ctx.home):
+            purpose += f"、免批准规则 {entries.RESOLVE_RULE}"
         removals = [*self._hook_removal(ctx), entries.remove_allow_rule]
         installs = [*self._hook_install(ctx), entries.add_allow_rule]
         return purpose, removals, installs

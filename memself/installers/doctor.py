@@ -95,7 +95,14 @@ def check_data(paths: DataPaths) -> Check:
             f"用编辑器打开 {paths.root} 里的这些文件，修好或删掉这几行（memself list 也会列出）",
         )
     pending = " 有一次被中断的写入待完成，下次写入时自动补完；" if intent_path(paths).exists() else ""
-    return Check("记忆数据", True, f"{pending}rule.jsonl、project.jsonl、trash.jsonl 都能完整读取，写锁可用")
+    names = [p.name for p in (paths.group_file("rule"), paths.group_file("project"), paths.trash)]
+    present = [name for name in names if (paths.root / name).exists()]
+    absent = [name for name in names if name not in present]
+    if not present:
+        return Check("记忆数据", True, f"{pending}还没有记忆文件（第一次写入时创建），写锁可用")
+    read = f"{'、'.join(present)} {'都' if len(present) > 1 else ''}能完整读取，写锁可用"
+    later = f"（{'、'.join(absent)} 还没有，第一次用到时创建）" if absent else ""
+    return Check("记忆数据", True, f"{pending}{read}{later}")
 
 
 def check_model(paths: DataPaths) -> Check:
@@ -170,7 +177,8 @@ def check_engine(paths: DataPaths, wait_s: float = _ENGINE_WAIT_S) -> Check:
             "按上面的提示处理模型后运行 memself engine stop",
         )
     warm = status.get("warm_up_s")
-    detail = f"运行中（pid {status.get('pid')}，{status.get('transport', '')}"
+    started = "本次检查启动了它，" if spawns else ""
+    detail = f"运行中（{started}pid {status.get('pid')}，{status.get('transport', '')}"
     detail += f"，预热 {warm:.1f} 秒）" if isinstance(warm, (int, float)) else "）"
     return Check("召回进程", True, detail)
 

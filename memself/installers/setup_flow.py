@@ -238,12 +238,13 @@ def _footer(
 ) -> None:
     if dry_run or not hosts:
         return
-    done = [r.label for r in reports if not r.error]
-    if done:
-        echo(f"注册完成后请重启 {'、'.join(done)}，MCP 才会加载。")
-    if "codebuddy" in hosts:
+    # A restart (or a new session) only where this run changed something.
+    changed = {r.host: r.label for r in reports if not r.error and any(x.changed for x in r.results)}
+    if changed:
+        echo(f"注册完成后请重启 {'、'.join(changed.values())}，MCP 才会加载。")
+    if "codebuddy" in changed:
         echo("CodeBuddy 在启动时读取 hook：请开一个新会话，必要时在 /hooks 里确认。")
-    if "workbuddy" in hosts:
+    if "workbuddy" in changed:
         echo("WorkBuddy 会把新加的 MCP 显示为未启用：请在「连接器」里批准 memory-self-evolution。")
     try:
         from memself.config import load_config
@@ -299,28 +300,56 @@ def run_uninstall(
         raise MemselfError(f"未知客户端「{only}」，可用：{'、'.join(INSTALLERS)}")
     hosts = [only] if only else list(INSTALLERS)
     ctx = InstallContext(home=home, claude_bin=find_claude(home))
+    hub_model = _cached_hub_model(paths) if only is None else None  # config.json goes below
     reports = register(hosts, ctx, dry_run, removing=True)
     echo("将要移除：" if dry_run else "移除结果：")
     for report in reports:
         render_results(report, echo, show_diff=dry_run, only_changed=True)
     if only is None:
         _stop_engine_for_uninstall(paths, dry_run, echo)
-        echo(f"{paths.root}：")
-        for name in [*_REMOVED_DATA, *_leftover_secrets(paths)]:
-            target = paths.root / name
-            if not target.exists():
-                continue
-            if not dry_run:
-                if target.is_dir():
-                    shutil.rmtree(target)
-                else:
-                    target.unlink()
-            echo(f"  {'将删除' if dry_run else '已删除'} {name}")
-        echo(f"  保留记忆和相关文件：{'、'.join(_KEPT_DATA)}")
+        _remove_data(paths, dry_run, echo)
         _remove_model_copies(dry_run, echo)
-    if not dry_run:
-        echo("卸完后请重启各客户端，MCP 才会从已经打开的会话里消失。")
+        if hub_model:
+            echo(
+                f"Hugging Face 缓存里的向量模型 {hub_model} 与其它程序共用，未删除；"
+                "确实不用时可运行 hf cache delete。"
+            )
+    if not dry_run and any(x.changed for r in reports for x in r.results):
+        echo("卸完后请重启改动过的客户端，MCP 才会从已经打开的会话里消失。")
     return 1 if any(r.error for r in reports) else 0
+
+
+def _remove_data(paths: DataPaths, dry_run: bool, echo: Echo) -> None:
+    """Config and secrets go; memories and what belongs to them stay. Only files that exist are
+    named, removed or kept."""
+    removed = [name for name in [*_REMOVED_DATA, *_leftover_secrets(paths)] if (paths.root / name).exists()]
+    kept = [name for name in _KEPT_DATA if (paths.root / name.rstrip("/")).exists()]
+    if not removed and not kept:
+        return
+    echo(f"{paths.root}：")
+    for name in removed:
+        target = paths.root / name
+        if not dry_run:
+            if target.is_dir():
+                shutil.rmtree(target)
+            else:
+                target.unlink()
+        echo(f"  {'将删除' if dry_run else '已删除'} {name}")
+    if kept:
+        echo(f"  保留记忆和相关文件：{'、'.join(kept)}")
+
+
+def _cached_hub_model(paths: DataPaths) -> str:
+    """The configured hub model when the Hugging Face cache holds it, else ""."""
+    from memself.config import load_config
+    from memself.model.hub import is_cached
+    from memself.models import resolve_model
+
+    try:
+        settings = resolve_model(load_config(paths).model)
+    except MemselfError:
+        return ""
+    return settings.source if settings.kind == "hub" and is_cached(settings.source) else ""
 
 
 def _leftover_secrets(paths: DataPaths) -> list[str]:
@@ -343,8 +372,8 @@ def _stop_engine_for_uninstall(paths: DataPaths, dry_run: bool, echo: Echo) -> N
 
 
 def _remove_model_copies(dry_run: bool, echo: Echo) -> None:
-    """The offline model folder setup expanded is ours; a hub model sits in the Hugging Face
-    cache, which other programs share, so it is only pointed out."""
+    """The offline model folder setup expanded is ours (a hub model sits in the Hugging Face
+    cache, which other programs share: the caller only points it out)."""
     from memself.offline_model import expanded_path
 
     folder = expanded_path()
@@ -352,4 +381,3 @@ def _remove_model_copies(dry_run: bool, echo: Echo) -> None:
         if not dry_run:
             shutil.rmtree(folder)
         echo(f"{'将删除' if dry_run else '已删除'}展开的离线模型 {folder}（重新 setup 时会再展开）")
-    echo("Hugging Face 缓存里的向量模型与其它程序共用，未删除；确实不用时可运行 hf cache delete。")
