@@ -215,14 +215,15 @@ def _load_local(folder: Path, settings: ModelSettings) -> Any:
 
 
 def _load_hub(settings: ModelSettings) -> Any:
-    # Cached first, without touching the network.
-    try:
-        with _hub_offline():
-            return apply_pooling(_construct(settings.source, local_files_only=True), settings)
-    except Exception:  # any failure here just means "not cached yet"
-        pass
     from memself.model import hub
 
+    # Cached first, without touching the network (nor importing torch when nothing is cached).
+    if hub.is_cached(settings.source):
+        try:
+            with _hub_offline():
+                return apply_pooling(_construct(settings.source, local_files_only=True), settings)
+        except Exception:  # any failure here just means "not cached whole yet"
+            pass
     endpoint = hub.hub_endpoint()
     # One short request first: huggingface_hub would retry an unreachable hub for over a minute.
     unreachable = hub.probe_hub(endpoint)
