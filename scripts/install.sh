@@ -15,7 +15,6 @@ VENV="$ROOT/.venv"
 VPY="$VENV/bin/python"
 TORCH_PIN="torch==2.13.0"
 PYTHON=${PYTHON:-python3}
-BIN_DIR="$HOME/.local/bin"
 
 say() { printf '==> %s\n' "$*"; }
 die() { printf 'install.sh：%s\n' "$*" >&2; exit 1; }
@@ -65,28 +64,8 @@ else
 fi
 "$VENV/bin/memself" --version >/dev/null 2>&1 || die "装好后 memself --version 运行失败"
 
-# 3. `memself` on PATH, as pipx does: a link in ~/.local/bin, never over someone else's file.
-memself_cmd="$VENV/bin/memself"
-link="$BIN_DIR/memself"
-on_path=false
-case ":$PATH:" in *":$BIN_DIR:"*) on_path=true ;; esac
-if [ -L "$link" ] && [ "$(readlink "$link")" = "$VENV/bin/memself" ]; then
-    say "$link 已指向本仓库的 memself，未改动"
-    linked=true
-elif [ -e "$link" ] || [ -L "$link" ]; then
-    say "$link 已存在，指向别处（$(readlink "$link" 2>/dev/null || echo 普通文件)），没有覆盖；本仓库的命令是 $VENV/bin/memself"
-    linked=false
-else
-    mkdir -p "$BIN_DIR"
-    ln -s "$VENV/bin/memself" "$link"
-    say "已建立链接 $link -> $VENV/bin/memself"
-    linked=true
-fi
-if $linked && $on_path; then
-    memself_cmd="memself"
-elif $linked; then
-    say "$BIN_DIR 不在 PATH 里：在 ~/.bashrc 或 ~/.zshrc 里加一行 export PATH=\"\$HOME/.local/bin:\$PATH\"，新开终端后就能直接用 memself"
-fi
+# 3. `memself` on PATH: a link in ~/.local/bin (scripts/link-memself.sh says what it did).
+memself_cmd=$("$ROOT/scripts/link-memself.sh" "$VENV/bin/memself")
 
 # 4. Next: setup registers memself in the installed clients and prepares the model. It asks
 # questions, so it runs here only when someone is at the terminal.
