@@ -1,6 +1,6 @@
 """Nothing the tests, benchmarks, scripts or CI read lives outside the repository.
 
-A fresh clone has no sibling folders (``../shared``), no ``/work`` and nobody's home: a test that
+A fresh clone has no sibling folders (``../sibling``), no ``/work`` and nobody's home: a test that
 reads one passes on the machine it was written on and fails for everyone else. Every file under
 ``tests/``, ``bench/``, ``scripts/`` and ``.ci/`` is checked for
 
@@ -145,10 +145,10 @@ def test_no_file_refers_outside_the_repository() -> None:
 @pytest.mark.parametrize(
     ("source", "expected"),
     [
-        ('DEV = Path(__file__).resolve().parents[2] / "shared"\n', "climbs"),
-        ('REPO = Path(__file__).resolve().parent.parent\nX = REPO.parent / "shared"\n', "REPO.parent"),
-        ('CASES = "../shared/eval/dev-cases.json"\n', "climbing out"),
-        ('CASES = "/work/shared/eval/dev-cases.json"\n', "/work/"),
+        ('DEV = Path(__file__).resolve().parents[2] / "sibling"\n', "climbs"),
+        ('REPO = Path(__file__).resolve().parent.parent\nX = REPO.parent / "sibling"\n', "REPO.parent"),
+        ('CASES = "../sibling/eval/dev-cases.json"\n', "climbing out"),
+        ('CASES = "/work/sibling/eval/dev-cases.json"\n', "/work/"),
         ('HOME = "/home/alice/.cache/x"\n', "/home/alice/"),
         ('ROOT = "/root/.cache/models"\n', "/root/"),
     ],
@@ -177,5 +177,5 @@ def test_the_check_lets_through(source: str) -> None:
 def test_shell_lines() -> None:
     path = REPO / "scripts" / "example.sh"
     assert text_offences(path, 'cd "$(dirname "$0")/.."\n') == []
-    assert text_offences(path, "cat ../shared/eval/dev-cases.json\n")
-    assert text_offences(path, "python x.py --cases /work/shared/eval/x.json\n")
+    assert text_offences(path, "cat ../sibling/eval/dev-cases.json\n")
+    assert text_offences(path, "python x.py --cases /work/sibling/eval/x.json\n")
