@@ -82,19 +82,32 @@ def remaining(deadline: float) -> float:
 
 def _connect_unix(path: str, deadline: float) -> _socket.socket | None:
     """A connection to the engine at ``path``; None when nobody listens there."""
+    sock = _connected(_socket.AF_UNIX, path, deadline, absent_ok=True)
+    if sock is not None and not peer_allowed(peer_uid(sock), own_uid()):
+        sock.close()
+        raise FrameError(ERR_REFUSED)
+    return sock
+
+
+def _connected(
+    family: int, address: str | tuple[str, int], deadline: float, absent_ok: bool = False
+) -> _socket.socket | None:
+    """A socket of ``family`` connected to ``address`` within the deadline, every failure a
+    ``FrameError``; with ``absent_ok``, None when nobody listens there (no engine, or a stale
+    socket file of a crashed one)."""
     try:
-        sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+        sock = _socket.socket(family, _socket.SOCK_STREAM)
     except OSError:  # out of descriptors, say
         raise FrameError(ERR_UNREACHABLE) from None
     try:
         sock.settimeout(remaining(deadline))
-        sock.connect(path)
-        if not peer_allowed(peer_uid(sock), own_uid()):
-            raise FrameError(ERR_REFUSED)
+        sock.connect(address)
         return sock
     except (FileNotFoundError, ConnectionRefusedError):
-        sock.close()  # no engine, or a stale socket file of a crashed one
-        return None
+        sock.close()
+        if absent_ok:
+            return None
+        raise FrameError(ERR_UNREACHABLE) from None
     except TimeoutError:
         sock.close()
         raise FrameError(ERR_TIMEOUT) from None
@@ -119,20 +132,6 @@ def _connect_tcp(port_file: str, deadline: float) -> tuple[_socket.socket, str |
         port, token = int(data["port"]), str(data["token"])
     except (OSError, ValueError, KeyError, TypeError):
         raise FrameError(ERR_UNREACHABLE) from None
-    try:
-        sock = _socket.socket(_socket.AF_INET, _socket.SOCK_STREAM)
-    except OSError:
-        raise FrameError(ERR_UNREACHABLE) from None
-    try:
-        sock.settimeout(remaining(deadline))
-        sock.connect(("127.0.0.1", port))
-    except TimeoutError:
-        sock.close()
-        raise FrameError(ERR_TIMEOUT) from None
-    except OSError:
-        sock.close()
-        raise FrameError(ERR_UNREACHABLE) from None
-    except BaseException:
-        sock.close()
-        raise
+    sock = _connected(_socket.AF_INET, ("127.0.0.1", port), deadline)
+    assert sock is not None  # only absent_ok returns None
     return sock, token
