@@ -86,21 +86,20 @@ def _maintain(store: MemoryStore, lock: LockHandle, decay_days: int, now: dateti
         dirty = False
         for memory in group_file.memories:
             was_deprecated = memory.deprecated
+            # The original's order: decay first, then clamp a legacy value above 1, so an idle
+            # 1.15 ends at 1 (1.1 clamped), not at 0.95 (1 decayed).
+            if not memory.deprecated:
+                due = confidence.is_due(memory, now, decay_days)
+                if due is None:
+                    log(paths, "decay-skip-invalid-time", id=memory.id)
+                elif due:
+                    confidence.decay(memory, now)
+                    decayed += 1
+                    dirty = True
             if confidence.clamp_legacy(memory):
                 clamped += 1
                 dirty = True
-            if memory.deprecated:
-                deprecated += int(not was_deprecated)
-                continue
-            due = confidence.is_due(memory, now, decay_days)
-            if due is None:
-                log(paths, "decay-skip-invalid-time", id=memory.id)
-                continue
-            if due:
-                confidence.decay(memory, now)
-                decayed += 1
-                deprecated += int(memory.deprecated)
-                dirty = True
+            deprecated += int(memory.deprecated and not was_deprecated)
         if dirty:
             changed_groups.append(group)
     session.load_trash()
