@@ -105,9 +105,9 @@ def test_bad_input_through_the_real_entry(host: str, case: str, hook_data: DataP
         assert answer is not None  # Cursor always gets JSON, {} for nothing
 
 
-def test_unknown_or_missing_agent_is_silent_and_logged(hook_data: DataPaths) -> None:
+def test_unknown_agent_is_silent_and_logged(hook_data: DataPaths) -> None:
     entry = str(REPO_ROOT / "memself" / "hooks" / "entry.py")
-    for argv in (["--agent", "vscode"], [], ["--agent"], ["--agent=VSCODE"]):
+    for argv in (["--agent", "vscode"], ["--agent=VSCODE"]):
         done = subprocess.run(
             [sys.executable, "-I", "-S", entry, *argv],
             input=json.dumps(CLAUDE["UserPromptSubmit"]).encode(),
@@ -116,7 +116,23 @@ def test_unknown_or_missing_agent_is_silent_and_logged(hook_data: DataPaths) -> 
         )
         assert (done.returncode, done.stdout) == (0, b"")
     notes = [r.get("note") for r in hook_runs(hook_data)]
-    assert notes == ["unknown-agent"] * 4
+    assert notes == ["unknown-agent"] * 2
+
+
+def test_missing_agent_is_guessed_and_logged(hook_data: DataPaths) -> None:
+    """As the original: no ``--agent`` and a PascalCase event name means CodeBuddy."""
+    entry = str(REPO_ROOT / "memself" / "hooks" / "entry.py")
+    for argv in ([], ["--agent"]):
+        done = subprocess.run(
+            [sys.executable, "-I", "-S", entry, *argv],
+            input=json.dumps(CLAUDE["UserPromptSubmit"]).encode(),
+            capture_output=True,
+            timeout=30,
+        )
+        assert done.returncode == 0
+    runs = hook_runs(hook_data)
+    assert [(r["host"], r.get("note")) for r in runs] == [("codebuddy", "guessed-host")] * 2
+    assert all("error" not in r for r in runs)
 
 
 def test_the_entry_survives_a_missing_package(tmp_path: Path) -> None:
@@ -303,15 +319,15 @@ def test_stuck_core_answers_before_the_host_kills_the_hook(
 
 
 @pytest.mark.parametrize(
-    ("argv", "answer"),
+    ("argv", "answer", "note"),
     [
-        (["--agent", "cursor"], {}),
-        (["--agent", "vscode"], None),
-        ([], None),
+        (["--agent", "cursor"], {}, None),
+        (["--agent", "vscode"], None, "unknown-agent"),
+        ([], {}, "guessed-host"),  # a camelCase event: Cursor, as the original guessed
     ],
 )
 def test_slow_cli_entry_is_the_same_function(
-    argv: list[str], answer: dict | None, hook_data: DataPaths
+    argv: list[str], answer: dict | None, note: str | None, hook_data: DataPaths
 ) -> None:
     """``memself hook`` never exits non-zero either (click usage errors would exit 2)."""
     done = subprocess.run(
@@ -323,7 +339,7 @@ def test_slow_cli_entry_is_the_same_function(
     proc = HookProc(done.returncode, done.stdout, done.stderr, 0.0)
     assert proc.rc == 0 and proc.answer() == answer, done.stderr[-500:]
     [run] = hook_runs(hook_data)
-    assert run.get("note") == (None if answer is not None else "unknown-agent")
+    assert run.get("note") == note
 
 
 def test_entry_finds_the_package_in_a_wheel_layout(tmp_path: Path, hook_data: DataPaths) -> None:

@@ -74,8 +74,12 @@ def run(stdin: Stdin, context: RunContext) -> bool:
     watchdog: threading.Timer | None = None
     try:
         paths = paths or DataPaths.default()
-        from memself.hosts import HOSTS
+        from memself.hosts import HOSTS, guess_host
 
+        payload, decode_note = decode_payload(stdin.raw, stdin.truncated)
+        guessed = not record.host and not context.in_engine
+        if guessed:
+            record.host = guess_host(payload)
         adapter = HOSTS.get(record.host)
         if adapter is None:
             if context.in_engine:
@@ -84,12 +88,13 @@ def run(stdin: Stdin, context: RunContext) -> bool:
             record.note = "unknown-agent"
             return True
         record.adapter = adapter
-        payload, decode_note = decode_payload(stdin.raw, stdin.truncated)
         event = adapter.parse(payload, env)
         if context.in_engine and (decode_note or event.kind not in ENGINE_KINDS):
             record.declined = True
             return False
         record.note = "stdin-timeout" if stdin.timed_out else decode_note
+        if guessed:
+            record.note = ",".join(n for n in ("guessed-host", record.note) if n)
         if adapter.steps_aside(payload, env, _hook_registered(context.home or Path.home())):
             record.note = "stepped-aside"
             return True
