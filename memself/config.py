@@ -2,6 +2,12 @@
 
 A bad value is ignored with a log line; a corrupt file falls back to defaults and is never
 overwritten; setting one key writes only that key (unlike the original, which pinned every key).
+
+The recall floors are per embedding model, since each model's scores sit in their own band. The
+original's flat ``recallMinScore`` / ``recallMinScoreProject`` are bge-base-zh's (the model it
+ran, and the numbers it pinned in every file it ever wrote): memself reads them for that model
+only and never writes them, so the original still reads its own values. What the user sets in
+memself goes to ``recallLines``, ``{"<model>": {"rule": x, "project": y}}``, for the current model.
 """
 
 from __future__ import annotations
@@ -12,9 +18,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memself.atomic import write_atomic
-from memself.errors import ConfigError
+from memself.errors import ConfigError, MemselfError
 from memself.logs import log
-from memself.models import DEFAULT_MODEL
+from memself.models import DEFAULT_MODEL, ModelSettings, resolve_model
 from memself.paths import DataPaths
 
 
@@ -35,8 +41,10 @@ KEYS: dict[str, Key] = {
     # sending them to the judge after the user stopped that.
     "enabled": Key(bool, True, "关掉后 hook 不注入任何记忆，旁路判别也不启动", user_only=True),
     "recallTopK": Key(int, 3, "rule 和 project 每轮各自最多召回几条", minimum=1),
-    "recallMinScore": Key(float, None, "rule 的召回下限，-1 关闭；不设时用当前模型的默认值"),
-    "recallMinScoreProject": Key(float, None, "project 的召回下限，-1 关闭；不设时用当前模型的默认值"),
+    "recallMinScore": Key(float, None, "rule 的召回下限，-1 关闭；按向量模型分别保存，改的是当前模型的"),
+    "recallMinScoreProject": Key(
+        float, None, "project 的召回下限，-1 关闭；按向量模型分别保存，改的是当前模型的"
+    ),
     "recallMinMargin": Key(float, -1.0, "对第二名的领先幅度下限，-1 关闭"),
     "showRecall": Key(bool, False, "把召回的条目也展示给用户（Claude Code）"),
     "confirm": Key(bool, True, "写盘前是否弹确认", user_only=True),
@@ -49,6 +57,18 @@ KEYS: dict[str, Key] = {
     "engineIdleMinutes": Key(int, 30, "常驻召回进程闲置多少分钟后退出", minimum=1),
 }
 USER_ONLY_KEYS = tuple(name for name, key in KEYS.items() if key.user_only)
+# The recall floors: the key the user sets, and the group it is the line of.
+LINE_KEYS = {"recallMinScore": "rule", "recallMinScoreProject": "project"}
+LINES_KEY = "recallLines"  # memself's per-model lines, {"<model>": {"rule": x, "project": y}}
+ORIGINAL_LINES_MODEL = DEFAULT_MODEL  # whose lines the original's flat keys are
+# Where a line in effect comes from (doctor, config listings).
+LINE_SOURCES = {
+    "user": "你为这个模型设置的值",
+    "original": "原插件 config.json 里的值，原插件用的就是这个模型",
+    "shipped": "随 memself 发布的这个模型的标定值",
+    "default": "通用默认值：这个模型没有标定",
+}
+_RESET_WORDS = {"default", "默认"}
 LEGACY_KEYS = ("sideJudge",)
 _TRUE = {"true", "on", "1", "yes"}
 _FALSE = {"false", "off", "0", "no"}
@@ -60,6 +80,7 @@ class Config:
     values: dict[str, Any]
     explicit: frozenset[str] = field(default_factory=frozenset)
     side_judge: bool | None = None  # legacy blocking mode marker; False means "deposition disabled"
+    lines: dict[str, dict[str, float]] = field(default_factory=dict)  # ``recallLines``, checked
 
     def __getattr__(self, name: str) -> Any:
         try:
@@ -120,7 +141,89 @@ def load_config(paths: DataPaths | None = None) -> Config:
         values[name] = int(value) if key.kind is int else value
         explicit.add(name)
     side_judge = raw.get("sideJudge")
-    return Config(values, frozenset(explicit), side_judge if isinstance(side_judge, bool) else None)
+    return Config(
+        values,
+        frozenset(explicit),
+        side_judge if isinstance(side_judge, bool) else None,
+        _read_lines(paths, raw.get(LINES_KEY)),
+    )
+
+
+def _read_lines(paths: DataPaths, raw: object) -> dict[str, dict[str, float]]:
+    """``recallLines`` as far as it is usable; what is not is logged and ignored."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        log(paths, f"配置项 {LINES_KEY} 应为对象，已忽略")
+        return {}
+    lines: dict[str, dict[str, float]] = {}
+    groups = set(LINE_KEYS.values())
+    for model, entry in raw.items():
+        kept = {}
+        if isinstance(entry, dict):
+            kept = {
+                g: float(v) for g, v in entry.items() if g in groups and _accepts(KEYS["recallMinScore"], v)
+            }
+        if not isinstance(entry, dict) or len(kept) != len(entry):
+            log(paths, f"配置项 {LINES_KEY} 里「{str(model)[:200]}」的内容不对，已忽略不认识的部分")
+        if kept:
+            lines[str(model)] = kept
+    return lines
+
+
+@dataclass(frozen=True)
+class RecallLine:
+    value: float  # -1 (any negative) switches the floor off
+    source: str  # a key of LINE_SOURCES
+
+
+def recall_lines(config: Config, settings: ModelSettings) -> dict[str, RecallLine]:
+    """The floor of each group for ``settings``' model, and where it comes from: the user's line
+    for this model, else (bge-base-zh only) the original's flat key, else the model's shipped
+    calibration, else the generic default."""
+    from memself.recall.gate import default_floors, shipped_floors
+
+    shipped = shipped_floors(settings)
+    fallback = default_floors(settings)
+    mine = config.lines.get(settings.model_id, {})
+    out: dict[str, RecallLine] = {}
+    for key, group in LINE_KEYS.items():
+        if group in mine:
+            out[group] = RecallLine(mine[group], "user")
+        elif settings.model_id == ORIGINAL_LINES_MODEL and config.is_set(key):
+            out[group] = RecallLine(float(config.values[key]), "original")
+        elif shipped is not None:
+            out[group] = RecallLine(shipped[group], "shipped")
+        else:
+            out[group] = RecallLine(fallback[group], "default")
+    return out
+
+
+def line_in_effect(config: Config, name: str) -> tuple[float, str] | None:
+    """For a recall floor key: the value in effect for the configured model and a note naming the
+    model and where the value comes from; None for other keys or a model that cannot be resolved."""
+    if name not in LINE_KEYS:
+        return None
+    try:
+        line = recall_lines(config, resolve_model(config.model))[LINE_KEYS[name]]
+    except MemselfError:
+        return None
+    return line.value, f"{config.model}：{LINE_SOURCES[line.source]}"
+
+
+def show_line(value: float) -> str:
+    return "关闭" if value < 0 else f"{value:g}"
+
+
+def line_set_message(paths: DataPaths, name: str) -> str | None:
+    """The confirmation after setting a recall floor: the value now in effect, for which model
+    and from where; None for other keys."""
+    config = load_config(paths)
+    effective = line_in_effect(config, name)
+    if effective is None:
+        return None
+    value, note = effective
+    return f"{name} 现在是 {show_line(value)}（{note}）；只对这个模型生效，换模型后用那个模型自己的线"
 
 
 def parse_value(name: str, raw: str) -> Any:
@@ -154,15 +257,43 @@ def parse_value(name: str, raw: str) -> Any:
 
 
 def set_config_value(paths: DataPaths, name: str, raw: str) -> Any:
-    """Validate and write one key; every other key in the file stays as it is."""
-    value = parse_value(name, raw)
+    """Validate and write one key; every other key in the file stays as it is.
+
+    A recall floor is written to ``recallLines`` for the current model (``default`` removes it
+    there); the original's flat key is left alone."""
+    reset = name in LINE_KEYS and raw.strip().lower() in _RESET_WORDS
+    value = None if reset else parse_value(name, raw)
     current = _read_file(paths)
     if current is None:
         raise ConfigError(f"{paths.config} 不是合法的 JSON，为免覆盖你的内容未做修改；请先修好或删除它")
-    current[name] = value
+    if name in LINE_KEYS:
+        _set_line(current, resolve_model(load_config(paths).model).model_id, LINE_KEYS[name], value)
+    else:
+        current[name] = value
     paths.ensure()
     write_atomic(paths.config, json.dumps(current, ensure_ascii=False, indent=2) + "\n")
     return value
+
+
+def _set_line(current: dict[str, Any], model_id: str, group: str, value: float | None) -> None:
+    """Set (or, with None, remove) one model's line in the file's ``recallLines``."""
+    lines = current.get(LINES_KEY)
+    if not isinstance(lines, dict):
+        lines = {}
+    entry = lines.get(model_id)
+    entry = dict(entry) if isinstance(entry, dict) else {}
+    if value is None:
+        entry.pop(group, None)
+    else:
+        entry[group] = value
+    if entry:
+        lines[model_id] = entry
+    else:
+        lines.pop(model_id, None)
+    if lines:
+        current[LINES_KEY] = lines
+    else:
+        current.pop(LINES_KEY, None)
 
 
 def unset_config_value(paths: DataPaths, name: str) -> None:

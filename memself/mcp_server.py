@@ -20,6 +20,8 @@ from memself import __version__, memories
 from memself.config import (
     KEYS,
     USER_ONLY_KEYS,
+    line_in_effect,
+    line_set_message,
     load_config,
     set_config_value,
     user_only_command,
@@ -276,16 +278,21 @@ class MemoryTools:
         raw = ("true" if value else "false") if isinstance(value, bool) else str(value)
         stored = set_config_value(self.paths, key, raw)
         log(self.paths, "mcp-config-set", key=key, agent=self.host)
-        return f"{key} 已设为 {_show_value(stored)}"
+        return line_set_message(self.paths, key) or f"{key} 已设为 {_show_value(stored)}"
 
     def _show_config(self) -> str:
         config = load_config(self.paths)  # afresh: never the values of this process's start
         lines = ["当前配置："]
         for name in KEYS:
+            value = getattr(config, name)
             mark = "" if config.is_set(name) else "（默认）"
+            effective = line_in_effect(config, name)
+            if effective is not None:
+                value, note = effective
+                mark = f"（{note}）"
             if KEYS[name].user_only:
                 mark += "（仅用户可在终端修改）"
-            lines.append(f"- {name} = {_show_value(getattr(config, name))}{mark}")
+            lines.append(f"- {name} = {_show_value(value)}{mark}")
         state = key_state(read_key_file(self.paths), str(config.sideApiBase or ""))
         lines.append(f"- apiKey（side-secret.json）= {_KEY_STATES[state]}")
         return "\n".join(lines)

@@ -51,6 +51,8 @@ class ModelSettings:
     # with one takes its floors and scoring from that file.
     rule_floor: float = GENERIC_RULE_FLOOR
     project_floor: float = GENERIC_PROJECT_FLOOR
+    # The floors above are this model's own calibration, not the generic guess.
+    floors_calibrated: bool = False
     note: str = ""
 
 
@@ -68,6 +70,7 @@ MODELS: dict[str, ModelSettings] = {
         # q8 ONNX build: 43/46 relevant, 11/51 rule leaks, 0 project leaks. Re-check with verify.
         rule_floor=0.22,
         project_floor=0.29,
+        floors_calibrated=True,
         note="默认模型（需下载约 400 MB）；均值池化，无前缀，与原插件一致",
     ),
     OFFLINE_MODEL: ModelSettings(

@@ -100,3 +100,50 @@ def test_user_only_keys_are_one_flag_in_the_table() -> None:
 def test_the_cli_still_sets_user_only_keys(paths: DataPaths) -> None:
     assert set_config_value(paths, "confirm", "false") is False
     assert set_config_value(paths, "sideApiBase", "https://a.example/v1") == "https://a.example/v1"
+
+
+def test_recall_lines_per_model_set_and_reset(paths: DataPaths) -> None:
+    from memself.config import recall_lines
+    from memself.models import OFFLINE_MODEL, resolve_model
+
+    set_config_value(paths, "model", OFFLINE_MODEL)
+    e5 = resolve_model(OFFLINE_MODEL)
+    assert set_config_value(paths, "recallMinScoreProject", "-1") == -1
+    lines = recall_lines(load_config(paths), e5)
+    assert (lines["project"].value, lines["project"].source) == (-1, "user")
+    assert lines["rule"].source == "shipped"
+    assert set_config_value(paths, "recallMinScoreProject", "default") is None
+    assert "recallLines" not in json.loads(paths.config.read_text())  # nothing left to keep
+    assert recall_lines(load_config(paths), e5)["project"].source == "shipped"
+
+
+def test_an_uncalibrated_model_uses_the_generic_lines(paths: DataPaths) -> None:
+    from memself.config import recall_lines
+    from memself.models import GENERIC_PROJECT_FLOOR, GENERIC_RULE_FLOOR, MODELS, resolve_model
+
+    for name in ("someone/some-model", "intfloat/multilingual-e5-small"):
+        lines = recall_lines(load_config(paths), resolve_model(name))
+        assert {g: (line.value, line.source) for g, line in lines.items()} == {
+            "rule": (GENERIC_RULE_FLOOR, "default"),
+            "project": (GENERIC_PROJECT_FLOOR, "default"),
+        }
+    bge = recall_lines(load_config(paths), MODELS["BAAI/bge-base-zh-v1.5"])
+    assert {g: (line.value, line.source) for g, line in bge.items()} == {
+        "rule": (0.22, "shipped"),  # the original's own calibration of this model
+        "project": (0.29, "shipped"),
+    }
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        "bad",
+        {"multilingual-e5-small": {"rule": "0.4", "project": 0.3, "extra": 1}},
+        {"multilingual-e5-small": 0.4},
+    ],
+)
+def test_unusable_recall_lines_are_ignored_with_a_log(paths: DataPaths, raw: object) -> None:
+    paths.config.write_text(json.dumps({"recallLines": raw}))
+    lines = load_config(paths).lines
+    assert lines in ({}, {"multilingual-e5-small": {"project": 0.3}})
+    assert "recallLines" in paths.log_file.read_text()

@@ -8,7 +8,7 @@ import click
 
 from memself import memories
 from memself.cli.app import echo_json, main, now_utc
-from memself.config import KEYS, load_config, set_config_value
+from memself.config import KEYS, line_in_effect, line_set_message, load_config, set_config_value
 from memself.errors import InvalidInput
 from memself.judge.secrets import key_state, read_key_file, shown_base
 from memself.paths import DataPaths
@@ -202,7 +202,7 @@ def config_cmd(key: str | None, value: str | None, as_json: bool) -> None:
     paths = DataPaths.default()
     if key is not None and value is not None:
         stored = set_config_value(paths, key, value)
-        click.echo(f"{key} 已设为 {_show(stored)}")
+        click.echo(line_set_message(paths, key) or f"{key} 已设为 {_show(stored)}")
         if key == "sideApiBase":
             _warn_key_binding(paths, str(stored))
         if key == "model":
@@ -216,12 +216,18 @@ def config_cmd(key: str | None, value: str | None, as_json: bool) -> None:
     names = [key] if key else list(KEYS)
     if key is not None and key not in KEYS:
         set_config_value(paths, key, "")  # raises the "unknown key" message
+    shown = {n: config.values[n] for n in names}
+    marks = {n: "" if config.is_set(n) else "  (默认)" for n in names}
+    for name in names:
+        effective = line_in_effect(config, name)
+        if effective is not None:
+            shown[name], note = effective
+            marks[name] = f"  ({note})"
     if as_json:
-        echo_json({n: config.values[n] for n in names})
+        echo_json(shown)
         return
     for name in names:
-        mark = "" if config.is_set(name) else "  (默认)"
-        click.echo(f"{name.ljust(21)} = {_show(config.values[name])}{mark}")
+        click.echo(f"{name.ljust(21)} = {_show(shown[name])}{marks[name]}")
 
 
 def _warn_key_binding(paths: DataPaths, base: str) -> None:

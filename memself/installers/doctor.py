@@ -135,6 +135,42 @@ def check_model(paths: DataPaths) -> Check:
     return Check("向量模型", False, f"{model} {info['reason']}", fix)
 
 
+def check_recall_lines(paths: DataPaths) -> Check:
+    """The recall floors in effect for the configured model, and where each comes from."""
+    from memself.config import (
+        LINE_KEYS,
+        LINE_SOURCES,
+        ORIGINAL_LINES_MODEL,
+        load_config,
+        recall_lines,
+        show_line,
+    )
+    from memself.models import resolve_model
+
+    config = load_config(paths)
+    try:
+        settings = resolve_model(config.model)
+    except MemselfError as exc:
+        return Check("召回线", False, str(exc), "memself config model multilingual-e5-small")
+    lines = recall_lines(config, settings)
+    shown = "，".join(
+        f"{group} {show_line(line.value)}（{LINE_SOURCES[line.source]}）" for group, line in lines.items()
+    )
+    summary = f"{config.model} 的召回线：{shown}"
+    pinned = [key for key in LINE_KEYS if config.is_set(key)]
+    if pinned and settings.model_id != ORIGINAL_LINES_MODEL:
+        values = "、".join(f"{key} {show_line(float(config.values[key]))}" for key in pinned)
+        summary += f"；config.json 里原插件的 {values} 只用于 {ORIGINAL_LINES_MODEL}，不用于当前模型"
+    if any(line.source == "default" for line in lines.values()):
+        return Check(
+            "召回线",
+            None,
+            summary,
+            "memself verify 按你的用例检查，再用 memself config recallMinScore <值> 设定这个模型的线",
+        )
+    return Check("召回线", True, summary)
+
+
 def check_engine(paths: DataPaths, wait_s: float = _ENGINE_WAIT_S) -> Check:
     from memself.engine.client import engine_status, ensure_started
 
@@ -333,6 +369,7 @@ def run_checks(
     later: tuple[Callable[[], Check | None], ...] = (
         lambda: check_data(paths),
         lambda: check_model(paths),
+        lambda: check_recall_lines(paths),
         lambda: check_engine(paths, engine_wait_s),
         lambda: check_runtime_dir(paths),
         lambda: check_judge(paths, chat),

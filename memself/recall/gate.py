@@ -32,25 +32,35 @@ class GateParams:
     top_k: int = 3
 
 
-def default_floors(model_settings: ModelSettings) -> dict[str, float]:
-    """The model's calibrated floors (its recall calibration file), else the model table's."""
+def shipped_floors(model_settings: ModelSettings) -> dict[str, float] | None:
+    """The floors calibrated for this model and shipped with memself: its recall calibration file,
+    else the model table's floors when they are the model's own calibration (the original's for
+    bge-base-zh); None for a model without a calibration."""
     from memself.recall.calibration import load_calibration
 
     calibration = load_calibration(model_settings.model_id)
     if calibration is not None:
         return dict(calibration.floors)
+    if model_settings.floors_calibrated:
+        return {"rule": model_settings.rule_floor, "project": model_settings.project_floor}
+    return None
+
+
+def default_floors(model_settings: ModelSettings) -> dict[str, float]:
+    """The model's calibrated floors (its recall calibration file), else the model table's."""
+    shipped = shipped_floors(model_settings)
+    if shipped is not None:
+        return shipped
     return {"rule": model_settings.rule_floor, "project": model_settings.project_floor}
 
 
 def gate_params(config: Any, model_settings: ModelSettings) -> GateParams:
-    """Floors from config when the user set them, else the model's calibrated defaults."""
-    floors = default_floors(model_settings)
-    if config.is_set("recallMinScore"):
-        floors["rule"] = config.recallMinScore
-    if config.is_set("recallMinScoreProject"):
-        floors["project"] = config.recallMinScoreProject
+    """The floors in effect for the model (``memself.config.recall_lines``), margin and top-k."""
+    from memself.config import recall_lines
+
+    lines = recall_lines(config, model_settings)
     return GateParams(
-        {g: float(f) for g, f in floors.items()},
+        {group: line.value for group, line in lines.items()},
         float(config.recallMinMargin),
         int(config.recallTopK),
     )
