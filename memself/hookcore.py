@@ -134,12 +134,13 @@ def prompt_submit(
     if deposition in LEARNING and not verdict.skipped:
         _start_judge(event, config, now, paths)
     block = ""
+    recalled: tuple[str, ...] = ()
     if not verdict.skipped:
-        block = _recall_block(recall, verdict.recall_text, now, paths)
+        block, recalled = _recall_block(recall, verdict.recall_text, now, paths)
     reminder = texts.reminder(adapter.OWN_MEMORY, deposition)
     context = "\n\n".join(p for p in (block, reminder) if p)
     user_message = block if block and config.showRecall else ""
-    return HookReply(context=context, user_message=user_message)
+    return HookReply(context=context, user_message=user_message, rewards=recalled)
 
 
 def _restore_hidden_confirmation(event: HookEvent, paths: DataPaths) -> str | None:
@@ -175,22 +176,28 @@ def _engine_recall(paths: DataPaths) -> RecallFn:
     return recall
 
 
-def _recall_block(recall: RecallFn, text: str, now: datetime, paths: DataPaths) -> str:
+def _recall_block(
+    recall: RecallFn, text: str, now: datetime, paths: DataPaths
+) -> tuple[str, tuple[str, ...]]:
+    """The recall block for ``text`` and the ids of the memories in it. Nothing is rewarded here:
+    the hook rewards them once the block has reached the host (``memself.hook.run``)."""
     try:
         result = recall(text, now)
     except (MemselfError, OSError) as exc:
         log(paths, "recall-failed", error=str(exc))
-        return ""
+        return "", ()
     if not result:
-        return ""
+        return "", ()
+    found = {group: list(result.get(group, [])) for group in ("rule", "project")}
     hits = {
-        group: [
-            texts.RecallHit(h["text"], float(h["score"]), float(h["confidence"]))
-            for h in result.get(group, [])
-        ]
-        for group in ("rule", "project")
+        group: [texts.RecallHit(h["text"], float(h["score"]), float(h["confidence"])) for h in items]
+        for group, items in found.items()
     }
-    return texts.recall_block(hits["rule"], hits["project"])
+    block = texts.recall_block(hits["rule"], hits["project"])
+    if not block:
+        return "", ()
+    ids = tuple(dict.fromkeys(str(h["id"]) for items in found.values() for h in items if "id" in h))
+    return block, ids
 
 
 def stop(event: HookEvent, config: Config, now: datetime, paths: DataPaths) -> HookReply:

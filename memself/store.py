@@ -525,6 +525,21 @@ class MemoryStore:
             return {}
         return gains
 
+    def recall_gains(self, ids: Iterable[str], now: datetime) -> dict[str, float]:
+        """What ``reward_recall`` would add per id right now, without writing anything: recall
+        shows confidences as they will be once the recalled text has reached the host, and the
+        reward itself waits until then."""
+        import copy
+
+        wanted = set(ids)
+        gains: dict[str, float] = {}
+        for memory in self.all():
+            if memory.id in wanted and memory.active:
+                gain = confidence.reward_recall(copy.copy(memory), now)
+                if gain:
+                    gains[memory.id] = gain
+        return gains
+
     def _any_reward_due(self, ids: list[str], now: datetime) -> bool:
         day = local_day(now)
         wanted = set(ids)

@@ -2,7 +2,9 @@
 
 A frame is a 4-byte big-endian length followed by that many bytes of UTF-8 JSON (an object).
 Each connection carries exactly one request and one response, so a slow request never holds up
-another client, and there is no session state to get wrong.
+another client, and there is no session state to get wrong. One byte may follow the response the
+other way: ``ACK``, the hook process's word that it wrote the answer to the host, after which the
+engine rewards the memories recalled into it (a hook that gave up waiting never sends it).
 
 Request:  {"v": 1, "op": str, "payload": dict, "version": str, "fingerprint": str,
            "wait_s": float (optional: how long a service op may wait for warm-up),
@@ -36,13 +38,18 @@ OP_STATUS = "status"
 OP_STOP = "stop"
 ENGINE_OPS = frozenset({OP_PING, OP_STATUS, OP_STOP})
 # Ops of the recall service (memself.engine.service); the engine forwards them untouched.
-OP_RECALL = "recall"  # {text, now}: gated recall, hits rewarded (the local hook's recall)
+# {text, now}: gated recall, nothing rewarded: the hook rewards what it delivered (its local run)
+OP_RECALL = "recall"
 OP_NEAREST = "nearest"  # {text, k}: the k nearest memories, ungated, no rewards (the judge)
 OP_PREVIEW = "preview"  # {text}: recall with the gate's explanation, no rewards (``memself recall``)
 # {host, stdin, env, home, started, utcoffset, zone}: a whole session-start or prompt hook from
 # the raw stdin the hook process read (``memself.hook.process``), answered by ``memself.hook.run``.
 OP_HOOK_FORWARD = "hook-forward"
 SERVICE_OPS = frozenset({OP_RECALL, OP_NEAREST, OP_PREVIEW, OP_HOOK_FORWARD})
+# After a reply whose delivery matters: the client sends this byte once it handed the answer to
+# the host; the engine waits for it this long, then drops what depended on it.
+ACK = b"\x06"
+ACK_WAIT_S = 2.0
 
 # Error codes. Those below "client-side" never travel on the wire.
 ERR_VERSION_MISMATCH = "version-mismatch"

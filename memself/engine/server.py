@@ -5,6 +5,9 @@ private directory, whose path is recorded in the data directory, or loopback TCP
 where AF_UNIX is missing), warm the service up in the background,
 serve one request per connection on its own thread, and exit after ``idle_s`` without requests,
 on ``stop``, on SIGTERM, or when a client of another version asks for a service op.
+
+A service may leave work that depends on the reply reaching its reader (``take_deferred``: the
+reward of a forwarded hook's recall): it runs only when the client acknowledges (``ACK``).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import signal
 import socket
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +43,8 @@ from memself.engine.location import (
 )
 from memself.engine.peercred import peer_allowed, peer_uid
 from memself.engine.protocol import (
+    ACK,
+    ACK_WAIT_S,
     ERR_BAD_REQUEST,
     ERR_BUSY,
     ERR_INTERNAL,
@@ -87,6 +93,7 @@ def _ok(result: dict[str, Any]) -> dict[str, Any]:
 
 
 FileStamp = tuple[int, int, int] | None
+Deferred = Callable[[], None] | None  # what runs once the client acknowledged the reply
 
 
 def _stamp(path: Path) -> FileStamp:
@@ -459,7 +466,9 @@ class EngineServer:
                     log(self.paths, "engine-refused", peer_uid=uid)
                     _send(conn, _error(ERR_REFUSED))
                     return
-            _send(conn, self._dispatch(request))
+            response, deferred = self._dispatch(request)
+            if _send(conn, response) and deferred is not None and _acknowledged(conn):
+                self._run_deferred(deferred)
         except Exception as exc:  # a broken request must not kill the engine
             log(self.paths, "engine-connection-error", error=_where(exc))
         finally:
@@ -470,23 +479,23 @@ class EngineServer:
                 self._last_activity = time.monotonic()
             self._slots.release()
 
-    def _dispatch(self, request: dict[str, Any]) -> dict[str, Any]:
+    def _dispatch(self, request: dict[str, Any]) -> tuple[dict[str, Any], Deferred]:
         op = request.get("op")
         payload = request.get("payload", {})
         if not isinstance(op, str) or not isinstance(payload, dict):
-            return _error(ERR_BAD_REQUEST)
+            return _error(ERR_BAD_REQUEST), None
         if self.transport == "tcp" and not hmac.compare_digest(
             str(request.get("token", "")).encode(), self._token.encode()
         ):
             log(self.paths, "engine-refused", reason="bad-token")
-            return _error(ERR_REFUSED)
+            return _error(ERR_REFUSED), None
         if op == OP_PING:
-            return _ok(self.ping_info())
+            return _ok(self.ping_info()), None
         if op == OP_STATUS:
-            return _ok(self.status_info())
+            return _ok(self.status_info()), None
         if op == OP_STOP:
             self.shutdown("stop")
-            return _ok({"stopping": True, "pid": self.pid})
+            return _ok({"stopping": True, "pid": self.pid}), None
         if request.get("version") != self.version or request.get("fingerprint") != self.fingerprint:
             log(
                 self.paths,
@@ -495,10 +504,10 @@ class EngineServer:
                 theirs=str(request.get("fingerprint"))[:80],
             )
             self.shutdown("version-mismatch")
-            return _error(ERR_VERSION_MISMATCH)
+            return _error(ERR_VERSION_MISMATCH), None
         return self._service_op(op, payload, request.get("wait_s", 0))
 
-    def _service_op(self, op: str, payload: dict[str, Any], wait_s: Any) -> dict[str, Any]:
+    def _service_op(self, op: str, payload: dict[str, Any], wait_s: Any) -> tuple[dict[str, Any], Deferred]:
         if self._state == STATE_FAILED:
             self._check_files()  # a fixed config or index gets a second warm-up
         try:
@@ -506,24 +515,35 @@ class EngineServer:
         except (TypeError, ValueError):
             wait = 0.0
         if not self._warm_done.wait(wait):
-            return _error(ERR_NOT_READY)
+            return _error(ERR_NOT_READY), None
         if self._state == STATE_FAILED:
-            return _error(ERR_WARM_UP_FAILED, f"{MESSAGES[ERR_WARM_UP_FAILED]}：{self._warm_error}")
+            return _error(ERR_WARM_UP_FAILED, f"{MESSAGES[ERR_WARM_UP_FAILED]}：{self._warm_error}"), None
         self._check_files()
         service = self._service
         assert service is not None
+        take_deferred = getattr(service, "take_deferred", None)
         with self._service_lock:
             try:
                 result = service.handle(op, payload)
             except MemselfError as exc:
-                return _error(ERR_SERVICE, str(exc) or None)
+                return _error(ERR_SERVICE, str(exc) or None), None
             except Exception as exc:  # report, keep serving
                 log(self.paths, "engine-service-error", op=op[:40], error=_where(exc))
-                return _error(ERR_INTERNAL)
+                return _error(ERR_INTERNAL), None
+            finally:
+                # Taken under the lock it was left under: it belongs to this op alone.
+                deferred = take_deferred() if callable(take_deferred) else None
         if not isinstance(result, dict):
             log(self.paths, "engine-service-error", op=op[:40], error="result is not a dict")
-            return _error(ERR_INTERNAL)
-        return _ok(result)
+            return _error(ERR_INTERNAL), None
+        return _ok(result), deferred
+
+    def _run_deferred(self, deferred: Callable[[], None]) -> None:
+        with self._service_lock:
+            try:
+                deferred()
+            except Exception as exc:  # a failed reward must not end the engine
+                log(self.paths, "engine-deferred-error", error=_where(exc))
 
     def _check_files(self) -> None:
         """Reload the service when a watched data file changed since the last look."""
@@ -605,18 +625,31 @@ class EngineServer:
             self._service_lock.release()
 
 
-def _send(conn: socket.socket, response: dict[str, Any], timeout: float = _WRITE_TIMEOUT_S) -> None:
+def _send(conn: socket.socket, response: dict[str, Any], timeout: float = _WRITE_TIMEOUT_S) -> bool:
+    """Send one reply; False when it could not go out whole (a failed one is sent as an error)."""
+    ok = True
     try:
         frame = pack(response, MAX_RESPONSE_BYTES)
     except FrameError:
-        frame = pack(_error(ERR_TOO_LARGE, "应答超过大小上限"), MAX_RESPONSE_BYTES)
+        frame, ok = pack(_error(ERR_TOO_LARGE, "应答超过大小上限"), MAX_RESPONSE_BYTES), False
     except (TypeError, ValueError):
-        frame = pack(_error(ERR_INTERNAL), MAX_RESPONSE_BYTES)
+        frame, ok = pack(_error(ERR_INTERNAL), MAX_RESPONSE_BYTES), False
     try:
         conn.settimeout(timeout)
         conn.sendall(frame)
     except OSError:
-        pass  # the client gave up (its budget ran out); nothing to tell it
+        return False  # the client gave up (its budget ran out); nothing to tell it
+    return ok
+
+
+def _acknowledged(conn: socket.socket) -> bool:
+    """Whether the client says it handed the reply on (one ``ACK`` byte within ``ACK_WAIT_S``);
+    a client that closed, timed out or sent anything else did not."""
+    try:
+        conn.settimeout(ACK_WAIT_S)
+        return conn.recv(1) == ACK
+    except OSError:
+        return False
 
 
 def _discard_request(conn: socket.socket, timeout: float) -> None:

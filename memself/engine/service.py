@@ -2,21 +2,23 @@
 and the server half of the hook's fast path.
 
 Ops (declared in ``memself.engine.protocol``):
-- ``recall`` {text, now}: per-group gated recall of active memories, rewarded through the store.
+- ``recall`` {text, now}: per-group gated recall of active memories, with each hit's confidence as
+  it will be after its reward; nothing is rewarded: the caller rewards what reached the host.
 - ``nearest`` {text, k}: the k nearest active memories, ungated, no rewards (the judge's dedup).
 - ``preview`` {text}: what ``text`` would recall, with the gate's explanation, no rewards
   (``memself recall``).
 - ``hook-forward`` {host, stdin, env, home, started, utcoffset, zone}: a whole session-start or
   prompt hook from the raw stdin the hook process read (``memself.hook.process``), run here by
   ``memself.hook.run`` with the engine's recall and store, so that the hook process imports
-  almost nothing.
+  almost nothing. Its recalled memories are rewarded only when the hook process confirms it wrote
+  the answer to the host (``take_deferred``): a hook that gave up waiting rewards nothing.
 """
 
 from __future__ import annotations
 
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -31,7 +33,7 @@ from memself.timeutil import parse_iso
 
 if TYPE_CHECKING:
     from memself.encoder import Encoder
-    from memself.hook.run import Handler
+    from memself.hook.run import Handler, RewardSink
     from memself.hosts.base import HookEvent, HookReply
     from memself.index.sync import VectorIndex
     from memself.recall.memory_side import MemorySideEncoder
@@ -60,6 +62,8 @@ class RecallService:
         self.index: VectorIndex | None = None
         self.memories: dict[str, Memory] = {}
         self.pool: RecallPool | None = None  # the indexed memories
+        # The reward of the hook just answered, until the engine learns whether it was delivered.
+        self._deferred: Callable[[], None] | None = None
 
     # ----- lifecycle (called by the engine) -----
 
@@ -157,7 +161,7 @@ class RecallService:
                 ]
             }
         if op == OP_HOOK_FORWARD:
-            return run_forwarded(payload, self.paths, self.hook_core)
+            return run_forwarded(payload, self.paths, self.hook_core, rewards_to=self.defer_rewards)
         raise InvalidInput(f"召回引擎不支持的操作「{op}」")
 
     def nearest(self, text: str, k: int) -> list[tuple[Memory, float]]:
@@ -176,7 +180,8 @@ class RecallService:
         return recaller.recall(text, pool, index.matrix, params, matrix_key=index.generation).to_detail()
 
     def recall(self, text: str, now: datetime) -> dict[str, Any]:
-        """Gated per-group recall; the hits are rewarded (once per memory per day)."""
+        """Gated per-group recall. Each hit shows the confidence it will have once rewarded (once
+        per memory per day); the reward itself is the caller's, for text that reached the host."""
         from memself.models import resolve_model
         from memself.recall.gate import gate_params
 
@@ -184,7 +189,7 @@ class RecallService:
         params = gate_params(config, resolve_model(config.model))
         recaller, pool, index = self._loaded()
         result = recaller.recall(text, pool, index.matrix, params, matrix_key=index.generation).to_json()
-        gains = self.store.reward_recall([h["id"] for g in GROUPS for h in result[g]], now)
+        gains = self.store.recall_gains([h["id"] for g in GROUPS for h in result[g]], now)
         for hits in result.values():
             for hit in hits:
                 hit["confidence"] = round(hit["confidence"] + gains.get(hit["id"], 0.0), 10)
@@ -203,11 +208,34 @@ class RecallService:
             store=self.store,
         )
 
+    def defer_rewards(self, ids: tuple[str, ...], now: datetime) -> None:
+        """Keep a forwarded hook's reward for ``take_deferred``."""
+        store = self.store
+        self._deferred = lambda: _reward_delivered(store, ids, now)
 
-def run_forwarded(payload: Mapping[str, Any], paths: DataPaths, core: Handler) -> dict[str, Any]:
+    def take_deferred(self) -> Callable[[], None] | None:
+        """What the engine runs once the client confirms the host got the reply to the op just
+        handled (the reward of the memories recalled into it); None when there is nothing."""
+        deferred, self._deferred = self._deferred, None
+        return deferred
+
+
+def _reward_delivered(store: MemoryStore, ids: tuple[str, ...], now: datetime) -> None:
+    store.reward_recall(ids, now)
+
+
+def run_forwarded(
+    payload: Mapping[str, Any],
+    paths: DataPaths,
+    core: Handler,
+    *,
+    rewards_to: RewardSink | None = None,
+) -> dict[str, Any]:
     """The server half of the hook's fast path: the whole hook for the stdin a hook process
     forwarded, with that process's environment subset, home and clock, and ``core`` (the
-    engine's ``hook_core``; a scripted one in tests).
+    engine's ``hook_core``; a scripted one in tests). ``rewards_to`` gets the ids recalled into
+    the answer (None: they are not rewarded); only the hook process knows whether the answer
+    reached the host.
 
     ``{"stdout": <base64 of what the hook prints>}``, or ``{"local": True}`` for what must run in
     the hook process: anything but a well-formed session start or prompt (Stop may wait seconds
@@ -236,10 +264,15 @@ def run_forwarded(payload: Mapping[str, Any], paths: DataPaths, core: Handler) -
         stdout=out,
         spent_s=max(0.0, time.time() - started_wall),
         in_engine=True,
+        rewards_to=rewards_to or _no_reward,
     )
     if not run(Stdin(raw), context):
         return {"local": True}
     return {"stdout": binascii.b2a_base64(out.getvalue(), newline=False).decode("ascii")}
+
+
+def _no_reward(ids: tuple[str, ...], now: datetime) -> None:
+    """Answers the engine serves without a way to learn they were delivered earn nothing."""
 
 
 def _zoned_now(payload: Mapping[str, Any]) -> datetime:

@@ -25,6 +25,7 @@ import time
 from memself.engine import transport
 from memself.engine.location import code_fingerprint, locate
 from memself.engine.protocol import (
+    ACK,
     ERR_NOT_READY,
     ERR_PROTOCOL,
     ERR_TIMEOUT,
@@ -37,6 +38,10 @@ from memself.engine.protocol import (
 )
 from memself.hook import deadline
 from memself.hook.inputs import Stdin, agent_arg, data_root, event_arg, read_stdin, stdout_buffer
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import _socket
 
 # Seconds the hook gives a warm engine to answer a whole session-start or prompt hook, at most
 # (less when the hook's deadline is near); below the minimum the engine is not asked at all.
@@ -71,6 +76,10 @@ _JSON_ESCAPES[ord("\\")] = "\\\\"
 # What the engine made of a forwarded hook: ("out", stdout bytes), ("local", "") for an event
 # that must run here, ("error", ERR_* code) when it could not answer; ("", "") when not asked.
 Outcome = tuple[str, "bytes | str"]
+# The connection an "out" answer came on, kept open until this process has written that answer
+# to the host: then it says so (``ACK``), and only then does the engine reward the memories
+# recalled into it.
+_answered_on: list[_socket.socket] = []
 
 
 def main(argv: list[str]) -> None:
@@ -82,12 +91,19 @@ def main(argv: list[str]) -> None:
     event = event_arg(argv) or payload_kind(stdin)
     kind, said = _ask_engine(host, event, stdin, started) if host else ("", "")
     if kind == "out":
-        if isinstance(said, bytes) and said and deadline.begin_answer():
-            stdout = stdout_buffer()
-            if stdout is not None:  # without a stdout there is nobody to answer
-                stdout.write(said)
-                stdout.flush()
-            deadline.end_answer()
+        delivered = False
+        try:
+            if isinstance(said, bytes) and said and deadline.begin_answer():
+                try:
+                    stdout = stdout_buffer()
+                    if stdout is not None:  # without a stdout there is nobody to answer
+                        stdout.write(said)
+                        stdout.flush()
+                        delivered = True
+                finally:
+                    deadline.end_answer()
+        finally:
+            _close_answered(delivered)
         return
     from memself.hook.run import RunContext, run
 
@@ -180,15 +196,33 @@ def forward(
     deadline = time.monotonic() + timeout_s
     try:
         sock, token = transport.connect(locate(data_root()), deadline)
+        outcome: Outcome = ("", "")
         try:
             if token is not None:  # the TCP fallback: the token is the last field
                 body = body[:-1] + f',"token":{_json_str(token)}}}'.encode("ascii")
-            reply = transport.exchange(sock, body, deadline)
+            outcome = parse_reply(transport.exchange(sock, body, deadline))
         finally:
-            sock.close()
+            if outcome[0] == "out":
+                _close_answered(False)  # an earlier answer's connection, if any: not this one's
+                _answered_on.append(sock)
+            else:
+                sock.close()
     except FrameError as exc:
         return ("error", exc.code)
-    return parse_reply(reply)
+    return outcome
+
+
+def _close_answered(delivered: bool) -> None:
+    """Tell the engine whether the host got its answer (``ACK``, or just closing), then close."""
+    while _answered_on:
+        sock = _answered_on.pop()
+        try:
+            if delivered:
+                sock.sendall(ACK)
+        except OSError:
+            pass  # the engine is gone: its reward goes with it
+        finally:
+            sock.close()
 
 
 def request_body(host: str, raw: bytes, started: float, wait_ready_s: float = 0.0) -> bytes:

@@ -28,6 +28,8 @@ from memself.paths import DataPaths
 from memself.timeutil import parse_iso
 
 Handler = Callable[[HookEvent, datetime, DataPaths], HookReply]
+# Takes the ids of the memories recalled into an answer once that answer is written, and when.
+RewardSink = Callable[[tuple[str, ...], datetime], None]
 
 # What the engine answers; everything else (Stop may wait seconds for judge jobs, bad input)
 # runs in the hook process.
@@ -60,6 +62,10 @@ class RunContext(NamedTuple):
     # Inside the engine: session starts and prompts only (``run`` declines the rest), no
     # watchdog (its ``os._exit`` would end the engine), logged with note "engine".
     in_engine: bool = False
+    # Who rewards the memories recalled into a written answer. None: this process, right after
+    # writing it (the hook process: its stdout is the host). The engine passes one that waits
+    # for the hook process to say it wrote the answer to the host.
+    rewards_to: RewardSink | None = None
 
 
 def run(stdin: Stdin, context: RunContext) -> bool:
@@ -116,8 +122,15 @@ def run(stdin: Stdin, context: RunContext) -> bool:
             budget = max(adapter.TIMEOUTS.get(event.kind, 10) * WATCHDOG_SHARE - context.spent_s, 0.1)
             watchdog = _start_watchdog(budget, out, adapter.render(event, HookReply()), paths, record)
         core = context.core or _local_core(record, context.engine_error)
-        reply = core(event, context.now or now_from_env(env), paths)
-        out.write(adapter.render(event, reply))
+        now = context.now or now_from_env(env)
+        reply = core(event, now, paths)
+        if out.write(adapter.render(event, reply)) and out.written is not None and reply.rewards:
+            # A recall is rewarded only when its text was actually handed over: not when the
+            # watchdog or the deadline answered "nothing" first.
+            if context.rewards_to is not None:
+                context.rewards_to(reply.rewards, now)
+            else:
+                _reward(paths, reply.rewards, now)
     except BaseException as exc:  # a hook must answer whatever went wrong
         record.error = _describe(exc)
         if record.adapter is not None:
@@ -239,6 +252,12 @@ def _local_core(record: _Record, engine_error: str | None) -> Handler:
         return handle(event, now, paths)
 
     return core
+
+
+def _reward(paths: DataPaths, ids: tuple[str, ...], now: datetime) -> None:
+    from memself.store import MemoryStore
+
+    MemoryStore(paths).reward_recall(ids, now)  # a busy lock or a failed write is logged there
 
 
 def _start_watchdog(

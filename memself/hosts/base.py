@@ -40,6 +40,8 @@ class HookReply(NamedTuple):
     continuation: str = ""  # Stop only: the model text of one more turn
     visible: str = ""  # Stop only: what the user sees of the continuation (Cursor shows it)
     user_message: str = ""  # shown to the user only (Claude Code systemMessage, showRecall)
+    # Memories recalled into ``context``: rewarded only once the answer has reached the host.
+    rewards: tuple[str, ...] = ()
 
     @property
     def empty(self) -> bool:
