@@ -1,10 +1,13 @@
-"""CodeBuddy: hooks in ``~/.codebuddy/settings.json``, MCP in ``~/.codebuddy/.mcp.json``.
+"""CodeBuddy: hooks in ``settings.json``, MCP in ``.mcp.json`` or ``mcp.json``, in its config folder.
 
-The MCP file was measured, not guessed: the CodeBuddy Code CLI 2.117.0
-(``@tencent-ai/agent-sdk@0.3.201``) ``mcp add --scope user`` writes ``~/.codebuddy/.mcp.json``,
-and its ``mcp list`` reads that file but neither ``~/.codebuddy/mcp.json`` nor
-``~/.codebuddy.json``. The original plugin wrote ``~/.codebuddy/mcp.json``; an entry of ours
-there is kept current and removed on uninstall.
+Measured, not guessed, on the CodeBuddy Code CLI 2.117.0 (``@tencent-ai/agent-sdk@0.3.201``):
+- its config folder is ``$CODEBUDDY_CONFIG_DIR`` when set, else ``~/.codebuddy``;
+- its user MCP servers come from the first of ``.mcp.json`` and ``mcp.json`` in that folder that
+  exists (``mcp add --scope user`` creates ``.mcp.json``). The original plugin wrote ``mcp.json``:
+  a user who has only that file keeps it, with ours added, because creating ``.mcp.json`` beside
+  it would hide every server in it from CodeBuddy.
+WorkBuddy runs the same engine with ``CODEBUDDY_CONFIG_DIR`` at ``~/.workbuddy``; that folder is
+WorkBuddy's (its own installer), never CodeBuddy's.
 """
 
 from memself.installers.jsonhost import JsonHostInstaller
@@ -17,4 +20,7 @@ INSTALLER = JsonHostInstaller(
     hook_shape="nested",
     mcp_file=".mcp.json",
     other_mcp_files=("mcp.json",),
+    mcp_read_order=(".mcp.json", "mcp.json"),
+    config_env="CODEBUDDY_CONFIG_DIR",
+    config_env_ignored=(".workbuddy",),
 )

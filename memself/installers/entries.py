@@ -6,7 +6,7 @@ Recognition is by a stable marker, never by position:
   ``memory.mjs hook`` with ``--agent`` (``memself.hooks.command``);
 - the MCP server is ours by its name, ``memory-self-evolution`` (the original plugin used the same
   name, so its entry is replaced, not duplicated); the original's older ``dsh-memory`` server is
-  removed when it runs ``memory-mcp.mjs``.
+  removed by its name, as the original did, from every MCP file we edit.
 
 Upserting keeps the position of an existing entry of ours (and of the group holding it), appends
 otherwise, and removes every other entry of ours (duplicates, and events we no longer use, such
@@ -54,15 +54,6 @@ def hook_commands(data: object, shape: Literal["nested", "flat"]) -> Iterator[st
                 command = handler.get("command") if isinstance(handler, dict) else None
                 if isinstance(command, str):
                     yield command
-
-
-def is_legacy_mcp(entry: object) -> bool:
-    """An MCP entry that runs the original plugin's server script."""
-    if not isinstance(entry, dict):
-        return False
-    args = entry.get("args")
-    parts = [entry.get("command"), *(args if isinstance(args, list) else [])]
-    return any(isinstance(p, str) and p.replace("\\", "/").endswith("memory-mcp.mjs") for p in parts)
 
 
 class Registration(NamedTuple):
@@ -234,17 +225,21 @@ def remove_mcp(data: dict[str, Any], path: Path) -> dict[str, Any]:
 
 
 def update_mcp_if_present(data: dict[str, Any], path: Path, command: Sequence[str]) -> dict[str, Any]:
-    """Point an existing registration of ours at the current server; add nothing new."""
+    """Point an existing registration of ours at the current server; add nothing new. The
+    original's DSH-era server goes in any case, as the original removed it."""
     servers = expect_dict(data, "mcpServers", path, "mcpServers")
     if servers and SERVER_NAME in servers:
         return upsert_mcp(data, path, command)
+    if servers:
+        _drop_legacy_servers(servers)
     return data
 
 
 def _drop_legacy_servers(servers: dict[str, Any]) -> None:
+    # By name, whatever it runs, as the original did: ``dsh-memory`` is this plugin's own old
+    # name (the DSH/Cordis plugin it grew from).
     for name in LEGACY_SERVER_NAMES:
-        if is_legacy_mcp(servers.get(name)):
-            del servers[name]
+        servers.pop(name, None)
 
 
 # ---- Claude Code permission rule: {"permissions": {"allow": [rule]}}

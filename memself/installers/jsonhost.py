@@ -7,6 +7,7 @@ and the permission rule).
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import partial
@@ -45,11 +46,28 @@ class JsonHostInstaller:
     # Files where an earlier registration of ours may sit (the original plugin's choice): an entry
     # there is kept pointing at the current server, and removed on uninstall; none is added.
     other_mcp_files: tuple[str, ...] = ()
+    # The host reads its MCP servers from the first of these files that exists (then ours goes
+    # there; ``mcp_file`` is created when none does). Empty: always ``mcp_file``.
+    mcp_read_order: tuple[str, ...] = ()
+    # An environment variable naming the config folder in place of ``config_dir``, and folders
+    # (relative to HOME) it is ignored for because they belong to another host.
+    config_env: str | None = None
+    config_env_ignored: tuple[str, ...] = ()
     # Extra fields of a flat hook entry, per event (Cursor's ``loop_limit``).
     hook_fields: Mapping[EventKind, Mapping[str, Any]] = field(default_factory=dict)
 
     def config_root(self, home: Path) -> Path:
+        named = os.environ.get(self.config_env, "").strip() if self.config_env else ""
+        if named:
+            folder = Path(named).expanduser()
+            if all(not _same_folder(folder, home / other) for other in self.config_env_ignored):
+                return folder
         return home / self.config_dir
+
+    def mcp_target(self, root: Path) -> str | None:
+        """The MCP file ours is registered in: the one the host reads."""
+        existing = [name for name in self.mcp_read_order if (root / name).is_file()]
+        return existing[0] if existing else self.mcp_file
 
     def detect(self, home: Path) -> bool:
         return self.config_root(home).is_dir()
@@ -109,18 +127,19 @@ class JsonHostInstaller:
     def _mcp_steps(self, ctx: InstallContext) -> list[Step]:
         command = ctx.mcp_command(self.name)
         root = self.config_root(ctx.home)
+        target = self.mcp_target(root)
         steps: list[Step] = []
-        if self.mcp_file:
+        if target:
             steps.append(
                 JsonEditStep(
-                    root / self.mcp_file,
+                    root / target,
                     f"MCP（{entries.SERVER_NAME}）",
                     [partial(_mcp_upsert, command=command)],
                 )
             )
-        for name in self.other_mcp_files:
-            path = root / name
-            if path.exists():
+        for name in dict.fromkeys((self.mcp_file, *self.other_mcp_files)):
+            path = root / name if name else None
+            if name != target and path is not None and path.exists():
                 steps.append(
                     JsonEditStep(
                         path, f"MCP（{entries.SERVER_NAME}，旧位置）", [partial(_mcp_update, command=command)]
@@ -131,7 +150,7 @@ class JsonHostInstaller:
     def _mcp_removal_steps(self, ctx: InstallContext) -> list[Step]:
         command = ctx.mcp_command(self.name)
         root = self.config_root(ctx.home)
-        names = ([self.mcp_file] if self.mcp_file else []) + list(self.other_mcp_files)
+        names = list(dict.fromkeys(([self.mcp_file] if self.mcp_file else []) + list(self.other_mcp_files)))
         return [
             JsonRemovalStep(
                 root / name,
@@ -170,6 +189,13 @@ class JsonHostInstaller:
 
     def remove(self, ctx: InstallContext) -> list[StepResult]:
         return run_steps(self.plan_removal(ctx))
+
+
+def _same_folder(a: Path, b: Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return os.path.abspath(a) == os.path.abspath(b)
 
 
 def _mcp_upsert(data: dict[str, Any], path: Path, *, command: list[str]) -> dict[str, Any]:

@@ -9,6 +9,7 @@ keeping memories, trash, index, snapshot, decay state and verify cases.
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -171,6 +172,7 @@ def run_setup(
     """The whole of ``memself setup``; returns the exit code."""
     home = home or Path.home()
     paths = paths or DataPaths.default()
+    move_old_data_dir(home, paths, opts.dry_run, echo)
     hosts = targets(home, opts.only)
     full = opts.only is None and not opts.sidepath
     if not hosts:
@@ -206,6 +208,27 @@ def run_setup(
         render_results(report, echo, show_diff=opts.dry_run)
     _footer(hosts, reports, paths, echo, opts.dry_run)
     return 1 if any(r.error for r in reports) else 0
+
+
+OLD_DATA_DIR = ".dsh-memory"  # where the plugin kept its memories before it was renamed
+
+
+def move_old_data_dir(home: Path, paths: DataPaths, dry_run: bool, echo: Echo) -> None:
+    """As the original's setup did: ``~/.dsh-memory`` becomes the data directory when there is
+    none yet (never merged into an existing one)."""
+    old = home / OLD_DATA_DIR
+    if not old.is_dir() or old.is_symlink() or os.path.lexists(paths.root):
+        return
+    if dry_run:
+        echo(f"将把 {old} 迁到 {paths.root}")
+        return
+    try:
+        paths.root.parent.mkdir(parents=True, exist_ok=True)
+        os.rename(old, paths.root)
+    except OSError as exc:
+        echo(f"没能把 {old} 迁到 {paths.root}（{exc.strerror or exc}），请手动移动后重新运行 memself setup")
+        return
+    echo(f"已把 {old} 迁到 {paths.root}")
 
 
 def _prepare(paths: DataPaths, prepare: Callable[[str, Echo], ModelReady], echo: Echo) -> None:
