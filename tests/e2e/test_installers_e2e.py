@@ -140,3 +140,52 @@ def test_codebuddy_setup_only_then_mcp_connected_and_hooks_inject(clients: Clien
     gone = memself(workspace, env, "uninstall", "--only", "codebuddy")
     assert gone.returncode == 0
     assert SERVER not in client([*clients.codebuddy, "mcp", "list"], workspace, env)
+
+
+def _listed(clients: Clients, ws: dict[str, Path], env: dict[str, str]) -> dict[str, str]:
+    """``codebuddy mcp list``: server name -> its status line."""
+    listed = client([*clients.codebuddy, "mcp", "list"], ws, env)
+    return {ln.split(":", 1)[0]: ln for ln in listed.splitlines() if ": " in ln and " - " in ln}
+
+
+def test_codebuddy_users_own_servers_in_mcp_json_stay_visible(clients: Clients, workspace) -> None:
+    """The original registered in ``~/.codebuddy/mcp.json``, where users keep servers of their
+    own. The CLI reads the first of ``.mcp.json`` and ``mcp.json`` that exists: memself must
+    register in ``mcp.json`` here, or every server in it disappears from CodeBuddy."""
+    env = env_for(workspace)
+    folder = workspace["home"] / ".codebuddy"
+    folder.mkdir()
+    own = {"type": "stdio", "command": "/bin/cat", "args": []}
+    (folder / "mcp.json").write_text(json.dumps({"mcpServers": {"users-own": own}}), encoding="utf-8")
+    before = _listed(clients, workspace, env)
+    assert "users-own" in before, before  # the CLI reads mcp.json when it is the only one
+    done = memself(workspace, env, "setup", "--only", "codebuddy")
+    assert done.returncode == 0, done.stdout + done.stderr
+    listed = _listed(clients, workspace, env)
+    assert "users-own" in listed, listed
+    assert "Connected" in listed.get(SERVER, ""), listed
+    assert not (folder / ".mcp.json").exists()
+
+
+def test_codebuddy_config_dir_is_honoured(clients: Clients, workspace) -> None:
+    """A user who runs CodeBuddy with ``CODEBUDDY_CONFIG_DIR``: setup registers there, the CLI
+    started with the same variable lists the server and its hooks inject the rule."""
+    folder = workspace["home"] / "cb-config"
+    folder.mkdir()
+    env = env_for(workspace, CODEBUDDY_CONFIG_DIR=str(folder))
+    done = memself(workspace, env, "setup", "--only", "codebuddy")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (folder / "settings.json").is_file() and (folder / ".mcp.json").is_file()
+    assert not (workspace["home"] / ".codebuddy" / "settings.json").exists()
+    assert "Connected" in _listed(clients, workspace, env).get(SERVER, "")
+    run = run_codebuddy(
+        clients,
+        workspace["home"],
+        "你好",
+        cwd=workspace["proj"],
+        memself_home=workspace["memself"],
+        stream_json=False,
+        extra_env={"CODEBUDDY_CONFIG_DIR": str(folder)},
+    )
+    assert run.rc == 0, run.stderr[-2000:]
+    assert run.bodies_containing("RULE-7c41"), "the rule did not reach the model"
