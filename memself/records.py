@@ -1,9 +1,10 @@
-"""The memory record, in the original plugin's JSON shape, plus the two fields memself adds.
+"""The memory record, in the original plugin's JSON shape, plus the fields memself adds.
 
 Field order on disk: ``id, text, confidence, category, evidence, firstSeen, lastSeen, deprecated,
-createdAt``, then memself's daily-cap fields ``gainDay`` and ``gainToday``, then any unknown keys
-as found (so a newer original's extra fields survive a rewrite). Legacy ``observations`` is
-dropped on read and therefore on the next rewrite.
+createdAt``, then memself's daily-cap fields ``gainDay`` and ``gainToday``, ``appliesWhen`` and
+``textChangedAt`` (when memself last changed the text of an existing memory), the last two only
+when set, then any unknown keys as found (so a newer original's extra fields survive a rewrite).
+Legacy ``observations`` is dropped on read and therefore on the next rewrite.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ _KNOWN = (
     "gainDay",
     "gainToday",
     "appliesWhen",
+    "textChangedAt",
 )
 _DROPPED = ("observations",)
 _BASE36 = string.digits + string.ascii_lowercase
@@ -210,6 +212,9 @@ class Memory:
     gainDay: str = ""
     gainToday: float = 0.0
     appliesWhen: tuple[str, ...] = ()
+    # When memself last changed this memory's text (merge, replace): vectors made before then,
+    # such as the original's embeddings.jsonl, no longer describe it.
+    textChangedAt: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -272,8 +277,17 @@ class Memory:
             gainToday=_number(gain, 0.0),
             # Read leniently (a hand edit must not lose the memory), kept as clean as a write.
             appliesWhen=read_applies_when(raw.get("appliesWhen")),
+            textChangedAt=_str(raw.get("textChangedAt")),
             extra=extra,
         )
+
+    def set_text(self, text: str, now: datetime) -> str:
+        """Change the text of this existing memory; returns the previous text."""
+        previous = self.text
+        if text != previous:
+            self.text = text
+            self.textChangedAt = iso(now)
+        return previous
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -292,6 +306,8 @@ class Memory:
             out["gainToday"] = round_conf(self.gainToday)
         if self.appliesWhen:  # absent when empty: such records stay byte-identical to the original's
             out["appliesWhen"] = list(self.appliesWhen)
+        if self.textChangedAt:
+            out["textChangedAt"] = self.textChangedAt
         for key, value in self.extra.items():
             out.setdefault(key, value)
         return out

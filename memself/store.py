@@ -416,8 +416,7 @@ class MemoryStore:
         requests = check_applies_when(applies_when)
         with self._writing(now) as session:
             memory = session.require(mem_id)
-            previous = memory.text
-            memory.text = cleaned
+            previous = memory.set_text(cleaned, now)
             if requests:
                 memory.appliesWhen = requests
             gain = confidence.reinforce(memory, now)
@@ -435,8 +434,7 @@ class MemoryStore:
             if found is None:
                 raise NotFound(f"找不到记忆「{drop_id}」")
             drop_file, drop = found
-            previous = keep.text
-            keep.text = cleaned
+            previous = keep.set_text(cleaned, now)
             keep.confidence = round_conf(max(keep.confidence, drop.confidence))
             # The merged text says both: the dropped memory's requests still apply (bounded).
             keep.appliesWhen = check_applies_when(keep.appliesWhen + drop.appliesWhen)
@@ -456,8 +454,7 @@ class MemoryStore:
         requests = check_applies_when(applies_when)
         with self._writing(now) as session:
             memory = session.require(mem_id)
-            previous = memory.text
-            memory.text = cleaned
+            previous = memory.set_text(cleaned, now)
             if requests:
                 memory.appliesWhen = requests
             session.touch(memory)

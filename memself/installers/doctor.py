@@ -171,6 +171,58 @@ def check_recall_lines(paths: DataPaths) -> Check:
     return Check("召回线", True, summary)
 
 
+def check_original_vectors(paths: DataPaths) -> Check | None:
+    """The original's ``embeddings.jsonl``, which memself imports once and never writes: does it
+    still describe the memories it has vectors for? Only when the file is there."""
+    from datetime import datetime, timezone
+
+    from memself.store import MemoryStore
+    from memself.timeutil import parse_iso
+
+    path = paths.legacy_embeddings
+    try:
+        written = datetime.fromtimestamp(path.stat().st_mtime, tz=timezone.utc)
+    except OSError:
+        return None
+    ids = _vector_ids(path)
+    try:
+        memories = MemoryStore(paths).all()
+    except MemselfError:
+        return None  # the data check reports it
+    stale = [m for m in memories if m.id in ids and (parse_iso(m.textChangedAt) or written) > written]
+    name = "原插件的向量文件"
+    if not stale:
+        return Check(name, True, f"{path} 与记忆正文一致（只在回到原插件时用到，memself 不读写它）")
+    when = written.astimezone().strftime("%Y-%m-%d %H:%M")
+    return Check(
+        name,
+        None,
+        f"{path} 写于 {when}，之后 memself 合并或改写了其中 {len(stale)} 条记忆的正文"
+        "（memself 自己的索引已更新）；回到原插件后，这几条会按旧的意思召回",
+        "只在回到原插件时需要：在原插件目录运行 npm run rebuild-index（它先备份旧文件，再按当前正文"
+        "重算全部向量），然后重启各客户端",
+    )
+
+
+def _vector_ids(path: Path) -> set[str]:
+    """The memory ids ``embeddings.jsonl`` has a vector for (lines that do not parse are skipped)."""
+    import json
+
+    ids: set[str] = set()
+    try:
+        with path.open(encoding="utf-8", errors="replace") as handle:
+            for line in handle:
+                try:
+                    raw = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(raw, dict) and isinstance(raw.get("id"), str):
+                    ids.add(raw["id"])
+    except OSError:
+        pass
+    return ids
+
+
 def check_engine(paths: DataPaths, wait_s: float = _ENGINE_WAIT_S) -> Check:
     from memself.engine.client import engine_status, ensure_started
 
@@ -368,6 +420,7 @@ def run_checks(
     checks += [check_host(name, home, claude_bin) for name in INSTALLERS]
     later: tuple[Callable[[], Check | None], ...] = (
         lambda: check_data(paths),
+        lambda: check_original_vectors(paths),
         lambda: check_model(paths),
         lambda: check_recall_lines(paths),
         lambda: check_engine(paths, engine_wait_s),
