@@ -20,8 +20,6 @@ from memself import __version__, memories
 from memself.config import (
     KEYS,
     USER_ONLY_KEYS,
-    line_in_effect,
-    line_set_message,
     load_config,
     set_config_value,
     user_only_command,
@@ -32,6 +30,7 @@ from memself.judge.resolve import DECISIONS, MSG_INVALID, resolve
 from memself.judge.secrets import key_state, read_key_file
 from memself.logs import log
 from memself.paths import DataPaths
+from memself.recall.lines import line_in_effect, line_set_message
 from memself.records import GROUP_LABELS, GROUPS, fmt_confidence
 from memself.store import MemoryStore
 from memself.texts import group_suffix, inert, requests_line

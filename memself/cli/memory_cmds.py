@@ -8,10 +8,11 @@ import click
 
 from memself import memories
 from memself.cli.app import echo_json, main, now_utc
-from memself.config import KEYS, line_in_effect, line_set_message, load_config, set_config_value
+from memself.config import KEYS, load_config, set_config_value
 from memself.errors import InvalidInput
 from memself.judge.secrets import key_state, read_key_file, shown_base
 from memself.paths import DataPaths
+from memself.recall.lines import line_in_effect, line_set_message
 from memself.records import (
     GROUP_LABELS,
     GROUP_SHORT_LABELS,

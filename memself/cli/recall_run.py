@@ -64,7 +64,7 @@ def local_recall(
     """
     from memself.index.sync import VectorIndex
     from memself.models import resolve_model
-    from memself.recall.gate import gate_params
+    from memself.recall.lines import gate_params
     from memself.recall.memory_side import memory_side
     from memself.recall.pool import indexed_pool
     from memself.store import MemoryStore
@@ -156,7 +156,7 @@ def verify_command(
     original's ``verify-cases.json`` in the data directory (run against the user's active
     memories, read only). Several dev-format sets are also measured leave-one-set-out."""
     from memself.models import resolve_model
-    from memself.recall.gate import gate_params
+    from memself.recall.lines import gate_params
     from memself.store import MemoryStore
     from memself.verify import load_applies_when, load_cases, run_cases, with_applies_when
     from memself.verify_sets import run_sets

@@ -172,7 +172,7 @@ class RecallService:
     def preview(self, text: str) -> dict[str, Any]:
         """What ``text`` would recall, with each group's line, and no reward."""
         from memself.models import resolve_model
-        from memself.recall.gate import gate_params
+        from memself.recall.lines import gate_params
 
         config = load_config(self.paths)
         params = gate_params(config, resolve_model(config.model))
@@ -183,7 +183,7 @@ class RecallService:
         """Gated per-group recall. Each hit shows the confidence it will have once rewarded (once
         per memory per day); the reward itself is the caller's, for text that reached the host."""
         from memself.models import resolve_model
-        from memself.recall.gate import gate_params
+        from memself.recall.lines import gate_params
 
         config = load_config(self.paths)
         params = gate_params(config, resolve_model(config.model))

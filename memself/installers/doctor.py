@@ -142,10 +142,9 @@ def check_recall_lines(paths: DataPaths) -> Check:
         LINE_SOURCES,
         ORIGINAL_LINES_MODEL,
         load_config,
-        recall_lines,
-        show_line,
     )
     from memself.models import resolve_model
+    from memself.recall.lines import recall_lines, show_line
 
     config = load_config(paths)
     try:

@@ -1,6 +1,8 @@
 """Recall: which memories a prompt brings into the context, per group.
 
-- ``gate``: the original's per-group rule over ranked scores (pure; its numbers from config).
+- ``gate``: the original's per-group rule over ranked scores (pure).
+- ``lines``: the numbers the gate uses: each group's line for the model in effect and where it
+  comes from (the user's, the original's, the shipped calibration's or the default).
 - ``scoring``: ``Recaller``, which scores a prompt against memory vectors (and their appliesWhen
   views) in the model's recall space (``memself.background``) plus a lexical signal
   (``memself.lexical``) minus a general-question penalty, then gates each group;

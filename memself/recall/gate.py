@@ -5,7 +5,8 @@ top1 < floor -> nothing; margin >= 0 and top1 - top2 < margin -> nothing; floor 
 off -> plain top-k; else keep ``score >= max(floor, 0.6 * top1)`` and cut to top-k. A memory
 scored with its appliesWhen views must also reach ``floor + extra`` (its group's view offset).
 
-Pure: scores in, kept pairs out. The numbers come from config (``gate_params``); the scores from
+Pure: scores in, kept pairs out. The numbers come from config (``memself.recall.lines.gate_params``);
+the scores from
 ``memself.recall.scoring``.
 """
 
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 if TYPE_CHECKING:
     from memself.models import ModelSettings
@@ -52,18 +53,6 @@ def default_floors(model_settings: ModelSettings) -> dict[str, float]:
     if shipped is not None:
         return shipped
     return {"rule": model_settings.rule_floor, "project": model_settings.project_floor}
-
-
-def gate_params(config: Any, model_settings: ModelSettings) -> GateParams:
-    """The floors in effect for the model (``memself.config.recall_lines``), margin and top-k."""
-    from memself.config import recall_lines
-
-    lines = recall_lines(config, model_settings)
-    return GateParams(
-        {group: line.value for group, line in lines.items()},
-        float(config.recallMinMargin),
-        int(config.recallTopK),
-    )
 
 
 @dataclass(frozen=True)

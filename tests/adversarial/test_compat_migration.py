@@ -26,7 +26,8 @@ from memself.hookcore import handle
 from memself.hosts import HOSTS
 from memself.models import OFFLINE_MODEL, resolve_model
 from memself.paths import DataPaths
-from memself.recall.gate import default_floors, gate_params
+from memself.recall.gate import default_floors
+from memself.recall.lines import gate_params
 from memself.timeutil import iso, local_day
 
 # Runs setup four times and loads the model: the full group (each part has a fast test of its own).

@@ -22,7 +22,8 @@ from memself.cli import main
 from memself.config import load_config
 from memself.models import DEFAULT_MODEL, OFFLINE_MODEL, resolve_model
 from memself.paths import DataPaths
-from memself.recall.gate import default_floors, gate_params
+from memself.recall.gate import default_floors
+from memself.recall.lines import gate_params
 
 ORIGINAL_CONFIG = Path(__file__).parents[1] / "fixtures" / "original-store" / "config.json"
 E5 = default_floors(resolve_model(OFFLINE_MODEL))  # its shipped calibration
