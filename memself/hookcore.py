@@ -45,7 +45,8 @@ RECALL_BUDGET_S = 1.0
 RECALL_RESERVE_S = 0.5
 
 
-RecallFn = Callable[[str, datetime], "dict[str, Any] | None"]
+# (prompt text, now, workspace key): global memories and that workspace's ("" for global only).
+RecallFn = Callable[[str, datetime, str], "dict[str, Any] | None"]
 
 
 def handle(
@@ -102,7 +103,8 @@ def session_start(
     if warm:
         _warm_engine(paths, config)
     adapter = _adapter(event)
-    rules = (store or MemoryStore(paths)).active("rule")
+    # The global rules and the workspace's own; another workspace's are never injected.
+    rules = [m for m in (store or MemoryStore(paths)).active("rule") if m.visible_in(event.workspace)]
     text = texts.session_start(
         rules, adapter.OWN_MEMORY, deposition_state(paths, config), adapter.CONTEXT_LIMIT
     )
@@ -136,7 +138,7 @@ def prompt_submit(
     block = ""
     recalled: tuple[str, ...] = ()
     if not verdict.skipped:
-        block, recalled = _recall_block(recall, verdict.recall_text, now, paths)
+        block, recalled = _recall_block(recall, verdict.recall_text, now, event.workspace, paths)
     reminder = texts.reminder(adapter.OWN_MEMORY, deposition)
     context = "\n\n".join(p for p in (block, reminder) if p)
     user_message = block if block and config.showRecall else ""
@@ -165,24 +167,26 @@ def _start_judge(event: HookEvent, config: Config, now: datetime, paths: DataPat
 
 
 def _engine_recall(paths: DataPaths) -> RecallFn:
-    def recall(text: str, now: datetime) -> dict[str, Any] | None:
+    def recall(text: str, now: datetime, workspace: str) -> dict[str, Any] | None:
         from memself.engine.client import recall_or_none
 
         budget = deadline.budget(RECALL_BUDGET_S, RECALL_RESERVE_S)
         if budget <= 0:
             return None  # the hook's deadline is near: answer without recall
-        return recall_or_none(paths, text, budget, options={"now": now.isoformat()})
+        options = {"now": now.isoformat(), "workspace": workspace}
+        return recall_or_none(paths, text, budget, options=options)
 
     return recall
 
 
 def _recall_block(
-    recall: RecallFn, text: str, now: datetime, paths: DataPaths
+    recall: RecallFn, text: str, now: datetime, workspace: str, paths: DataPaths
 ) -> tuple[str, tuple[str, ...]]:
-    """The recall block for ``text`` and the ids of the memories in it. Nothing is rewarded here:
-    the hook rewards them once the block has reached the host (``memself.hook.run``)."""
+    """The recall block for ``text`` in ``workspace`` and the ids of the memories in it. Nothing
+    is rewarded here: the hook rewards them once the block has reached the host
+    (``memself.hook.run``)."""
     try:
-        result = recall(text, now)
+        result = recall(text, now, workspace)
     except (MemselfError, OSError) as exc:
         log(paths, "recall-failed", error=str(exc))
         return "", ()

@@ -2,8 +2,9 @@
 
 Field order on disk: ``id, text, confidence, category, evidence, firstSeen, lastSeen, deprecated,
 createdAt``, then memself's daily-cap fields ``gainDay`` and ``gainToday``, ``appliesWhen`` and
-``textChangedAt`` (when memself last changed the text of an existing memory), the last two only
-when set, then any unknown keys as found (so a newer original's extra fields survive a rewrite).
+``textChangedAt`` (when memself last changed the text of an existing memory), ``workspace`` and
+``workspaceName`` (the workspace a memory belongs to; none: global), those four only when set,
+then any unknown keys as found (so a newer original's extra fields survive a rewrite).
 Legacy ``observations`` is dropped on read and therefore on the next rewrite.
 """
 
@@ -21,6 +22,7 @@ from typing import Any
 
 from memself.errors import InvalidInput
 from memself.timeutil import iso, local_day
+from memself.workspaces import Workspace, display_name, workspace_for_key
 
 GROUPS = ("rule", "project")
 # The original plugin's names for the groups: the full label (page headings, the session-start
@@ -47,6 +49,8 @@ _KNOWN = (
     "gainToday",
     "appliesWhen",
     "textChangedAt",
+    "workspace",
+    "workspaceName",
 )
 _DROPPED = ("observations",)
 _BASE36 = string.digits + string.ascii_lowercase
@@ -215,6 +219,9 @@ class Memory:
     # When memself last changed this memory's text (merge, replace): vectors made before then,
     # such as the original's embeddings.jsonl, no longer describe it.
     textChangedAt: str = ""
+    # The key of the workspace this memory belongs to ("" for a global one) and its display name.
+    workspace: str = ""
+    workspaceName: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -222,16 +229,29 @@ class Memory:
         """Deprecated memories are never injected, recalled, decayed or deduplicated against."""
         return not self.deprecated and self.confidence > DEPRECATION_LINE
 
+    def visible_in(self, workspace: str) -> bool:
+        """Global memories are seen everywhere; a workspace's only in that workspace."""
+        return not self.workspace or self.workspace == workspace
+
+    def set_workspace(self, workspace: Workspace | None) -> None:
+        self.workspace, self.workspaceName = (workspace.key, workspace.name) if workspace else ("", "")
+
     @property
     def last_active(self) -> str:
         return self.lastSeen or self.createdAt
 
     @classmethod
     def create(
-        cls, text: str, group: str, now: datetime, evidence: str = "", applies_when: Sequence[str] = ()
+        cls,
+        text: str,
+        group: str,
+        now: datetime,
+        evidence: str = "",
+        applies_when: Sequence[str] = (),
+        workspace: Workspace | None = None,
     ) -> Memory:
         stamp = iso(now)
-        return cls(
+        memory = cls(
             id=new_id(now),
             text=check_text(text),
             confidence=0.5,
@@ -246,6 +266,8 @@ class Memory:
             gainToday=0.1,
             appliesWhen=check_applies_when(applies_when),
         )
+        memory.set_workspace(workspace)
+        return memory
 
     @classmethod
     def from_json(cls, raw: object, file_group: str) -> Memory | None:
@@ -263,6 +285,10 @@ class Memory:
         confidence = _number(conf, 0.5)
         gain = raw.get("gainToday")
         extra = {k: v for k, v in raw.items() if k not in _KNOWN and k not in _DROPPED}
+        workspace = _read_workspace(raw)
+        if raw.get("workspace") is not None and not workspace["workspace"]:
+            # Unusable (a hand edit): the memory counts as global, and the value is kept as found.
+            extra.update({k: raw[k] for k in ("workspace", "workspaceName") if k in raw})
         return cls(
             id=mem_id,
             text=text,
@@ -278,6 +304,7 @@ class Memory:
             # Read leniently (a hand edit must not lose the memory), kept as clean as a write.
             appliesWhen=read_applies_when(raw.get("appliesWhen")),
             textChangedAt=_str(raw.get("textChangedAt")),
+            **workspace,
             extra=extra,
         )
 
@@ -308,9 +335,21 @@ class Memory:
             out["appliesWhen"] = list(self.appliesWhen)
         if self.textChangedAt:
             out["textChangedAt"] = self.textChangedAt
+        if self.workspace:
+            out["workspace"] = self.workspace
+            out["workspaceName"] = self.workspaceName or display_name(self.workspace)
         for key, value in self.extra.items():
             out.setdefault(key, value)
         return out
+
+
+def _read_workspace(raw: dict[str, Any]) -> dict[str, str]:
+    """A record's workspace; a key that is not an absolute path (a hand edit) counts as none, so
+    the memory is global rather than lost to a workspace nobody is in."""
+    found = workspace_for_key(_str(raw.get("workspace")))
+    if found is None:
+        return {"workspace": "", "workspaceName": ""}
+    return {"workspace": found.key, "workspaceName": _str(raw.get("workspaceName")) or found.name}
 
 
 def _str(value: object) -> str:

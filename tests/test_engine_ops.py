@@ -42,9 +42,9 @@ def test_ops_are_declared_once_in_the_protocol() -> None:
 
 def test_the_service_handles_every_service_op_and_nothing_else(isolated_home: Path) -> None:
     service = RecallService(DataPaths.default())
-    service.recall = lambda text, now: {"rule": [], "project": []}  # type: ignore[method-assign]
-    service.preview = lambda text: {"groups": []}  # type: ignore[method-assign]
-    service.nearest = lambda text, k: []  # type: ignore[method-assign]
+    service.recall = lambda text, now, workspace: {"rule": [], "project": []}  # type: ignore[method-assign]
+    service.preview = lambda text, workspace: {"groups": []}  # type: ignore[method-assign]
+    service.nearest = lambda text, k, workspace: []  # type: ignore[method-assign]
     stop = json.dumps({"hook_event_name": "Stop", "session_id": "s"}).encode()
     payloads = {
         protocol.OP_RECALL: {"text": "t", "now": "2026-11-30T09:00:00+00:00"},

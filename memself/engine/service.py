@@ -2,11 +2,15 @@
 and the server half of the hook's fast path.
 
 Ops (declared in ``memself.engine.protocol``):
-- ``recall`` {text, now}: per-group gated recall of active memories, with each hit's confidence as
-  it will be after its reward; nothing is rewarded: the caller rewards what reached the host.
-- ``nearest`` {text, k}: the k nearest active memories, ungated, no rewards (the judge's dedup).
-- ``preview`` {text}: what ``text`` would recall, with the gate's explanation, no rewards
-  (``memself recall``).
+- ``recall`` {text, now, workspace}: per-group gated recall of active memories, with each hit's
+  confidence as it will be after its reward; nothing is rewarded: the caller rewards what reached
+  the host.
+- ``nearest`` {text, k, workspace}: the k nearest active memories, ungated, no rewards (the
+  judge's dedup).
+- ``preview`` {text, workspace}: what ``text`` would recall, with the gate's explanation, no
+  rewards (``memself recall``).
+``workspace``, a workspace key, limits each to the global memories and that workspace's ("": the
+global ones only); without it every memory counts.
 - ``hook-forward`` {host, stdin, env, home, started, utcoffset, zone}: a whole session-start or
   prompt hook from the raw stdin the hook process read (``memself.hook.process``), run here by
   ``memself.hook.run`` with the engine's recall and store, so that the hook process imports
@@ -149,27 +153,24 @@ class RecallService:
     # ----- ops -----
 
     def handle(self, op: str, payload: dict[str, Any]) -> dict[str, Any]:
+        text, workspace = str(payload.get("text", "")), _workspace(payload)
         if op == OP_RECALL:
-            return self.recall(str(payload.get("text", "")), _now(payload))
+            return self.recall(text, _now(payload), workspace)
         if op == OP_PREVIEW:
-            return self.preview(str(payload.get("text", "")))
+            return self.preview(text, workspace)
         if op == OP_NEAREST:
-            return {
-                "items": [
-                    {"id": m.id, "score": s}
-                    for m, s in self.nearest(str(payload.get("text", "")), int(payload.get("k", 3)))
-                ]
-            }
+            nearest = self.nearest(text, int(payload.get("k", 3)), workspace)
+            return {"items": [{"id": m.id, "score": s} for m, s in nearest]}
         if op == OP_HOOK_FORWARD:
             return run_forwarded(payload, self.paths, self.hook_core, rewards_to=self.defer_rewards)
         raise InvalidInput(f"召回引擎不支持的操作「{op}」")
 
-    def nearest(self, text: str, k: int) -> list[tuple[Memory, float]]:
+    def nearest(self, text: str, k: int, workspace: str | None = None) -> list[tuple[Memory, float]]:
         """The k nearest active memories, ungated and unrewarded (the judge's dedup)."""
         recaller, pool, index = self._loaded()
-        return recaller.top_k(text, pool, index.matrix, k, matrix_key=index.generation)
+        return recaller.top_k(text, pool, index.matrix, k, matrix_key=index.generation, workspace=workspace)
 
-    def preview(self, text: str) -> dict[str, Any]:
+    def preview(self, text: str, workspace: str | None = None) -> dict[str, Any]:
         """What ``text`` would recall, with each group's line, and no reward."""
         from memself.models import resolve_model
         from memself.recall.lines import gate_params
@@ -177,9 +178,11 @@ class RecallService:
         config = load_config(self.paths)
         params = gate_params(config, resolve_model(config.model))
         recaller, pool, index = self._loaded()
-        return recaller.recall(text, pool, index.matrix, params, matrix_key=index.generation).to_detail()
+        return recaller.recall(
+            text, pool, index.matrix, params, matrix_key=index.generation, workspace=workspace
+        ).to_detail()
 
-    def recall(self, text: str, now: datetime) -> dict[str, Any]:
+    def recall(self, text: str, now: datetime, workspace: str | None = None) -> dict[str, Any]:
         """Gated per-group recall. Each hit shows the confidence it will have once rewarded (once
         per memory per day); the reward itself is the caller's, for text that reached the host."""
         from memself.models import resolve_model
@@ -188,7 +191,9 @@ class RecallService:
         config = load_config(self.paths)
         params = gate_params(config, resolve_model(config.model))
         recaller, pool, index = self._loaded()
-        result = recaller.recall(text, pool, index.matrix, params, matrix_key=index.generation).to_json()
+        result = recaller.recall(
+            text, pool, index.matrix, params, matrix_key=index.generation, workspace=workspace
+        ).to_json()
         gains = self.store.recall_gains([h["id"] for g in GROUPS for h in result[g]], now)
         for hits in result.values():
             for hit in hits:
@@ -203,7 +208,7 @@ class RecallService:
             event,
             now,
             paths,
-            recall=lambda text, when: self.recall(text, when),
+            recall=self.recall,
             in_engine=True,
             store=self.store,
         )
@@ -324,6 +329,11 @@ def _file_stamp(path: Any) -> tuple[int, int, int] | None:
     except OSError:
         return None
     return (info.st_mtime_ns, info.st_size, info.st_ino)
+
+
+def _workspace(payload: dict[str, Any]) -> str | None:
+    value = payload.get("workspace")
+    return value if isinstance(value, str) else None
 
 
 def _now(payload: dict[str, Any]) -> datetime:

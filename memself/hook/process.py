@@ -55,10 +55,11 @@ COLD_POLL_S = 0.05
 _REPLY_MARGIN_S = 0.1
 # The environment the host adapters and ``run`` read travels to the engine, never the rest
 # (keys): by rule, so that no host is named here. Hosts name their project directory and their
-# version in ``<HOST>_PROJECT_DIR`` and ``<HOST>_VERSION``; ``run`` reads a fixed clock.
+# version in ``<HOST>_PROJECT_DIR`` and ``<HOST>_VERSION``; ``PWD`` is where the host started the
+# hook (the project, when a payload names none); ``run`` reads a fixed clock.
 # tests/test_hook_fastpath.py checks that the adapters read nothing else.
 FORWARDED_ENV_SUFFIXES = ("_PROJECT_DIR", "_VERSION")
-FORWARDED_ENV = ("MEMSELF_NOW",)
+FORWARDED_ENV = ("MEMSELF_NOW", "PWD")
 # The kinds of event the engine answers (``memself.hook.run.ENGINE_KINDS``' values; a test
 # keeps them equal).
 ENGINE_KINDS = ("session_start", "prompt_submit")

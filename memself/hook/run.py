@@ -248,7 +248,7 @@ def _local_core(record: _Record, engine_error: str | None) -> Handler:
 
         if engine_error is not None and event.kind in ENGINE_KINDS:
             record.note = record.note or f"local:{engine_error}"
-            return handle(event, now, paths, recall=lambda text, when: None)
+            return handle(event, now, paths, recall=lambda text, when, workspace: None)
         return handle(event, now, paths)
 
     return core

@@ -31,6 +31,8 @@ class HookEvent(NamedTuple):
     prompt: str  # "" for events without a prompt
     cwd: str
     stop_active: bool  # the host is already continuing because of a Stop hook
+    # The key of the workspace of ``cwd`` (``memself.workspaces``), "" when there is none.
+    workspace: str = ""
 
 
 class HookReply(NamedTuple):

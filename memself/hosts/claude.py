@@ -14,6 +14,7 @@ from memself.hosts.common import (
     SESSION_KEY_FALLBACKS,
     TURN_ID_FALLBACKS,
     parse_event,
+    payload_cwd,
     render_claudelike,
 )
 from memself.hosts.cursor import NAME as CURSOR
@@ -29,6 +30,14 @@ CONTEXT_LIMIT = 10_000  # longer additionalContext is replaced by a file path an
 OWN_MEMORY = "Claude Code"
 
 
+def working_directory(payload: dict[str, Any]) -> str:
+    """``cwd``; Cursor, running this Claude-registered hook with its own payload, sends
+    ``workspace_roots`` instead."""
+    roots = payload.get("workspace_roots")
+    first_root = roots[0] if isinstance(roots, list) and roots and isinstance(roots[0], str) else ""
+    return payload_cwd(payload) or first_root
+
+
 def parse(payload: dict[str, Any], env: Mapping[str, str] | None = None) -> HookEvent:
     return parse_event(
         NAME,
@@ -39,6 +48,7 @@ def parse(payload: dict[str, Any], env: Mapping[str, str] | None = None) -> Hook
         # this Claude-registered hook.
         turn_keys=("prompt_id", "generation_id", *TURN_ID_FALLBACKS),
         prompt_keys=("prompt",),
+        directory=working_directory,
         project_dir_env=("CLAUDE_PROJECT_DIR",),
     )
 

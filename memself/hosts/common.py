@@ -6,7 +6,7 @@ shape; they differ only in field names on input and in whether ``systemMessage``
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from memself.hosts.base import (
@@ -20,6 +20,7 @@ from memself.hosts.base import (
     first_text,
     sanitise_key,
 )
+from memself.workspaces import workspace_of
 
 # Claude Code, CodeBuddy Code and WorkBuddy share the event names and the registered timeouts.
 CLAUDE_EVENT_NAMES = {
@@ -46,13 +47,20 @@ def parse_event(
     session_keys: tuple[str, ...],
     turn_keys: tuple[str, ...],
     prompt_keys: tuple[str, ...],
+    directory: Callable[[dict[str, Any]], str],
     project_dir_env: tuple[str, ...],
 ) -> HookEvent:
-    """Normalise one payload. Unknown fields are ignored; wrong types count as missing."""
+    """Normalise one payload. Unknown fields are ignored; wrong types count as missing.
+
+    ``directory`` reads the turn's working directory from the host's own field; when the payload
+    has none, the host's project variable names it, and last the directory the host started the
+    hook in (``PWD``: hosts run hooks through a shell, in the project)."""
     raw_name = payload.get("hook_event_name")
     name = raw_name if isinstance(raw_name, str) else ""
     kind = event_kind(name)
     prompt = first_text(payload, *prompt_keys) if kind is EventKind.PROMPT_SUBMIT else ""
+    cwd = directory(payload).strip() or _env_dir(env or {}, project_dir_env)
+    workspace = workspace_of(cwd)
     return HookEvent(
         host=host,
         kind=kind,
@@ -60,20 +68,19 @@ def parse_event(
         session_key=sanitise_key(first_text(payload, *session_keys), SESSION_KEY_LIMIT),
         turn_id=sanitise_key(first_text(payload, *turn_keys), TURN_ID_LIMIT) if turn_keys else "",
         prompt=prompt,
-        cwd=_cwd(payload, env or {}, project_dir_env),
+        cwd=cwd,
         stop_active=_stop_active(payload),
+        workspace=workspace.key if workspace else "",
     )
 
 
-def _cwd(payload: dict[str, Any], env: Mapping[str, str], project_dir_env: tuple[str, ...]) -> str:
-    cwd = first_text(payload, "cwd")
-    if cwd:
-        return cwd
-    roots = payload.get("workspace_roots")
-    if isinstance(roots, list) and roots and isinstance(roots[0], str):
-        return roots[0]
-    # CodeBuddy's SessionStart carries no cwd; the hook environment names the project.
-    for var in project_dir_env:
+def payload_cwd(payload: dict[str, Any]) -> str:
+    """The Claude-shaped ``cwd`` field."""
+    return first_text(payload, "cwd")
+
+
+def _env_dir(env: Mapping[str, str], names: tuple[str, ...]) -> str:
+    for var in (*names, "PWD"):
         value = env.get(var, "").strip()
         if value:
             return value

@@ -6,7 +6,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from memself.hosts.base import EventKind, HookEvent, HookReply, Popup
-from memself.hosts.common import SESSION_KEY_FALLBACKS, TURN_ID_FALLBACKS, parse_event
+from memself.hosts.common import SESSION_KEY_FALLBACKS, TURN_ID_FALLBACKS, parse_event, payload_cwd
 
 NAME = "cursor"
 ASK_TOOL = "AskQuestion"
@@ -32,8 +32,18 @@ def parse(payload: dict[str, Any], env: Mapping[str, str] | None = None) -> Hook
         session_keys=("conversation_id", *SESSION_KEY_FALLBACKS),
         turn_keys=("generation_id", *TURN_ID_FALLBACKS),
         prompt_keys=("prompt",),
+        directory=workspace_root,
         project_dir_env=("CURSOR_PROJECT_DIR",),
     )
+
+
+def workspace_root(payload: dict[str, Any]) -> str:
+    """Cursor names the open folders in ``workspace_roots``, the first being the one the chat
+    works in; ``cwd`` when it runs a hook registered for Claude Code with a Claude payload."""
+    roots = payload.get("workspace_roots")
+    if isinstance(roots, list) and roots and isinstance(roots[0], str) and roots[0].strip():
+        return roots[0]
+    return payload_cwd(payload)
 
 
 def render(event: HookEvent, reply: HookReply) -> dict[str, Any] | None:

@@ -14,6 +14,7 @@ from memself.hosts.common import (
     CLAUDE_TIMEOUTS,
     SESSION_KEY_FALLBACKS,
     parse_event,
+    payload_cwd,
     render_claudelike,
 )
 
@@ -34,6 +35,7 @@ def parse(payload: dict[str, Any], env: Mapping[str, str] | None = None) -> Hook
         session_keys=SESSION_KEY_FALLBACKS,
         turn_keys=(),
         prompt_keys=PROMPT_KEYS,
+        directory=payload_cwd,
         project_dir_env=("WORKBUDDY_PROJECT_DIR", "CODEBUDDY_PROJECT_DIR"),
     )
 

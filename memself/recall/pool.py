@@ -40,6 +40,11 @@ class RecallPool:
             np.arange(n, dtype=np.int64) if rows is None else np.asarray(rows, dtype=np.int64).reshape(n)
         )
         self.active = np.fromiter((m.active for m in self.memories), dtype=bool, count=n)
+        # Workspace codes: 0 for a global memory, then one per workspace key, in order of first use.
+        codes_of = self._workspace_codes = {"": 0}
+        self.workspace = np.fromiter(
+            (codes_of.setdefault(m.workspace, len(codes_of)) for m in self.memories), dtype=np.int32, count=n
+        )
         codes = {g: i for i, g in enumerate(GROUPS)}
         self.group = np.fromiter((codes.get(m.category, -1) for m in self.memories), dtype=np.int8, count=n)
         # The requests each memory is scored with besides its text (only those with a vector).
@@ -105,11 +110,15 @@ class RecallPool:
         best[self._lexical_rows] = scores[self._lexical_grid].max(axis=1)
         return text_only, best
 
-    def members(self, group: str | None) -> np.ndarray:
-        """Positions of the active memories of ``group`` (or of all groups)."""
+    def members(self, group: str | None, workspace: str | None = None) -> np.ndarray:
+        """Positions of the active memories of ``group`` (or of all groups) that ``workspace``
+        sees: the global ones and its own ("": global ones only; None: every workspace's)."""
         import numpy as np
 
         mask = self.active if group is None else self.active & (self.group == GROUPS.index(group))
+        if workspace is not None:
+            code = self._workspace_codes.get(workspace, 0)
+            mask = mask & ((self.workspace == 0) | (self.workspace == code))
         return np.flatnonzero(mask)
 
 

@@ -349,8 +349,10 @@ class Recaller:
         params: GateParams,
         rows: Sequence[int] | None = None,
         matrix_key: object = None,
+        workspace: str | None = None,
     ) -> RecallResult:
-        """Gated per-group recall over the active memories of the pool. No side effects."""
+        """Gated per-group recall over the active memories of the pool that ``workspace`` sees
+        (``RecallPool.members``). No side effects."""
         pool = self._as_pool(memories, rows)
         if len(pool):
             parts = self.parts(text, pool, matrix, matrix_key=matrix_key)
@@ -361,7 +363,7 @@ class Recaller:
         head = max(params.top_k, 2)  # the gate looks at top1, top2 and the top k, nothing else
         groups: dict[str, GroupRecall] = {}
         for group in GROUPS:
-            members = pool.members(group)
+            members = pool.members(group, workspace)
             if fused is None or parts is None or extra is None:
                 out: GateOutcome[int] = gate_explained([], params.floors[group], params.margin, params.top_k)
                 hits: list[Hit] = []
@@ -408,12 +410,14 @@ class Recaller:
         rows: Sequence[int] | None = None,
         group: str | None = None,
         matrix_key: object = None,
+        workspace: str | None = None,
     ) -> list[tuple[Memory, float]]:
-        """The raw top-k of the active memories (of one group, or all) by the plain fused score
-        (text only, no penalty), best first: the ungated view for dedup. No floor, no rewards."""
+        """The raw top-k of the active memories (of one group, or all) that ``workspace`` sees, by
+        the plain fused score (text only, no penalty), best first: the ungated view for dedup. No
+        floor, no rewards."""
         pool = self._as_pool(memories, rows)
         fused, _ = self.score(text, pool, matrix, matrix_key=matrix_key, prompt=False)
-        top = _best(pool.members(group), fused, max(k, 0))
+        top = _best(pool.members(group, workspace), fused, max(k, 0))
         return [(pool.memories[j], float(fused[j])) for j in top]
 
     def ranked(

@@ -15,7 +15,7 @@ from tests.support.engine_test_service import EngineTestService
 RECALLED_RULE = "回答用中文"
 
 
-def recall(text: str, now: datetime) -> dict[str, Any]:
+def recall(text: str, now: datetime, workspace: str) -> dict[str, Any]:
     return {"rule": [{"id": "r1", "text": RECALLED_RULE, "score": 0.9, "confidence": 0.5}], "project": []}
 
 
