@@ -49,6 +49,19 @@ RULES = [
 PROJECT = [
     ("mem-golden-p1", "支付页灰度开关是 pay_new_flow", 0.6, "2026-11-29T08:00:00.000Z"),
 ]
+# Every captured payload was recorded in this directory (Cursor's as its workspace root).
+WORKSPACE = "/home/dev/project"
+# Scoped rules: the payloads' workspace's is injected with the global ones, the other's never.
+SCOPED_RULES = [
+    ("mem-golden-w1", "这个仓库用 pnpm，不要用 npm", 0.8, "2026-11-29T08:00:00.000Z", WORKSPACE),
+    (
+        "mem-golden-w2",
+        "这个仓库的提交信息用英文写",
+        0.95,
+        "2026-11-29T08:00:00.000Z",
+        "/home/dev/other-service",
+    ),
+]
 
 
 def seed_memories(paths: DataPaths) -> None:
@@ -71,6 +84,26 @@ def seed_memories(paths: DataPaths) -> None:
             )
             for mid, text, conf, seen in items
         ]
+        if group == "rule":
+            lines += [
+                json.dumps(
+                    {
+                        "id": mid,
+                        "text": text,
+                        "confidence": conf,
+                        "category": "rule",
+                        "evidence": "golden",
+                        "firstSeen": seen,
+                        "lastSeen": seen,
+                        "deprecated": False,
+                        "createdAt": seen,
+                        "workspace": workspace,
+                        "workspaceName": workspace.rsplit("/", 1)[-1],
+                    },
+                    ensure_ascii=False,
+                )
+                for mid, text, conf, seen, workspace in SCOPED_RULES
+            ]
         paths.group_file(group).write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
@@ -108,7 +141,8 @@ def test_golden(host: str, event: str, mode: str, hook_data: DataPaths) -> None:
     proc = run_entry(
         host,
         json.dumps(PAYLOADS[host][event], ensure_ascii=False).encode(),
-        env=dict(os.environ, MEMSELF_NOW=NOW),
+        # Hosts start hooks in the project (CodeBuddy's SessionStart names it no other way).
+        env=dict(os.environ, MEMSELF_NOW=NOW, PWD=WORKSPACE),
     )
     assert proc.rc == 0
     proc.answer()  # nothing, or exactly one JSON object
@@ -122,6 +156,20 @@ def test_golden(host: str, event: str, mode: str, hook_data: DataPaths) -> None:
     assert path.exists(), f"no golden file {path}; generate with MEMSELF_UPDATE_GOLDEN=1"
     expected = path.read_bytes()
     assert proc.stdout.decode("utf-8") == expected.decode("utf-8")
+
+
+@pytest.mark.parametrize("host", sorted(PAYLOADS))
+def test_every_golden_payload_maps_to_its_workspace(host: str) -> None:
+    # No environment: the payload's own field decides, except where the host sends none.
+    for label, payload in PAYLOADS[host].items():
+        event = HOSTS[host].parse(payload, {})
+        if host in ("codebuddy", "workbuddy") and label == "SessionStart":
+            assert (event.cwd, event.workspace) == ("", ""), label
+            project_dir = {"codebuddy": "CODEBUDDY_PROJECT_DIR", "workbuddy": "WORKBUDDY_PROJECT_DIR"}[host]
+            for env in ({project_dir: WORKSPACE}, {"PWD": WORKSPACE}):
+                assert HOSTS[host].parse(payload, env).workspace == WORKSPACE, (label, env)
+            continue
+        assert event.workspace == WORKSPACE, label
 
 
 def test_no_stale_golden_files() -> None:
