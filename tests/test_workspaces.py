@@ -105,3 +105,23 @@ def test_the_walk_runs_no_program(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     monkeypatch.setattr("subprocess.Popen", refuse)
     (tmp_path / "r" / ".git").mkdir(parents=True)
     assert workspace_of(str(tmp_path / "r" / "x")) == Workspace(str(tmp_path / "r"), "r")
+
+
+def test_a_recall_pool_shows_each_workspace_the_global_memories_and_its_own() -> None:
+    from memself.recall.pool import RecallPool
+
+    pay, ops = workspace_of("/w/pay-service"), workspace_of("/w/ops-portal")
+    memories = [
+        Memory.create("回答一律使用简体中文", "rule", NOW),
+        Memory.create("灰度开关是 pay_new_flow", "project", NOW, workspace=pay),
+        Memory.create("灰度开关在 Django admin 的 FeatureFlag 表", "project", NOW, workspace=ops),
+        Memory.create("这个仓库用 Maven，不要用 Gradle", "rule", NOW, workspace=pay),
+    ]
+    pool = RecallPool(memories)
+    assert pool.members("project", "/w/pay-service").tolist() == [1]
+    assert pool.members("project", "/w/ops-portal").tolist() == [2]
+    assert pool.members("rule", "/w/pay-service").tolist() == [0, 3]
+    assert pool.members("rule", "/w/ops-portal").tolist() == [0]
+    assert pool.members(None, "").tolist() == [0]  # no workspace: the global memories only
+    assert pool.members(None, "/w/unknown").tolist() == [0]
+    assert pool.members(None).tolist() == [0, 1, 2, 3]  # unscoped: every memory
