@@ -41,6 +41,7 @@ from memself.records import (
     sort_memories,
 )
 from memself.timeutil import iso, local_day, parse_iso
+from memself.workspaces import Workspace
 
 TRASH_KEEP_DAYS = 30
 # Far above any record memself or the original writes (400 characters of text plus the fields,
@@ -357,27 +358,45 @@ class MemoryStore:
         self._refresh_snapshot({g: self.read_group(g) for g in GROUPS}, now)
 
     def create(
-        self, text: str, group: str, now: datetime, evidence: str = "", applies_when: Sequence[str] = ()
+        self,
+        text: str,
+        group: str,
+        now: datetime,
+        evidence: str = "",
+        applies_when: Sequence[str] = (),
+        workspace: Workspace | None = None,
     ) -> Memory:
         """A new memory at confidence 0.5, whatever the caller might wish."""
-        memory = Memory.create(text, group, now, evidence, applies_when)
+        memory = Memory.create(text, group, now, evidence, applies_when, workspace)
         with self._writing(now) as session:
             session.groups[memory.category].memories.append(memory)
             session.touch(memory)
         return memory
 
     def add(
-        self, text: str, group: str, now: datetime, evidence: str = "", applies_when: Sequence[str] = ()
+        self,
+        text: str,
+        group: str,
+        now: datetime,
+        evidence: str = "",
+        applies_when: Sequence[str] = (),
+        workspace: Workspace | None = None,
     ) -> Added:
-        """A new memory, unless ``group`` already holds the same text (``records.dedup_key``):
-        then that memory is reinforced as ``reinforce`` does (+0.1 within the daily cap, a
-        deprecated one back when the gain lifts it over the line, ``applies_when`` taken only when
-        it has none) and nothing is added. A twin in the trash stays there: the new memory is
-        created and the result names the twin."""
-        memory = Memory.create(text, group, now, evidence, applies_when)
+        """A new memory in ``workspace`` (None: global), unless ``group`` already holds the same
+        text (``records.dedup_key``) where that scope sees it (a global memory, or one of the same
+        workspace): then that memory is reinforced as ``reinforce`` does (+0.1 within the daily
+        cap, a deprecated one back when the gain lifts it over the line, ``applies_when`` taken
+        only when it has none) and nothing is added. A twin in another workspace does not count:
+        it is never seen where the new memory is meant to be. A twin in the trash stays there: the
+        new memory is created and the result names the twin."""
+        memory = Memory.create(text, group, now, evidence, applies_when, workspace)
         key = dedup_key(memory.text)
         with self._writing(now) as session:
-            twins = [m for m in session.groups[memory.category].memories if dedup_key(m.text) == key]
+            twins = [
+                m
+                for m in session.groups[memory.category].memories
+                if dedup_key(m.text) == key and m.visible_in(memory.workspace)
+            ]
             if twins:
                 # Several twins (written before this check existed): the strongest active one.
                 twin = max(twins, key=lambda m: (m.active, m.confidence))
@@ -389,7 +408,11 @@ class MemoryStore:
                 return Added(twin, duplicate=True, gain=gain, revived=was_deprecated and not twin.deprecated)
             session.groups[memory.category].memories.append(memory)
             session.touch(memory)
-        trashed = [e for e in self._read_trash_file().entries if e.memory.category == memory.category]
+        trashed = [
+            e
+            for e in self._read_trash_file().entries
+            if e.memory.category == memory.category and e.memory.visible_in(memory.workspace)
+        ]
         twin_entry = next((e for e in reversed(trashed) if dedup_key(e.memory.text) == key), None)
         return Added(memory, trashed_twin=twin_entry)
 
@@ -459,6 +482,18 @@ class MemoryStore:
                 memory.appliesWhen = requests
             session.touch(memory)
         return Change(memory, 0.0, previous)
+
+    def move(self, mem_id: str, workspace: Workspace | None, now: datetime) -> tuple[Memory, str]:
+        """Give a memory another scope (``workspace``; None: global); nothing else about it
+        changes, and a move to the scope it has writes nothing. Returns the memory and its
+        previous workspace key ("": it was global)."""
+        with self._writing(now) as session:
+            memory = session.require(mem_id)
+            previous = memory.workspace
+            if previous != (workspace.key if workspace else ""):
+                memory.set_workspace(workspace)
+                session.touch(memory)
+        return memory, previous
 
     def delete(self, ids: Iterable[str], now: datetime, reason: str = "user-delete") -> list[Memory]:
         """Move the memories to the trash; unknown ids are skipped, all unknown is an error."""
