@@ -1,10 +1,11 @@
 """Changes a person asks for (the CLI, or an assistant through MCP's ``memory_update``): delete,
-merge and replace, each with its consequence for pending proposals.
+merge, replace and move (a new scope), each with its consequence for pending proposals.
 
 A proposal waiting in a popup names the memory it would reinforce, merge into or replace; once
 that memory is deleted, merged away or rewritten, the popup would describe something that no
-longer is. So every change made here ends those proposals (``none`` / ``target-changed``), and
-this module is the one place that rule is kept.
+longer is; once it moved to another scope, the proposal was judged for a conversation whose
+workspace may no longer see it. So every change made here ends those proposals (``none`` /
+``target-changed``), and this module is the one place that rule is kept.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from memself.paths import DataPaths
 from memself.records import Memory
 from memself.store import Change, MemoryStore
 from memself.timeutil import iso
+from memself.workspaces import Workspace
 
 
 @dataclass(frozen=True)
@@ -30,6 +32,17 @@ class Deleted:
 class Rewritten:
     change: Change
     invalidated: int
+
+
+@dataclass(frozen=True)
+class Moved:
+    memory: Memory
+    previous: str  # the workspace key it had ("": global)
+    invalidated: int
+
+    @property
+    def changed(self) -> bool:
+        return self.previous != self.memory.workspace
 
 
 def delete(store: MemoryStore, ids: Iterable[str], now: datetime) -> Deleted:
@@ -48,6 +61,13 @@ def replace(store: MemoryStore, mem_id: str, text: str, now: datetime) -> Rewrit
     """Rewrite one memory's text; its confidence stays."""
     change = store.replace(mem_id, text, now)
     return Rewritten(change, invalidate_proposals(store.paths, [mem_id], now))
+
+
+def move(store: MemoryStore, mem_id: str, workspace: Workspace | None, now: datetime) -> Moved:
+    """Give one memory a new scope (None: global); a move to the scope it has changes nothing."""
+    memory, previous = store.move(mem_id, workspace, now)
+    ended = invalidate_proposals(store.paths, [mem_id], now) if previous != memory.workspace else 0
+    return Moved(memory, previous, ended)
 
 
 def invalidate_proposals(paths: DataPaths, ids: Iterable[str], now: datetime) -> int:

@@ -1,4 +1,4 @@
-"""Delete, merge and replace as the CLI and MCP ask for them: each ends the pending proposals aimed
+"""Delete, merge, replace and move as the CLI and MCP ask for them: each ends the pending proposals aimed
 at the memories it changed, and leaves every other proposal alone."""
 
 from __future__ import annotations
@@ -34,6 +34,19 @@ def shown(paths: DataPaths, store: MemoryStore, prop: dict, session: str) -> str
 def reason(paths: DataPaths, sid: str) -> tuple[str, str]:
     job = jobs.load_job(paths, sid)
     return job["status"], job.get("reason", "")
+
+
+def test_a_move_ends_the_proposals_aimed_at_it_and_a_non_move_ends_none(env) -> None:
+    from memself.workspaces import Workspace
+
+    paths, store = env
+    target = store.create("回答问题时一律使用中文", "rule", NOW - timedelta(days=3))
+    aimed = shown(paths, store, proposal("回答时使用中文", "reinforce", target=target), "a")
+    same = memories.move(store, target.id, None, NOW)
+    assert not same.changed and same.invalidated == 0 and reason(paths, aimed) == ("ready", "")
+    moved = memories.move(store, target.id, Workspace("/work/pay", "pay"), NOW)
+    assert moved.changed and moved.previous == "" and moved.memory.workspace == "/work/pay"
+    assert moved.invalidated == 1 and reason(paths, aimed) == ("none", "target-changed")
 
 
 def test_invalidate_proposals_ends_only_those_aimed_at_the_ids(env) -> None:
