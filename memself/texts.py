@@ -25,6 +25,7 @@ from memself.records import (
     one_line,
     read_applies_when,
 )
+from memself.workspaces import display_name
 
 # The first line of every Stop continuation the user sees, and the marker that opens every
 # instruction the plugin gives the model: the input filter skips prompts that carry them.
@@ -354,6 +355,22 @@ def requests_line(requests: Sequence[str]) -> str:
     """A memory's appliesWhen as one short line (「适用场景：A；B」), each request quoted inertly;
     "" when it has none."""
     return APPLIES_WHEN_LABEL + "；".join(inert(r) for r in requests) if requests else ""
+
+
+# A memory's scope, wherever a person or a model looks at memories (CLI, MCP, the page, doctor):
+# every project, or one workspace named with its path (two repositories may share a name).
+SCOPE_LABEL = "范围："
+SCOPE_GLOBAL = "所有项目"
+
+
+def workspace_label(key: str, name: str = "") -> str:
+    """「pay-service（/home/me/pay-service）」; both parts one clean line."""
+    return f"{one_line(name or display_name(key))}（{one_line(key)}）"
+
+
+def scope_text(key: str, name: str = "") -> str:
+    """「所有项目」 for a global memory (``key`` ""), else 「仅项目 pay-service（/path）」."""
+    return f"仅项目 {workspace_label(key, name)}" if key else SCOPE_GLOBAL
 
 
 def _requests(p: dict[str, Any], key: str) -> str:

@@ -1,13 +1,23 @@
-"""Commands that read and change the memory store: list, read, add, delete, trash, restore, config, open."""
+"""Commands that read and change the memory store: list, read, add, move, delete, trash, restore,
+config, open."""
 
 from __future__ import annotations
 
 import webbrowser
+from collections.abc import Iterable
 
 import click
 
 from memself import memories
 from memself.cli.app import echo_json, main, now_utc
+from memself.cli.scope import (
+    WORKSPACE_HELP,
+    global_option,
+    memory_json,
+    scope_json,
+    target_scope,
+    workspace_option,
+)
 from memself.config import KEYS, load_config, set_config_value
 from memself.errors import InvalidInput
 from memself.judge.secrets import key_state, read_key_file, shown_base
@@ -19,31 +29,83 @@ from memself.records import (
     GROUPS,
     MAX_APPLIES_WHEN,
     MAX_APPLIES_WHEN_TEXT,
+    Memory,
     fmt_confidence,
     one_line,
 )
 from memself.store import MemoryStore
-from memself.texts import APPLIES_WHEN_LABEL, gain_text
+from memself.texts import APPLIES_WHEN_LABEL, SCOPE_LABEL, gain_text, scope_text, workspace_label
+from memself.workspace_args import directory_workspace
+from memself.workspaces import Workspace
 
 
 def _store() -> MemoryStore:
     return MemoryStore(DataPaths.default())
 
 
+_VIEW_HELP = "只看在这个项目目录里开的会话能看到的记忆：所有项目的，加上这个项目的"
+_JSON_SCOPE_HELP = "；每条带 workspace 和 workspaceName（所有项目的记忆为 null）"
+
+
+def _view(workspace_dir: str | None, memories: Iterable[Memory]) -> Workspace | None:
+    """The workspace whose view ``--workspace`` asks for (None: everything)."""
+    if workspace_dir is None:
+        return None
+    return directory_workspace(workspace_dir, known={m.workspace for m in memories})
+
+
+def _scope_counts(groups: dict[str, list[Memory]]) -> list[tuple[str, str, dict[str, int]]]:
+    """(key, name, count per group) per scope: global first (always), then each workspace by
+    name and path. Records of one workspace normally share its name; the first one found names it."""
+    names: dict[str, str] = {"": ""}
+    counts: dict[str, dict[str, int]] = {"": dict.fromkeys(GROUPS, 0)}
+    for group, members in groups.items():
+        for memory in members:
+            names.setdefault(memory.workspace, memory.workspaceName)
+            counts.setdefault(memory.workspace, dict.fromkeys(GROUPS, 0))[group] += 1
+    keys = sorted(names, key=lambda k: (k != "", names[k].casefold(), k))
+    return [(key, names[key], counts[key]) for key in keys]
+
+
 @main.command("list")
-@click.option("--json", "as_json", is_flag=True, help="输出 JSON")
-def list_cmd(as_json: bool) -> None:
-    """两组记忆各有多少条。"""
+@click.option(
+    "--json", "as_json", is_flag=True, help="输出 JSON；workspaces 为按范围的条数" + _JSON_SCOPE_HELP
+)
+@workspace_option(_VIEW_HELP)
+def list_cmd(as_json: bool, workspace_dir: str | None) -> None:
+    """两组记忆各有多少条，以及按范围（所有项目、各个项目）各有多少条。"""
     store = _store()
     loaded = {g: store.load_group(g) for g in GROUPS}
     problems = [{"file": name, "line": b.line_no, "reason": b.reason} for name, b in store.quarantined()]
-    counts = {g: len(gf.memories) for g, gf in loaded.items()}
+    view = _view(workspace_dir, (m for gf in loaded.values() for m in gf.memories))
+    shown = {
+        g: [m for m in gf.memories if view is None or m.visible_in(view.key)] for g, gf in loaded.items()
+    }
+    counts = {g: len(ms) for g, ms in shown.items()}
+    scopes = _scope_counts(shown)
     if as_json:
-        echo_json({**counts, "total": sum(counts.values()), "problems": problems})
+        echo_json(
+            {
+                **counts,
+                "total": sum(counts.values()),
+                "view": None if view is None else {"workspace": view.key, "workspaceName": view.name},
+                "workspaces": [
+                    {"workspace": key or None, "workspaceName": name or None, **by_group}
+                    for key, name, by_group in scopes
+                ],
+                "problems": problems,
+            }
+        )
         return
+    if view is not None:
+        here = workspace_label(view.key, view.name)
+        click.echo(f"在 {here}里开的会话能看到的记忆（所有项目的，加上这个项目的）：")
     click.echo(f"rule    {counts['rule']} 条（会话开始全量注入，无条件生效）")
     click.echo(f"project {counts['project']} 条（按相关性自动召回）")
     click.echo(f"共 {sum(counts.values())} 条")
+    click.echo("按范围：")
+    for key, name, by_group in scopes:
+        click.echo(f"  {scope_text(key, name)}：rule {by_group['rule']} 条，project {by_group['project']} 条")
     for problem in problems:
         click.echo(
             f"注意：{problem['file']} 第 {problem['line']} 行无法读取（{problem['reason']}），"
@@ -56,17 +118,22 @@ def list_cmd(as_json: bool) -> None:
 
 @main.command("read")
 @click.argument("group", type=click.Choice(GROUPS))
-@click.option("--json", "as_json", is_flag=True, help="输出 JSON（全部字段）")
-def read_cmd(group: str, as_json: bool) -> None:
-    """看某一组的全部记忆（按置信度）。"""
+@click.option("--json", "as_json", is_flag=True, help="输出 JSON（全部字段" + _JSON_SCOPE_HELP + "）")
+@workspace_option(_VIEW_HELP)
+def read_cmd(group: str, as_json: bool, workspace_dir: str | None) -> None:
+    """看某一组的全部记忆（按置信度），每条注明范围。"""
     memories = _store().read_group(group)
+    view = _view(workspace_dir, memories)
+    if view is not None:
+        memories = [m for m in memories if m.visible_in(view.key)]
     if as_json:
-        echo_json([m.to_json() for m in memories])
+        echo_json([memory_json(m) for m in memories])
         return
+    where = "" if view is None else f"在 {workspace_label(view.key, view.name)}里开的会话能看到的"
     if not memories:
-        click.echo(f"「{group}」下没有记忆")
+        click.echo(f"「{group}」下没有{where}记忆")
         return
-    click.echo(f"{group}（共 {len(memories)} 条）")
+    click.echo(f"{group}（共 {len(memories)} 条{'，' + where if where else ''}）")
     for number, memory in enumerate(memories, start=1):
         mark = "[已废弃] " if not memory.active else ""
         click.echo(
@@ -75,6 +142,11 @@ def read_cmd(group: str, as_json: bool) -> None:
         )
         if memory.appliesWhen:
             click.echo(f"   {_when_line(memory.appliesWhen)}")
+        click.echo(f"   {_scope_line(memory)}")
+
+
+def _scope_line(memory: Memory) -> str:
+    return SCOPE_LABEL + scope_text(memory.workspace, memory.workspaceName)
 
 
 def _when_line(requests: tuple[str, ...]) -> str:
@@ -98,15 +170,21 @@ def _checked_when(whens: tuple[str, ...]) -> list[str]:
     return lines
 
 
-def _add(group: str, text: str, whens: tuple[str, ...]) -> None:
+def _add(group: str, text: str, whens: tuple[str, ...], workspace: Workspace | None) -> None:
     added = _store().add(
-        text, group, now_utc(), evidence="用户通过 CLI 直接添加", applies_when=_checked_when(whens)
+        text,
+        group,
+        now_utc(),
+        evidence="用户通过 CLI 直接添加",
+        applies_when=_checked_when(whens),
+        workspace=workspace,
     )
     memory = added.memory
     title = GROUP_SHORT_LABELS[group]
     if added.duplicate:
         click.echo(f"已有相同的{title}，没有重复新增，改为强化它：{one_line(memory.text)}")
         click.echo(f"{gain_text(added.gain)}，现为 {fmt_confidence(memory.confidence)}，id {memory.id}")
+        click.echo(_scope_line(memory))
         if added.revived:
             click.echo("它原先已废弃，这次强化后恢复为有效。")
         elif memory.deprecated:
@@ -116,6 +194,7 @@ def _add(group: str, text: str, whens: tuple[str, ...]) -> None:
     if memory.appliesWhen:
         click.echo(_when_line(memory.appliesWhen))
     click.echo(f"置信度 {fmt_confidence(memory.confidence)}，id {memory.id}")
+    click.echo(_scope_line(memory))
     click.echo("下个会话开始起无条件生效。" if group == "rule" else "之后每轮输入按相关性召回。")
     if added.trashed_twin is not None:
         twin = added.trashed_twin
@@ -133,9 +212,11 @@ def rule_group() -> None:
 @rule_group.command("add")
 @click.argument("text")
 @click.option("--when", "whens", multiple=True, metavar="请求", help=_WHEN_HELP)
-def rule_add(text: str, whens: tuple[str, ...]) -> None:
-    """直接新增一条规则（置信度 0.5）。"""
-    _add("rule", text, whens)
+@workspace_option("只在这个项目里生效：" + WORKSPACE_HELP)
+@global_option("在所有项目里生效（默认）")
+def rule_add(text: str, whens: tuple[str, ...], workspace_dir: str | None, to_global: bool) -> None:
+    """直接新增一条规则（置信度 0.5），默认在所有项目里生效。"""
+    _add("rule", text, whens, target_scope(workspace_dir, to_global, default_here=False))
 
 
 @main.group("project", help=f"{GROUP_LABELS['project']}。")
@@ -146,9 +227,33 @@ def project_group() -> None:
 @project_group.command("add")
 @click.argument("text")
 @click.option("--when", "whens", multiple=True, metavar="请求", help=_WHEN_HELP)
-def project_add(text: str, whens: tuple[str, ...]) -> None:
-    """直接新增一条项目事实（置信度 0.5）。"""
-    _add("project", text, whens)
+@workspace_option("只在这个项目里召回：" + WORKSPACE_HELP + "；默认为当前目录所在的项目")
+@global_option("在所有项目里召回")
+def project_add(text: str, whens: tuple[str, ...], workspace_dir: str | None, to_global: bool) -> None:
+    """直接新增一条项目事实（置信度 0.5），默认只属于当前目录所在的项目。"""
+    _add("project", text, whens, target_scope(workspace_dir, to_global, default_here=True))
+
+
+@main.command("move")
+@click.argument("mem_id")
+@workspace_option("改为只属于这个项目：" + WORKSPACE_HELP)
+@global_option("改为所有项目都能用")
+def move_cmd(mem_id: str, workspace_dir: str | None, to_global: bool) -> None:
+    """改变一条记忆的范围：只属于某个项目（--workspace DIR），或所有项目（--global）。"""
+    if workspace_dir is None and not to_global:
+        raise InvalidInput("请用 --workspace DIR 或 --global 指定新的范围")
+    target = target_scope(workspace_dir, to_global, default_here=False)
+    moved = memories.move(_store(), mem_id, target, now_utc())
+    memory = moved.memory
+    label = scope_text(memory.workspace, memory.workspaceName)
+    if not moved.changed:
+        click.echo(f"范围没有变化，仍是「{label}」：{one_line(memory.text)}（id {memory.id}）")
+        return
+    click.echo(
+        f"已把 {memory.id} 的范围从「{scope_text(moved.previous)}」改为「{label}」：{one_line(memory.text)}"
+    )
+    if moved.invalidated:
+        click.echo(f"已作废 {moved.invalidated} 条指向这条记忆的待确认提案。")
 
 
 @main.command("delete")
@@ -170,7 +275,7 @@ def trash_cmd(as_json: bool) -> None:
     """列出回收站。"""
     entries = _store().trash_entries()
     if as_json:
-        echo_json([e.to_json() for e in entries])
+        echo_json([{**e.to_json(), **scope_json(e.memory)} for e in entries])
         return
     if not entries:
         click.echo("回收站是空的")
