@@ -7,24 +7,40 @@ from pathlib import Path
 import click
 
 from memself.cli.app import echo_json, main, now_utc
+from memself.cli.scope import workspace_option
 from memself.config import load_config
 from memself.errors import InvalidInput
 from memself.paths import DataPaths
+from memself.workspace_args import current_workspace, directory_workspace
 
 
 @main.command("recall")
 @click.argument("text")
 @click.option("--json", "as_json", is_flag=True, help="输出 JSON")
-def recall_cmd(text: str, as_json: bool) -> None:
+@workspace_option(
+    "按在这个项目目录里开的会话预览：召回所有项目的记忆和这个项目的记忆；默认为当前目录所在的项目"
+)
+def recall_cmd(text: str, as_json: bool, workspace_dir: str | None) -> None:
     """预览一句输入会召回哪些记忆、分数和每组要过的线（不加分，不写文件）。"""
     from memself.cli.recall_run import preview_recall, render_recall_json, render_recall_text
+    from memself.store import MemoryStore
+    from memself.texts import workspace_label
 
     paths = DataPaths.default()
-    result = preview_recall(text, paths, load_config(paths))
+    if workspace_dir is None:
+        workspace = current_workspace()
+    else:
+        workspace = directory_workspace(workspace_dir, {m.workspace for m in MemoryStore(paths).all()})
+    result = preview_recall(text, paths, load_config(paths), workspace.key if workspace else "")
     if as_json:
         echo_json(render_recall_json(result))
+        return
+    if workspace is None:
+        click.echo("范围：不在任何项目里的会话（只召回所有项目的记忆）")
     else:
-        click.echo(render_recall_text(result))
+        here = workspace_label(workspace.key, workspace.name)
+        click.echo(f"范围：在 {here}里开的会话（所有项目的记忆加上这个项目的）")
+    click.echo(render_recall_text(result))
 
 
 @main.command("verify")

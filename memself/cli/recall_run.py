@@ -35,20 +35,24 @@ def _recaller(config: Config, cache_dir: Path | None = None) -> Recaller:
     return load_recaller(encoder, config.model, cache_dir)
 
 
-def preview_recall(text: str, paths: DataPaths, config: Config) -> RecallResult:
+def preview_recall(text: str, paths: DataPaths, config: Config, workspace: str | None = None) -> RecallResult:
     """``memself recall``: ask the running engine, which has everything loaded; without one (or
-    when it cannot answer at once) compute it here with the lean runtime. Never rewards."""
+    when it cannot answer at once) compute it here with the lean runtime. Never rewards.
+    ``workspace`` scopes it as a session there is scoped (see ``local_recall``)."""
     from memself.engine.client import EngineClient, EngineRequestError
     from memself.engine.protocol import OP_PREVIEW
     from memself.recall.result import RecallResult
 
     if not text.strip():
         raise InvalidInput("要召回的文本为空")
+    payload: dict[str, Any] = {"text": text}
+    if workspace is not None:
+        payload["workspace"] = workspace
     try:
-        detail = EngineClient(paths).request(OP_PREVIEW, {"text": text}, ENGINE_PREVIEW_S)
+        detail = EngineClient(paths).request(OP_PREVIEW, payload, ENGINE_PREVIEW_S)
         return RecallResult.from_detail(detail)
     except EngineRequestError:
-        return local_recall(text, paths, config)
+        return local_recall(text, paths, config, workspace=workspace)
 
 
 def local_recall(
@@ -57,10 +61,13 @@ def local_recall(
     config: Config,
     cache_dir: Path | None = None,
     recaller: Recaller | None = None,
+    workspace: str | None = None,
 ) -> RecallResult:
     """Recall for ``text`` in this process (model loaded here), over the user's store, unrewarded.
 
-    The vector index is synced first (new or changed memories are encoded), as the engine does.
+    ``workspace``: a workspace key (the global memories and that workspace's), "" (global
+    memories only) or None (every memory), as the engine's ``preview`` op takes it. The vector
+    index is synced first (new or changed memories are encoded), as the engine does.
     """
     from memself.index.sync import VectorIndex
     from memself.models import resolve_model
@@ -77,7 +84,12 @@ def local_recall(
     index.sync(memories, memory_side(recaller.encoder))
     params = gate_params(config, resolve_model(config.model))
     return recaller.recall(
-        text, indexed_pool(memories, index), index.matrix, params, matrix_key=index.generation
+        text,
+        indexed_pool(memories, index),
+        index.matrix,
+        params,
+        matrix_key=index.generation,
+        workspace=workspace,
     )
 
 
