@@ -11,6 +11,7 @@ picked in the plugin's popup.
 
 from __future__ import annotations
 
+import os
 import webbrowser
 from collections.abc import Callable
 from datetime import datetime, timezone
@@ -31,19 +32,23 @@ from memself.judge.secrets import key_state, read_key_file
 from memself.logs import log
 from memself.paths import DataPaths
 from memself.recall.lines import line_in_effect, line_set_message
-from memself.records import GROUP_LABELS, GROUPS, fmt_confidence
+from memself.records import GROUP_LABELS, GROUPS, Memory, fmt_confidence
 from memself.store import MemoryStore
-from memself.texts import group_suffix, inert, requests_line
+from memself.texts import SCOPE_LABEL, group_suffix, inert, requests_line, scope_text, workspace_label
+from memself.workspace_args import current_workspace, directory_workspace
+from memself.workspaces import Workspace
 
 SERVER_NAME = "memory-self-evolution"
 READ_LIMIT = 50
-UPDATE_ACTIONS = ("delete", "merge", "replace")
+UPDATE_ACTIONS = ("delete", "merge", "replace", "move")
+SCOPES = ("global", "workspace")
 
 TOOLS: list[dict[str, Any]] = [
     {
         "name": "memory_list",
         "description": "列出 memory-self-evolution 插件两组记忆"
-        f"（rule {GROUP_LABELS['rule']}、project {GROUP_LABELS['project']}）各有多少条。"
+        f"（rule {GROUP_LABELS['rule']}、project {GROUP_LABELS['project']}）各有多少条，"
+        "以及按范围（所有项目、各个项目）各有多少条，并注明当前项目。"
         "open=true 时刷新 memories.html 并用系统默认浏览器打开，供用户查看全部记忆。",
         "inputSchema": {
             "type": "object",
@@ -52,8 +57,9 @@ TOOLS: list[dict[str, Any]] = [
     },
     {
         "name": "memory_read",
-        "description": "按置信度从高到低读取某一组记忆的前 50 条（已废弃的也列出并标注），每条带 id。"
-        "整理记忆（删除、合并、改写）前先用它找到 id。只读，不加分。",
+        "description": "按置信度从高到低读取某一组记忆的前 50 条（已废弃的也列出并标注），每条带 id 和范围"
+        "（所有项目，或只属于某个项目）。默认只列出当前项目能用到的：所有项目的记忆和当前项目的记忆。"
+        "整理记忆（删除、合并、改写、改范围）前先用它找到 id。只读，不加分。",
         "inputSchema": {
             "type": "object",
             "required": ["group"],
@@ -62,17 +68,23 @@ TOOLS: list[dict[str, Any]] = [
                     "type": "string",
                     "enum": list(GROUPS),
                     "description": f"rule（{GROUP_LABELS['rule']}）或 project（{GROUP_LABELS['project']}）",
-                }
+                },
+                "all_workspaces": {
+                    "type": "boolean",
+                    "description": "为 true 时也列出其他项目的记忆",
+                },
             },
         },
     },
     {
         "name": "memory_update",
         "description": "只在用户明确要求整理记忆、并已用提问工具确认后使用："
-        "删除、合并或改写本插件已有的记忆。"
+        "删除、合并、改写本插件已有的记忆，或改变它的范围。"
         "delete：id（一条）或 ids（多条），移入回收站；"
         "merge：保留 id，正文改为 text，id2 移入回收站，"
-        "置信度取两条中较高的；replace：把 id 的正文改为 text，置信度不变。"
+        "置信度取两条中较高的，范围沿用 id 的；replace：把 id 的正文改为 text，置信度不变；"
+        "move：把 id 的范围改为 scope：global（所有项目都能用）或 workspace"
+        "（只在一个项目里注入和召回：workspace 给出的项目目录，省略时为当前项目），正文和置信度不变。"
         "text 为 6 到 400 个字，"
         "由用户给出或经用户确认。不能新增记忆。",
         "inputSchema": {
@@ -88,6 +100,15 @@ TOOLS: list[dict[str, Any]] = [
                 },
                 "id2": {"type": "string", "description": "merge 时被并掉、移入回收站的记忆 id"},
                 "text": {"type": "string", "description": "merge 或 replace 后的完整正文"},
+                "scope": {
+                    "type": "string",
+                    "enum": list(SCOPES),
+                    "description": "move 的新范围：global 所有项目，workspace 只属于一个项目",
+                },
+                "workspace": {
+                    "type": "string",
+                    "description": "scope 为 workspace 时的项目目录（绝对路径）；省略时为当前项目",
+                },
             },
         },
     },
@@ -132,7 +153,9 @@ _SECRET_KEYS = {"apikey", "api_key", "sessionsecret", "session-secret", "secret"
 
 
 class MemoryTools:
-    """The five tools as plain methods. ``host`` scopes ``memory_resolve`` to one host."""
+    """The five tools as plain methods. ``host`` scopes ``memory_resolve`` to one host.
+    ``workspace`` is the current project (the workspace of the server's working directory, where
+    hosts start it); None: no project, and then every memory is listed."""
 
     def __init__(
         self,
@@ -140,11 +163,13 @@ class MemoryTools:
         host: str,
         now_fn: Callable[[], datetime] = lambda: datetime.now(timezone.utc),
         opener: Callable[[str], object] = webbrowser.open,
+        workspace: Workspace | None = None,
     ) -> None:
         self.paths = paths
         self.host = host
         self.now_fn = now_fn
         self.opener = opener
+        self.workspace = workspace
 
     def call(self, name: str, arguments: dict[str, Any] | None) -> str:
         args = arguments if isinstance(arguments, dict) else {}
@@ -172,6 +197,7 @@ class MemoryTools:
                 dead = sum(1 for m in memories if not m.active)
                 extra = f"（其中已废弃 {dead} 条）" if dead else ""
                 lines.append(f"{group:<7} {len(memories)} 条{extra} —— {hints[group]}")
+            lines += self._scope_lines(groups)
         bad = store.quarantined()
         if bad:
             where = "、".join(f"{name} 第 {line.line_no} 行" for name, line in bad[:5])
@@ -185,21 +211,52 @@ class MemoryTools:
             lines.append(f"已刷新并打开 {self.paths.html}")
         return "\n".join(lines)
 
+    def _scope_lines(self, groups: dict[str, list[Memory]]) -> list[str]:
+        """Counts per scope (global first, then each workspace by name), the current one marked."""
+        counts: dict[str, dict[str, int]] = {"": dict.fromkeys(GROUPS, 0)}
+        names: dict[str, str] = {"": ""}
+        for group, members in groups.items():
+            for m in members:
+                names.setdefault(m.workspace, m.workspaceName)
+                counts.setdefault(m.workspace, dict.fromkeys(GROUPS, 0))[group] += 1
+        here = self.workspace.key if self.workspace else None
+        lines = ["按范围："]
+        for key in sorted(names, key=lambda k: (k != "", names[k].casefold(), k)):
+            mark = "（当前项目）" if key and key == here else ""
+            by_group = "，".join(f"{g} {counts[key][g]} 条" for g in GROUPS)
+            lines.append(f"- {inert(scope_text(key, names[key]))}{mark}：{by_group}")
+        lines.append(self._here_line())
+        return lines
+
+    def _here_line(self) -> str:
+        if self.workspace is None:
+            return "当前不在任何项目里：只有所有项目的记忆会注入和召回。"
+        here = inert(workspace_label(self.workspace.key, self.workspace.name))
+        return f"当前项目：{here}；其他项目的记忆不会在这里注入或召回。"
+
     # -- memory_read ------------------------------------------------------------------------
     def memory_read(self, args: dict[str, Any]) -> str:
         group = args.get("group")
         if group not in GROUPS:
             raise InvalidInput("参数 group 必须是 rule 或 project")
         memories = self.store.read_group(group)
+        everything = self.workspace is None or args.get("all_workspaces") in (True, "true")
+        if not everything and self.workspace is not None:
+            memories = [m for m in memories if m.visible_in(self.workspace.key)]
+        where = "" if everything else "所有项目的和当前项目的，"
         if not memories:
-            return f"「{group}」下没有记忆"
+            return f"「{group}」下没有{where.rstrip('，')}记忆"
         more = f"，以下为前 {READ_LIMIT} 条" if len(memories) > READ_LIMIT else ""
-        lines = [f"{group}（共 {len(memories)} 条{more}）"]
+        lines = [f"{group}（{where}共 {len(memories)} 条{more}）"]
         for i, m in enumerate(memories[:READ_LIMIT], 1):
             mark = "[已废弃] " if not m.active else ""
-            lines.append(f"{i}. {mark}{inert(m.text)}（置信度 {fmt_confidence(m.confidence)}，id {m.id}）")
+            lines.append(
+                f"{i}. {mark}{inert(m.text)}（置信度 {fmt_confidence(m.confidence)}，id {m.id}，"
+                f"{SCOPE_LABEL}{_scope(m)}）"
+            )
             if m.appliesWhen:
                 lines.append(f"   {requests_line(m.appliesWhen)}")
+        lines.append(self._here_line())
         return "\n".join(lines)
 
     # -- memory_update ----------------------------------------------------------------------
@@ -224,12 +281,20 @@ class MemoryTools:
             keep, drop, text = _str_arg(args, "id"), _str_arg(args, "id2"), _str_arg(args, "text")
             if not keep or not drop or not text:
                 raise InvalidInput("merge 需要 id、id2 和 text")
+            dropped = store.get(drop)
             merged = memories.merge(store, keep, drop, text, now)
             m = merged.change.memory
             lines = [
                 f"已合并：保留 {m.id}，正文改为「{inert(m.text)}」，"
                 f"置信度 {fmt_confidence(m.confidence)}；{drop} 已移入回收站。{group_suffix(m.category)}"
             ]
+            if dropped is not None and dropped.workspace != m.workspace:
+                # The dropped memory's facts now live in the kept one's scope: say so, once.
+                lines.append(
+                    f"注意：{drop} 的范围是「{_scope(dropped)}」，"
+                    f"合并后的记忆沿用 {m.id} 的范围「{_scope(m)}」；"
+                    "需要时可用 move 改范围。"
+                )
             return "\n".join(lines + _invalidated(merged.invalidated))
         if action == "replace":
             mem_id, text = _str_arg(args, "id"), _str_arg(args, "text")
@@ -242,7 +307,38 @@ class MemoryTools:
                 f"（{fmt_confidence(m.confidence)}）。{group_suffix(m.category)}"
             ]
             return "\n".join(lines + _invalidated(replaced.invalidated))
-        raise InvalidInput("参数 action 必须是 delete、merge 或 replace")
+        if action == "move":
+            return self._move(args, now)
+        raise InvalidInput("参数 action 必须是 delete、merge、replace 或 move")
+
+    def _move(self, args: dict[str, Any], now: datetime) -> str:
+        mem_id, scope = _str_arg(args, "id"), _str_arg(args, "scope")
+        if not mem_id or scope not in SCOPES:
+            raise InvalidInput("move 需要 id 和 scope（global 或 workspace）")
+        directory = _str_arg(args, "workspace")
+        target: Workspace | None = None
+        if scope == "global":
+            if directory:
+                raise InvalidInput("scope 为 global 时不能给出 workspace")
+        elif directory:
+            # A relative path would be read against the server's directory, not the user's intent.
+            if not os.path.isabs(os.path.expanduser(directory)):
+                raise InvalidInput("workspace 需要项目目录的绝对路径")
+            target = directory_workspace(directory)
+        elif self.workspace is None:
+            raise InvalidInput("当前不在任何项目里：请在 workspace 里给出项目目录的绝对路径")
+        else:
+            target = self.workspace
+        moved = memories.move(self.store, mem_id, target, now)
+        m = moved.memory
+        label = _scope(m)
+        if not moved.changed:
+            return f"{m.id} 的范围本来就是「{label}」，没有改动：「{inert(m.text)}」"
+        lines = [
+            f"已把 {m.id} 的范围从「{inert(scope_text(moved.previous))}」改为「{label}」，"
+            f"正文和置信度不变：「{inert(m.text)}」"
+        ]
+        return "\n".join(lines + _invalidated(moved.invalidated))
 
     # -- memory_resolve ---------------------------------------------------------------------
     def memory_resolve(self, args: dict[str, Any]) -> str:
@@ -305,6 +401,10 @@ def _show_value(value: object) -> str:
     if value == "":
         return "（未设置）"
     return str(value)
+
+
+def _scope(memory: Memory) -> str:
+    return inert(scope_text(memory.workspace, memory.workspaceName))
 
 
 def _invalidated(count: int) -> list[str]:
@@ -371,7 +471,8 @@ def serve(host: str, paths: DataPaths | None = None) -> None:
     import anyio
     from mcp.server.stdio import stdio_server
 
-    server = build_server(MemoryTools(paths or DataPaths.default(), host))
+    # Hosts start the server in the project: its working directory names the current workspace.
+    server = build_server(MemoryTools(paths or DataPaths.default(), host, workspace=current_workspace()))
 
     async def main() -> None:
         async with stdio_server() as (read_stream, write_stream):

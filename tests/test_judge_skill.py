@@ -18,7 +18,7 @@ def test_frontmatter_and_rules() -> None:
     assert len(match.group(2)) < 1024 and "记忆" in match.group(2)
     for tool in ("memory_list", "memory_read", "memory_update"):
         assert f"`{tool}`" in text
-    for action in ('action="delete"', 'action="merge"', 'action="replace"', "ids=[...]"):
+    for action in ('action="delete"', 'action="merge"', 'action="replace"', 'action="move"', "ids=[...]"):
         assert action in text
     assert "AskUserQuestion" in text and "ask_followup_question" in text
     assert "不要直接读写或编辑" in text and "客户端自带的记忆" in text

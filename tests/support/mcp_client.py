@@ -10,15 +10,19 @@ from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 
-def server_params(host: str) -> StdioServerParameters:
+def server_params(host: str, cwd: str | None = None) -> StdioServerParameters:
+    """The server as a host starts it: ``cwd`` is the project it was started in."""
     env = {k: os.environ[k] for k in ("HOME", "MEMSELF_HOME", "PATH") if k in os.environ}
     return StdioServerParameters(
-        command=sys.executable, args=["-m", "memself", "mcp", "--agent", host], env=env
+        command=sys.executable, args=["-m", "memself", "mcp", "--agent", host], env=env, cwd=cwd
     )
 
 
-async def session_calls(host: str, calls: list[tuple[str, dict]]) -> tuple[object, list, list]:
-    async with stdio_client(server_params(host)) as (read, write), ClientSession(read, write) as session:
+async def session_calls(
+    host: str, calls: list[tuple[str, dict]], cwd: str | None = None
+) -> tuple[object, list, list]:
+    params = server_params(host, cwd)
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
         init = await session.initialize()
         listed = await session.list_tools()
         results = [await session.call_tool(name, args) for name, args in calls]
@@ -29,5 +33,5 @@ def text_of(result) -> str:
     return "".join(c.text for c in result.content)
 
 
-def run(host: str, calls: list[tuple[str, dict]]):
-    return anyio.run(session_calls, host, calls)
+def run(host: str, calls: list[tuple[str, dict]], cwd: str | None = None):
+    return anyio.run(session_calls, host, calls, cwd)
