@@ -1,5 +1,8 @@
 """memories.html: a self-contained page a human reads to check what memself remembers.
 
+Memories are grouped by scope: first the global ones (every project sees them), then one section
+per workspace with its name and path, each split into the two groups.
+
 Standard library only: the store regenerates the page after every write, and the store is on the
 hook path. The page loads nothing from the network (inline CSS, system fonts, no scripts), and a
 Content-Security-Policy forbids scripts as a second line of defence behind the escaping: memory
@@ -17,7 +20,9 @@ from typing import TYPE_CHECKING
 
 from memself.atomic import write_atomic
 from memself.records import DEPRECATION_LINE, GROUP_LABELS, Memory
+from memself.texts import SCOPE_GLOBAL
 from memself.timeutil import parse_iso
+from memself.workspaces import display_name
 
 if TYPE_CHECKING:
     from memself.paths import DataPaths
@@ -27,6 +32,10 @@ GROUP_HINTS = {
     "project": "只在每轮输入时按语义相关性召回，会话开始不注入。",
 }
 DEPRECATED_BADGE = "已废弃"
+SCOPE_HINTS = {
+    "global": "在每个项目里都会注入和召回。",
+    "workspace": "只在这个项目里注入和召回，其他项目看不到。",
+}
 
 _CSS = """
 :root { color-scheme: light; --ink: #1f2328; --muted: #656d76; --line: #d8dee4;
@@ -42,9 +51,14 @@ h1 { font-size: 22px; margin: 0 0 6px; letter-spacing: .02em; }
 .summary b { font-variant-numeric: tabular-nums; }
 .summary .sep { color: var(--line); margin: 0 8px; }
 .note { margin: 4px 0 0; color: var(--muted); font-size: 13px; }
-section.group { margin: 0 0 30px; }
-h2 { font-size: 18px; margin: 0 0 2px; display: flex; align-items: baseline; gap: 10px; }
-h2 .count { font-size: 13px; font-weight: normal; color: var(--muted); }
+section.scope { margin: 0 0 38px; }
+section.group { margin: 0 0 26px; }
+h2 { font-size: 19px; margin: 0 0 2px; display: flex; align-items: baseline; gap: 10px;
+  flex-wrap: wrap; }
+h2 code { font-size: 13px; font-weight: normal; color: var(--muted); }
+h3 { font-size: 16px; margin: 14px 0 2px; display: flex; align-items: baseline; gap: 10px; }
+h2 .count, h3 .count { font-size: 13px; font-weight: normal; color: var(--muted); }
+section.workspace > h2 { border-top: 1px solid var(--line); padding-top: 18px; }
 .hint { margin: 0 0 12px; color: var(--muted); font-size: 13px; }
 ol.cards { list-style: none; margin: 0; padding: 0; display: grid; gap: 10px; }
 .card { background: var(--card); border: 1px solid var(--line); border-radius: 8px;
@@ -82,7 +96,15 @@ def render_html(groups: Mapping[str, Sequence[Memory]], now: datetime) -> str:
     order = [g for g in GROUP_LABELS] + [g for g in groups if g not in GROUP_LABELS]
     sorted_groups = {g: _sorted(groups.get(g, ())) for g in order}
     summary = '<span class="sep">|</span>'.join(_summary_item(g, mems) for g, mems in sorted_groups.items())
-    sections = "\n".join(_section(g, mems) for g, mems in sorted_groups.items())
+    scopes = _by_scope(sorted_groups)
+    owned = sum(len(ms) for key, _, by_group in scopes if key for ms in by_group.values())
+    if owned:
+        summary += (
+            f'<span class="sep">|</span>其中 <b>{owned}</b> 条只属于某个项目（{len(scopes) - 1} 个项目）'
+        )
+    sections = "\n".join(
+        _scope_section(number, key, name, by_group) for number, (key, name, by_group) in enumerate(scopes)
+    )
     stamp = _e(_fmt_time(now))
     return f"""<!DOCTYPE html>
 <html lang="zh-CN">
@@ -183,7 +205,51 @@ def _summary_item(group: str, memories: Sequence[Memory]) -> str:
     return f"{_e(_label(group))} <b>{len(memories)}</b> 条{tail}"
 
 
-def _section(group: str, memories: Sequence[Memory]) -> str:
+def _workspace(mem: object) -> tuple[str, str]:
+    """A record's workspace key and name ("" for a global one; duck-typed records have none)."""
+    key = getattr(mem, "workspace", "")
+    if not isinstance(key, str) or not key:
+        return "", ""
+    name = getattr(mem, "workspaceName", "")
+    return key, name if isinstance(name, str) and name else display_name(key)
+
+
+def _by_scope(
+    groups: Mapping[str, list[Memory]],
+) -> list[tuple[str, str, dict[str, list[Memory]]]]:
+    """(key, name, memories per group) per scope: global first (always, even empty), then each
+    workspace by name and path; every list keeps the order it had."""
+    names: dict[str, str] = {"": ""}
+    scoped: dict[str, dict[str, list[Memory]]] = {"": {g: [] for g in groups}}
+    for group, memories in groups.items():
+        for mem in memories:
+            key, name = _workspace(mem)
+            names.setdefault(key, name)
+            scoped.setdefault(key, {g: [] for g in groups})[group].append(mem)
+    keys = sorted(names, key=lambda k: (k != "", names[k].casefold(), k))
+    return [(key, names[key], scoped[key]) for key in keys]
+
+
+def _scope_section(number: int, key: str, name: str, groups: Mapping[str, Sequence[Memory]]) -> str:
+    total = sum(len(ms) for ms in groups.values())
+    count = f'<span class="count">{total} 条</span>'
+    if not key:
+        # The global groups keep the ids the page had before workspaces existed.
+        inner = "\n".join(_section(g, ms, f"group-{g}", "h3") for g, ms in groups.items())
+        return (
+            f'<section class="scope global" id="scope-global">\n<h2>{_e(SCOPE_GLOBAL)}{count}</h2>\n'
+            f'<p class="hint">{_e(SCOPE_HINTS["global"])}</p>\n{inner}\n</section>'
+        )
+    # A workspace has at least one memory; its empty groups are left out.
+    inner = "\n".join(_section(g, ms, f"scope-{number}-{g}", "h3") for g, ms in groups.items() if ms)
+    return (
+        f'<section class="scope workspace" id="scope-{number}" data-workspace="{_e(key)}">\n'
+        f"<h2>{_e(name)}<code>{_e(key)}</code>{count}</h2>\n"
+        f'<p class="hint">{_e(SCOPE_HINTS["workspace"])}</p>\n{inner}\n</section>'
+    )
+
+
+def _section(group: str, memories: Sequence[Memory], anchor: str, heading: str) -> str:
     hint = GROUP_HINTS.get(group, "")
     hint_html = f'<p class="hint">{_e(hint)}</p>\n' if hint else ""
     if memories:
@@ -191,8 +257,8 @@ def _section(group: str, memories: Sequence[Memory]) -> str:
     else:
         body = '<p class="empty">（暂无）</p>'
     return (
-        f'<section class="group" id="group-{_e(group)}">\n'
-        f'<h2>{_e(_label(group))}<span class="count">{len(memories)} 条</span></h2>\n'
+        f'<section class="group" id="{_e(anchor)}">\n'
+        f'<{heading}>{_e(_label(group))}<span class="count">{len(memories)} 条</span></{heading}>\n'
         f"{hint_html}{body}\n</section>"
     )
 

@@ -39,8 +39,10 @@ def mem(
     evidence: str = "",
     last: str = "2026-11-29T08:00:00.000Z",
     created: str = "2026-10-01T02:00:00.000Z",
+    **workspace: str,
 ) -> SimpleNamespace:
-    # Duck-typed record with the original's field names; the real Memory is covered separately.
+    # Duck-typed record with the original's field names (and memself's workspace fields when
+    # given); the real Memory is covered separately.
     return SimpleNamespace(
         id=mem_id,
         text=text,
@@ -51,6 +53,7 @@ def mem(
         lastSeen=last,
         deprecated=deprecated,
         createdAt=created,
+        **workspace,
     )
 
 
@@ -81,14 +84,29 @@ def sample_groups() -> dict[str, list[SimpleNamespace]]:
     }
 
 
+def workspace_groups() -> dict[str, list[SimpleNamespace]]:
+    """The sample plus memories of two workspaces (one named like markup, to be escaped)."""
+    groups = sample_groups()
+    pay = {"workspace": "/home/me/code/pay-service", "workspaceName": "pay-service"}
+    odd = {"workspace": "/home/me/<b>odd</b>", "workspaceName": "<b>odd</b>"}
+    groups["rule"].append(mem("mem-w-lint", "支付服务提交前先跑 make lint", 0.9, **pay))
+    groups["project"] += [
+        mem("mem-w-port", "支付服务本地端口是 8443", 0.7, category="project", **pay),
+        mem("mem-w-odd", "奇怪名字的项目也要正常显示", 0.6, category="project", **odd),
+    ]
+    return groups
+
+
 class PageParser(HTMLParser):
-    """Collects tags, attributes, the title and each card's text, as a browser's DOM would."""
+    """Collects tags, attributes, the title, the scope sections and each card's text and scope,
+    as a browser's DOM would."""
 
     def __init__(self) -> None:
         super().__init__(convert_charrefs=True)
         self.tags: list[tuple[str, dict[str, str | None]]] = []
         self.title = ""
         self.cards: list[dict[str, object]] = []
+        self.scopes: list[dict[str, str]] = []  # per scope section: its workspace and h2 text
         self._stack: list[str] = []
         self._card_depth: int | None = None
 
@@ -98,8 +116,13 @@ class PageParser(HTMLParser):
         if tag in {"meta", "br", "img", "link", "input"}:
             return
         self._stack.append(tag)
+        if tag == "section" and "scope" in (attr.get("class") or "").split():
+            self.scopes.append({"workspace": attr.get("data-workspace") or "", "heading": ""})
         if tag == "li" and "card" in (attr.get("class") or ""):
-            self.cards.append({"id": attr.get("data-id"), "class": attr.get("class"), "text": ""})
+            scope = self.scopes[-1]["workspace"] if self.scopes else None
+            self.cards.append(
+                {"id": attr.get("data-id"), "class": attr.get("class"), "text": "", "scope": scope}
+            )
             self._card_depth = len(self._stack)
 
     def handle_endtag(self, tag: str) -> None:
@@ -111,6 +134,8 @@ class PageParser(HTMLParser):
     def handle_data(self, data: str) -> None:
         if self._stack and self._stack[-1] == "title":
             self.title += data
+        if "h2" in self._stack and self.scopes:
+            self.scopes[-1]["heading"] += data
         if self._card_depth is not None and self.cards:
             self.cards[-1]["text"] = str(self.cards[-1]["text"]) + data
 
@@ -245,6 +270,35 @@ def test_empty_groups_and_self_contained() -> None:
     for needle in ("http", "url(", "@import", "@font-face"):
         assert needle not in css, needle
     assert "default-src 'none'" in full and "Content-Security-Policy" in full
+
+
+def test_memories_are_grouped_by_workspace() -> None:
+    page = render_html(workspace_groups(), NOW)
+    parsed = parse(page)
+    assert [(s["workspace"], s["heading"]) for s in parsed.scopes] == [
+        ("", "所有项目7 条"),
+        ("/home/me/<b>odd</b>", "<b>odd</b>/home/me/<b>odd</b>1 条"),
+        ("/home/me/code/pay-service", "pay-service/home/me/code/pay-service2 条"),
+    ]
+    scope_of = {c["id"]: c["scope"] for c in parsed.cards}
+    assert {i for i, s in scope_of.items() if s} == {"mem-w-lint", "mem-w-port", "mem-w-odd"}
+    assert scope_of["mem-w-lint"] == scope_of["mem-w-port"] == "/home/me/code/pay-service"
+    # Within a scope, each group in confidence order; the global groups keep their anchors.
+    ids = [c["id"] for c in parsed.cards]
+    assert ids.index("mem-w-lint") < ids.index("mem-w-port")
+    assert 'id="group-rule"' in page and 'id="group-project"' in page
+    assert "<b>odd</b>" not in page and "&lt;b&gt;odd&lt;/b&gt;" in page  # the odd name stayed text
+    # Totals count every scope; a workspace's empty group is left out, the global ones stay.
+    assert "规则与偏好 <b>6</b> 条（其中已废弃 1 条）" in page and "项目事实 <b>4</b> 条" in page
+    assert "其中 <b>3</b> 条只属于某个项目（2 个项目）" in page
+    assert page.count("（暂无）") == 0
+    assert page.count("<h3>规则与偏好") == 2 and page.count("<h3>项目事实") == 3
+
+
+def test_a_page_without_workspaces_has_only_the_global_section() -> None:
+    page = render_html(sample_groups(), NOW)
+    assert [s["workspace"] for s in parse(page).scopes] == [""]
+    assert "只属于某个项目" not in page
 
 
 def test_real_memory_records_render() -> None:
@@ -442,7 +496,7 @@ def colour_stats(rows: list[bytes], bpp: int) -> dict[tuple[int, int, int], int]
 
 def test_page_in_headless_chromium(chromium: Path, tmp_path: Path) -> None:
     page = tmp_path / "memories.html"
-    page.write_text(render_html(sample_groups(), NOW), encoding="utf-8")
+    page.write_text(render_html(workspace_groups(), NOW), encoding="utf-8")
     dom, png = run_chromium(page, tmp_path)
 
     parsed = parse(dom)
@@ -453,8 +507,16 @@ def test_page_in_headless_chromium(chromium: Path, tmp_path: Path) -> None:
     by_id = {c["id"]: c for c in parsed.cards}
     assert SCRIPT_TEXT in str(by_id["mem-r-script"]["text"])
     assert QUOTE_EVIDENCE in str(by_id[QUOTE_ID]["text"])
-    assert len(parsed.cards) == 7
+    assert len(parsed.cards) == 10
     assert "已废弃" in str(by_id["mem-r-old"]["text"])
+    # The browser's DOM keeps the grouping: global first, then each workspace with its path.
+    assert [s["workspace"] for s in parsed.scopes] == ["", "/home/me/<b>odd</b>", "/home/me/code/pay-service"]
+    assert parsed.scopes[2]["heading"] == "pay-service/home/me/code/pay-service2 条"
+    assert {c["id"] for c in parsed.cards if c["scope"] == "/home/me/code/pay-service"} == {
+        "mem-w-lint",
+        "mem-w-port",
+    }
+    assert "<b>odd</b>" not in dom
 
     data = png.read_bytes()
     assert len(data) > 20_000
