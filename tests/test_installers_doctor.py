@@ -176,3 +176,38 @@ def test_engine_that_cannot_load_its_model_is_reported(
     monkeypatch.setenv(WARM_UP_FAIL_ENV, str(marker))
     check = doctor.check_engine(engine_paths, wait_s=60)
     assert check.ok is False and "模型文件缺失（测试）" in check.summary, check.summary
+
+
+def test_the_data_check_counts_memories_per_workspace(isolated_home: Path) -> None:
+    from datetime import datetime, timezone
+
+    from memself.store import MemoryStore
+    from memself.workspaces import Workspace
+
+    paths = DataPaths.default()
+    assert doctor.check_data(paths).summary == "还没有记忆文件（第一次写入时创建）"
+    store = MemoryStore(paths)
+    now = datetime(2026, 12, 1, tzinfo=timezone.utc)
+    pay, shop = Workspace("/code/pay-service", "pay-service"), Workspace("/code/shop", "shop")
+    other_app, app = Workspace("/old/app", "app"), Workspace("/code/app", "app")
+    store.create("回答一律使用中文", "rule", now)
+    store.create("所有服务的日志都进 Loki", "project", now)
+    store.create("提交前先跑 make lint", "rule", now, workspace=pay)
+    store.create("支付服务本地端口是 8443", "project", now, workspace=pay)
+    store.create("商城图片放在 shop-img 桶", "project", now, workspace=shop)
+    check = doctor.check_data(paths)
+    assert check.ok is True
+    assert check.summary.endswith(
+        "；共 5 条记忆（所有项目：rule 1 条、project 1 条；pay-service：rule 1 条、project 1 条；"
+        "shop：project 1 条）"
+    )
+    # Two workspaces with one name are told apart by their paths.
+    store.create("应用的入口是 main.py", "project", now, workspace=app)
+    store.create("旧应用的入口是 run.py", "project", now, workspace=other_app)
+    summary = doctor.check_data(paths).summary
+    assert "app（/code/app）：project 1 条；app（/old/app）：project 1 条；pay-service：" in summary
+    # A quarantined line is a problem; the counts of what did load still show.
+    with open(paths.group_file("rule"), "a", encoding="utf-8") as handle:
+        handle.write("{broken\n")
+    broken = doctor.check_data(paths)
+    assert broken.ok is False and "无法读取" in broken.summary and "共 7 条记忆（所有项目：" in broken.summary

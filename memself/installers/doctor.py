@@ -12,12 +12,16 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from memself.errors import MemselfError
 from memself.installers import INSTALLERS
 from memself.installers.base import InstallContext, default_skill_source
 from memself.installers.claude_cli import find_claude
 from memself.paths import DataPaths
+
+if TYPE_CHECKING:
+    from memself.records import Memory
 
 Echo = Callable[[str], None]
 _ENGINE_WAIT_S = 90.0
@@ -69,8 +73,39 @@ def check_host(name: str, home: Path, claude_bin: str | None) -> Check:
     return Check(installer.label, False, f"未注册或指向旧的路径：{missing}", fix)
 
 
+def memory_counts(memories: list[Memory]) -> str:
+    """「共 5 条记忆（所有项目：rule 2 条、project 1 条；pay-service：project 2 条）」: global
+    first, then each workspace by name (with its path when two share a name); "" when none."""
+    if not memories:
+        return ""
+    from collections import Counter
+
+    from memself.records import GROUPS
+    from memself.texts import SCOPE_GLOBAL, workspace_label
+
+    names: dict[str, str] = {}
+    counts: dict[str, Counter[str]] = {}
+    for memory in memories:
+        names.setdefault(memory.workspace, memory.workspaceName)
+        counts.setdefault(memory.workspace, Counter())[memory.category] += 1
+    shared = Counter(names[k] for k in names if k)
+    parts = []
+    for key in sorted(names, key=lambda k: (k != "", names[k].casefold(), k)):
+        label = (
+            SCOPE_GLOBAL
+            if not key
+            else names[key]
+            if shared[names[key]] == 1
+            else workspace_label(key, names[key])
+        )
+        by_group = "、".join(f"{g} {counts[key][g]} 条" for g in GROUPS if counts[key][g])
+        parts.append(f"{label}：{by_group}")
+    return f"共 {len(memories)} 条记忆（{'；'.join(parts)}）"
+
+
 def check_data(paths: DataPaths) -> Check:
-    """The memory files read whole, the write lock is usable, no interrupted write is pending."""
+    """The memory files read whole, the write lock is usable, no interrupted write is pending;
+    how many memories there are, globally and per workspace."""
     from memself.journal import intent_path
     from memself.lock import lock_problem
     from memself.store import MemoryStore
@@ -81,9 +116,12 @@ def check_data(paths: DataPaths) -> Check:
     if not paths.root.is_dir():
         return Check("记忆数据", True, "还没有记忆文件（第一次写入时创建）")
     try:
-        bad = MemoryStore(paths).quarantined()
+        store = MemoryStore(paths)
+        bad = store.quarantined()
+        counted = memory_counts(store.all())
     except MemselfError as exc:
         return Check("记忆数据", False, str(exc), f"检查 {paths.root} 的权限")
+    counts = f"；{counted}" if counted else ""
     if bad:
         shown = "；".join(f"{name} 第 {line.line_no} 行（{line.reason}）" for name, line in bad[:5])
         more = f"等 {len(bad)} 行" if len(bad) > 5 else ""
@@ -91,7 +129,7 @@ def check_data(paths: DataPaths) -> Check:
         return Check(
             "记忆数据",
             False,
-            f"{shown}{more}无法读取，已隔离：原样保留在文件里，其余记忆照常注入和召回{paused}",
+            f"{shown}{more}无法读取，已隔离：原样保留在文件里，其余记忆照常注入和召回{paused}{counts}",
             f"用编辑器打开 {paths.root} 里的这些文件，修好或删掉这几行（memself list 也会列出）",
         )
     pending = " 有一次被中断的写入待完成，下次写入时自动补完；" if intent_path(paths).exists() else ""
@@ -102,7 +140,7 @@ def check_data(paths: DataPaths) -> Check:
         return Check("记忆数据", True, f"{pending}还没有记忆文件（第一次写入时创建），写锁可用")
     read = f"{'、'.join(present)} {'都' if len(present) > 1 else ''}能完整读取，写锁可用"
     later = f"（{'、'.join(absent)} 还没有，第一次用到时创建）" if absent else ""
-    return Check("记忆数据", True, f"{pending}{read}{later}")
+    return Check("记忆数据", True, f"{pending}{read}{later}{counts}")
 
 
 def check_model(paths: DataPaths) -> Check:
