@@ -57,3 +57,18 @@ def test_delete_and_trash_print_no_control_characters() -> None:
     for result in (deleted, trash, restored):
         assert result.returncode == 0, result.stderr
         assert not any(ch in result.stdout for ch in "\x1b\x07\r"), repr(result.stdout)
+
+
+def test_a_workspace_name_and_path_print_no_control_characters() -> None:
+    mem_id = _write("rule", "提交前先跑单元测试然后再推送")
+    path = os.path.join(os.environ["MEMSELF_HOME"], "rule.jsonl")
+    with open(path, encoding="utf-8") as handle:
+        record = json.loads(handle.read())
+    record.update(workspace="/code/pay" + ESCAPES, workspaceName="pay" + ESCAPES)
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+    for args in (("read", "rule"), ("list",), ("move", mem_id, "--global")):
+        result = memself(*args)
+        assert result.returncode == 0, result.stderr
+        assert "pay" in result.stdout
+        assert not any(ch in result.stdout for ch in "\x1b\x07\r"), repr(result.stdout)
