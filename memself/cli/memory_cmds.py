@@ -69,7 +69,11 @@ def _scope_counts(groups: dict[str, list[Memory]]) -> list[tuple[str, str, dict[
 
 @main.command("list")
 @click.option(
-    "--json", "as_json", is_flag=True, help="输出 JSON；workspaces 为按范围的条数" + _JSON_SCOPE_HELP
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="输出 JSON；workspaces 为每个范围的条数，其中 workspace 和 workspaceName 对所有项目为 null；"
+    "view 为 --workspace 给出的项目（没给时为 null）",
 )
 @workspace_option(_VIEW_HELP)
 def list_cmd(as_json: bool, workspace_dir: str | None) -> None:
