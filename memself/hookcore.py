@@ -161,7 +161,16 @@ def _start_judge(event: HookEvent, config: Config, now: datetime, paths: DataPat
     from memself.judge.start import maybe_start_judge
 
     try:
-        maybe_start_judge(paths, config, event.host, event.session_key, event.turn_id, event.prompt, now)
+        maybe_start_judge(
+            paths,
+            config,
+            event.host,
+            event.session_key,
+            event.turn_id,
+            event.prompt,
+            now,
+            workspace=event.workspace,
+        )
     except (MemselfError, OSError) as exc:
         log(paths, "judge-start-failed", error=str(exc))
 

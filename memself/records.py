@@ -29,6 +29,12 @@ GROUPS = ("rule", "project")
 # list, "归类：rule（规则与偏好）") and the short one (recall headings, lists, the CLI).
 GROUP_LABELS = {"rule": "规则与偏好", "project": "项目事实"}
 GROUP_SHORT_LABELS = {"rule": "规则", "project": "项目事实"}
+# Where a new memory belongs when its turn has a workspace: everywhere, or only there. Without a
+# usable word from the judge, a group's usual scope: preferences follow the user everywhere,
+# facts describe the codebase they were stated in.
+GLOBAL, WORKSPACE = "global", "workspace"
+SCOPES = (GLOBAL, WORKSPACE)
+DEFAULT_SCOPES = {"rule": GLOBAL, "project": WORKSPACE}
 # At or below this confidence a memory is deprecated: never injected, recalled or decayed.
 DEPRECATION_LINE = 0.4
 MIN_TEXT, MAX_TEXT = 6, 400
@@ -194,6 +200,12 @@ def _applies_when(items: list[Any] | tuple[Any, ...]) -> tuple[str, ...]:
         if len(kept) == MAX_APPLIES_WHEN:
             break
     return tuple(kept)
+
+
+def read_scope(value: object, group: object) -> str:
+    """``global`` or ``workspace`` as given (any case, padded); otherwise ``group``'s usual scope."""
+    said = value.strip().lower() if isinstance(value, str) else ""
+    return said if said in SCOPES else DEFAULT_SCOPES.get(str(group), GLOBAL)
 
 
 def check_group(group: object) -> str:

@@ -382,21 +382,23 @@ class MemoryStore:
         applies_when: Sequence[str] = (),
         workspace: Workspace | None = None,
     ) -> Added:
-        """A new memory in ``workspace`` (None: global), unless ``group`` already holds the same
-        text (``records.dedup_key``) where that scope sees it (a global memory, or one of the same
-        workspace): then that memory is reinforced as ``reinforce`` does (+0.1 within the daily
-        cap, a deprecated one back when the gain lifts it over the line, ``applies_when`` taken
-        only when it has none) and nothing is added. A twin in another workspace does not count:
-        it is never seen where the new memory is meant to be. A twin in the trash stays there: the
-        new memory is created and the result names the twin."""
+        """A new memory, unless ``group`` already holds the same text (``records.dedup_key``):
+        then that memory is reinforced as ``reinforce`` does (+0.1 within the daily cap, a
+        deprecated one back when the gain lifts it over the line, ``applies_when`` taken only when
+        it has none) and nothing is added. A twin in the trash stays there: the new memory is
+        created and the result names the twin.
+
+        Only a twin the new memory's scope sees counts (``Memory.visible_in``): a global one, or
+        one of the same workspace. Another workspace's identical text is a new memory here, and a
+        global create never reinforces one workspace's memory."""
         memory = Memory.create(text, group, now, evidence, applies_when, workspace)
         key = dedup_key(memory.text)
+
+        def twin_of(other: Memory) -> bool:
+            return dedup_key(other.text) == key and other.visible_in(memory.workspace)
+
         with self._writing(now) as session:
-            twins = [
-                m
-                for m in session.groups[memory.category].memories
-                if dedup_key(m.text) == key and m.visible_in(memory.workspace)
-            ]
+            twins = [m for m in session.groups[memory.category].memories if twin_of(m)]
             if twins:
                 # Several twins (written before this check existed): the strongest active one.
                 twin = max(twins, key=lambda m: (m.active, m.confidence))
@@ -408,12 +410,8 @@ class MemoryStore:
                 return Added(twin, duplicate=True, gain=gain, revived=was_deprecated and not twin.deprecated)
             session.groups[memory.category].memories.append(memory)
             session.touch(memory)
-        trashed = [
-            e
-            for e in self._read_trash_file().entries
-            if e.memory.category == memory.category and e.memory.visible_in(memory.workspace)
-        ]
-        twin_entry = next((e for e in reversed(trashed) if dedup_key(e.memory.text) == key), None)
+        trashed = [e for e in self._read_trash_file().entries if e.memory.category == memory.category]
+        twin_entry = next((e for e in reversed(trashed) if twin_of(e.memory)), None)
         return Added(memory, trashed_twin=twin_entry)
 
     def reinforce(self, mem_id: str, now: datetime, fill_applies_when: Sequence[str] = ()) -> Change:

@@ -16,14 +16,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from memself.records import (
+    GLOBAL,
     GROUP_LABELS,
     GROUP_SHORT_LABELS,
     GROUPS,
     MAX_TEXT,
+    WORKSPACE,
     Memory,
     fmt_confidence,
     one_line,
     read_applies_when,
+    read_scope,
 )
 from memself.workspaces import display_name
 
@@ -245,6 +248,22 @@ def group_suffix(group: str) -> str:
     return f"归类：{group}（{GROUP_LABELS.get(group, group)}）"
 
 
+SCOPE_ALL = "所有项目"
+SCOPE_HERE = "仅此项目"
+_SCOPE_NAME_LIMIT = 80
+
+
+def scope_label(workspace_name: str) -> str:
+    """「仅此项目（pay-service）」 for a workspace's memory, 「所有项目」 for a global one."""
+    return f"{SCOPE_HERE}（{inert(workspace_name, _SCOPE_NAME_LIMIT)}）" if workspace_name else SCOPE_ALL
+
+
+def scope_suffix(scope: str | None) -> str:
+    """After the group: where the memory applies. ``None`` (a turn without a workspace, a global
+    memory) says nothing, so such lines stay the original's."""
+    return "" if scope is None else f"，范围：{scope_label(scope)}"
+
+
 def gain_text(gain: float) -> str:
     if gain <= 0:
         return "置信度今天已加满，本次不再加分"
@@ -255,29 +274,34 @@ def _end(text: str) -> str:
     return text if text.endswith(("。", "！", "？", ".", "!", "?")) else text + "。"
 
 
-def direct_line(action: str, body: str, group: str, gain: float = 0.0, previous: str = "") -> str:
+def direct_line(
+    action: str, body: str, group: str, gain: float = 0.0, previous: str = "", scope: str | None = None
+) -> str:
     """The line Stop shows in no-confirm mode, e.g.
-    ``记忆插件memory-self-evolution新增了一条记忆："…"。归类：rule（规则与偏好）``."""
+    ``记忆插件memory-self-evolution新增了一条记忆："…"。归类：rule（规则与偏好）``, then the scope
+    (``scope_suffix``: the workspace's name, "" for all projects, None for nothing)."""
     line = f'记忆插件memory-self-evolution{VERBS[action]}了一条记忆："{inert(body)}"'
     if action in ("reinforce", "merge"):
         line += f"，{gain_text(gain)}"
     elif action == "replace" and previous:
         line += f"，替换了原来的「{inert(previous)}」"
-    return f"{line}。{group_suffix(group)}"
+    return f"{line}。{group_suffix(group)}{scope_suffix(scope)}"
 
 
-def duplicate_line(body: str, group: str, gain: float, resolve_style: bool) -> str:
+def duplicate_line(body: str, group: str, gain: float, resolve_style: bool, scope: str | None = None) -> str:
     """A create whose text the group already held: the existing memory was reinforced instead."""
     if resolve_style:
         text = f"已有相同的记忆，没有重复新增，强化了它：{inert(body)}，{gain_text(gain)}。"
-        return text + group_suffix(group)
+        return text + group_suffix(group) + scope_suffix(scope)
     return (
         f'记忆插件memory-self-evolution已有相同的记忆："{inert(body)}"，没有重复新增，'
-        f"{gain_text(gain)}。{group_suffix(group)}"
+        f"{gain_text(gain)}。{group_suffix(group)}{scope_suffix(scope)}"
     )
 
 
-def resolve_notice(action: str, body: str, group: str, gain: float = 0.0, previous: str = "") -> str:
+def resolve_notice(
+    action: str, body: str, group: str, gain: float = 0.0, previous: str = "", scope: str | None = None
+) -> str:
     """What ``memory_resolve`` returns after writing (§4.9, with the actual gain and the group)."""
     body, previous = inert(body), inert(previous)
     if action == "create":
@@ -288,7 +312,7 @@ def resolve_notice(action: str, body: str, group: str, gain: float = 0.0, previo
         text = f"合并了一条记忆：旧记忆「{previous}」，新记忆「{body}」，{gain_text(gain)}。"
     else:
         text = f"替换了一条记忆：旧记忆「{previous}」，新记忆「{body}」，置信度不变。"
-    return text + group_suffix(group)
+    return text + group_suffix(group) + scope_suffix(scope)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -379,8 +403,61 @@ def _requests(p: dict[str, Any], key: str) -> str:
     return requests_line(read_applies_when(p.get(key)))
 
 
-def popup_options(p: dict[str, Any]) -> list[tuple[str, str]]:
-    """``(label, decision)`` pairs offered for a proposal; the label doubles as the option id."""
+# The decision suffix of a create in an explicit scope (``create_project_here``): the scope the
+# popup named, whatever the judge recommended.
+SCOPE_DECISIONS = {WORKSPACE: "here", GLOBAL: "all"}
+
+
+def recommended_scope(p: dict[str, Any]) -> str:
+    """The proposal's scope (``global`` | ``workspace``), or its group's usual one."""
+    return read_scope(p.get("scope"), p.get("category"))
+
+
+def _scope_named(scope: str, workspace_name: str) -> str:
+    return scope_label(workspace_name if scope == WORKSPACE else "")
+
+
+def popup_options(p: dict[str, Any], workspace_name: str = "") -> list[tuple[str, str]]:
+    """``(label, decision)`` pairs offered for a proposal; the label doubles as the option id.
+
+    ``workspace_name`` is the judged turn's workspace ("" when it had none: the original's
+    options). With one, a create names its scope, and the options stay four, as a host's popup
+    takes at most four: the recommended group and scope, the same group in the other scope, the
+    other group in the recommended scope (or, after a reinforce, merge or replace offer, nothing
+    more: that offer comes first), and discard.
+    """
+    original = _options(p)
+    if not workspace_name:
+        return original
+    head = original[:-3]  # the reinforce, merge or replace offer, when there is one
+    text = _quoted(p, "text")
+    group = p.get("category") if p.get("category") in GROUPS else "rule"
+    other = "project" if group == "rule" else "rule"
+    scope = recommended_scope(p)
+    flipped = GLOBAL if scope == WORKSPACE else WORKSPACE
+    verb = "仍新建" if head else "落成"
+    options = [
+        *head,
+        (
+            f"{verb}，使用推荐标签 {group}，范围：{_scope_named(scope, workspace_name)}「{text}」",
+            f"create_{group}_{SCOPE_DECISIONS[scope]}",
+        ),
+        (
+            f"{verb}，使用推荐标签 {group}，范围改为：{_scope_named(flipped, workspace_name)}「{text}」",
+            f"create_{group}_{SCOPE_DECISIONS[flipped]}",
+        ),
+    ]
+    if not head:
+        options.append(
+            (
+                f"{verb}，把标签改为 {other}，范围：{_scope_named(scope, workspace_name)}「{text}」",
+                f"create_{other}_{SCOPE_DECISIONS[scope]}",
+            )
+        )
+    return [*options, (SKIP_OPTION, "discard")]
+
+
+def _options(p: dict[str, Any]) -> list[tuple[str, str]]:
     text, target = _quoted(p, "text"), _quoted(p, "targetText")
     group = p.get("category") if p.get("category") in GROUPS else "rule"
     other = "project" if group == "rule" else "rule"
@@ -404,25 +481,49 @@ def popup_options(p: dict[str, Any]) -> list[tuple[str, str]]:
     ]
 
 
+def scope_line(p: dict[str, Any], workspace_name: str) -> str:
+    """Under a proposal of a turn in a workspace: where the new memory would apply."""
+    line = f"范围：{_scope_named(recommended_scope(p), workspace_name)}（推荐）"
+    if p.get("action") in ("reinforce", "unsure", "merge", "replace") and p.get("targetText"):
+        line += "；强化、合并或替换时沿用已有记忆的范围"
+    return line
+
+
+def _decision_list(scoped: bool) -> str:
+    if not scoped:
+        return "create_rule、create_project、reinforce、merge、replace 或 discard"
+    creates = [f"create_{g}_{s}" for g in GROUPS for s in SCOPE_DECISIONS.values()]
+    return (
+        "、".join(["create_rule", "create_project", *creates, "reinforce", "merge", "replace"])
+        + " 或 discard"
+    )
+
+
 def confirm_texts(
     proposal_ids: Sequence[str],
     proposals: Sequence[dict[str, Any]],
     notice_lines: Sequence[str],
     ask_phrase: str,
     forbidden_tools: str,
+    workspace_names: Sequence[str] = (),
 ) -> tuple[str, str]:
     """The visible lines and the ``MEMORY_CONFIRM_V1`` instruction for the host's model.
 
     ``ask_phrase`` names the host's popup tool and ``forbidden_tools`` the memory write tools the
     model must not call besides ``memory_resolve``: both are the host's, chosen by the caller.
+    ``workspace_names`` holds, per proposal, the name of its turn's workspace ("" or missing: none);
+    a proposal with one shows its recommended scope and offers both.
     """
+    names = [*workspace_names, *([""] * (len(proposals) - len(workspace_names)))]
     notice_lines = [inert(line, limit=None) for line in notice_lines]
     visible = [NOTICE_HEADER]
     if notice_lines:
         visible += [RESULT_HEADING, *notice_lines]
     visible.append(CONFIRM_HEADING)
-    for i, p in enumerate(proposals, 1):
+    for i, (p, name) in enumerate(zip(proposals, names, strict=True), 1):
         visible.append(f"{i}. {visible_line(p)}")
+        if name:
+            visible.append(f"   {scope_line(p, name)}")
         requests = _requests(p, "appliesWhen")
         if requests:
             visible.append(f"   {requests}")  # under its item, as a detail of it
@@ -436,13 +537,13 @@ def confirm_texts(
         f"只有 memory_resolve 能写入这些记忆；不要调用 {forbidden_tools} 或其它记忆写工具。",
         f"弹窗标题必须是「{DIALOG_TITLE}」；每个选项的 id 就是选项文字，逐字照抄下面给出的选项。",
         "用户点选后，对每一条调用一次 memory_resolve，sessionID 用该条的 sessionID，decision 取所选选项"
-        "箭头后面的值（create_rule、create_project、reinforce、merge、replace 或 discard）。",
+        f"箭头后面的值（{_decision_list(any(names))}）。",
         "提问工具返回 Skipped，或者用户关闭、取消了弹窗时，不要调用 memory_resolve，也不要再追问。",
         "处理完后用一句话告诉用户结果，不要做其他任何操作。",
     ]
     if notice_lines:
         model += ["", "另外，插件已直接写入下面的记忆，原样告知用户即可：", *notice_lines]
-    for i, (pid, p) in enumerate(zip(proposal_ids, proposals, strict=True), 1):
+    for i, (pid, p, name) in enumerate(zip(proposal_ids, proposals, names, strict=True), 1):
         model += [
             "",
             f"第 {i} 条",
@@ -450,6 +551,8 @@ def confirm_texts(
             f"正文：{_quoted(p, 'text')}",
             f"推荐标签：{p.get('category') or 'rule'}",
         ]
+        if name:
+            model.append(f"推荐范围：{_scope_named(recommended_scope(p), name)}")
         if p.get("evidence"):
             model.append(f"佐证：{_quoted(p, 'evidence')}")
         requests = _requests(p, "appliesWhen")
@@ -465,5 +568,5 @@ def confirm_texts(
             if merged_requests:
                 model.append("合并后" + merged_requests)
         model += [f"题面：{QUESTION}", "选项："]
-        model += [f"- {label} → {decision}" for label, decision in popup_options(p)]
+        model += [f"- {label} → {decision}" for label, decision in popup_options(p, name)]
     return "\n".join(visible), "\n".join(model)

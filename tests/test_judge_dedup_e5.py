@@ -27,8 +27,8 @@ LIBRARY = [
 
 
 def e5_nearest(encoder, store: MemoryStore):
-    def nearest(text: str, k: int):
-        active = [m for m in store.all() if m.active]
+    def nearest(text: str, k: int, workspace: str):
+        active = [m for m in store.all() if m.active and m.visible_in(workspace)]
         if not active:
             return []
         docs = encoder.encode_passages([m.text for m in active])

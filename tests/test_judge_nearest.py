@@ -19,7 +19,7 @@ def test_empty_library_never_asks_the_engine(monkeypatch: pytest.MonkeyPatch) ->
         raise AssertionError("engine asked")
 
     monkeypatch.setattr(client, "call_engine", boom)
-    assert engine_nearest(MemoryStore(DataPaths.default()))("回答问题时使用中文", 3) == []
+    assert engine_nearest(MemoryStore(DataPaths.default()))("回答问题时使用中文", 3, "") == []
 
 
 def test_maps_engine_hits_to_active_memories(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -50,6 +50,6 @@ def test_maps_engine_hits_to_active_memories(monkeypatch: pytest.MonkeyPatch) ->
         }
 
     monkeypatch.setattr(client, "call_engine", fake)
-    pairs = engine_nearest(store)("回答问题时使用中文", 3)
+    pairs = engine_nearest(store)("回答问题时使用中文", 3, "")
     assert [(m.id, s) for m, s in pairs] == [(b.id, 0.5), (a.id, 0.4)]
-    assert calls == [("nearest", {"text": "回答问题时使用中文", "k": 3})]
+    assert calls == [("nearest", {"text": "回答问题时使用中文", "k": 3, "workspace": ""})]

@@ -5,6 +5,10 @@ confirm is now off) and by ``memory_resolve``. Text, target and merged text alwa
 proposal, never from a caller, and so do the memory's appliesWhen requests: the new statement's
 (``appliesWhen``) for create, replace and a reinforce of a memory that has none, the merged text's
 (``mergedAppliesWhen``) for merge. A proposal without them (the original's) changes no requests.
+
+Where a create lands comes from the job, never from the proposal: the turn's workspace sealed in
+the job (``jobs.job_workspace``) when the scope is ``workspace``, else global. Reinforce, merge and
+replace keep the target's scope.
 """
 
 from __future__ import annotations
@@ -13,9 +17,16 @@ from datetime import datetime
 from typing import Any
 
 from memself.errors import MemselfError
-from memself.records import read_applies_when
+from memself.records import WORKSPACE, Memory, read_applies_when, read_scope
 from memself.store import MemoryStore
 from memself.texts import direct_line, duplicate_line, resolve_notice
+from memself.workspaces import Workspace
+
+
+def proposal_scope(proposal: dict[str, Any]) -> str:
+    """The scope the judge recommended (``global`` | ``workspace``); a proposal without one (a
+    turn without a workspace, the original's) reads as its group's usual scope."""
+    return read_scope(proposal.get("scope"), proposal.get("category") or "rule")
 
 
 def apply_proposal(
@@ -26,30 +37,47 @@ def apply_proposal(
     now: datetime,
     *,
     resolve_style: bool = False,
+    turn: Workspace | None = None,
+    create_scope: str = "",
 ) -> str:
     """Apply ``action`` (create | reinforce | merge | replace) and return the result line.
 
     Replace writes the new statement itself over the old one (never a model rewrite), with the
-    confidence unchanged. ``resolve_style`` picks memory_resolve's notice wording.
+    confidence unchanged. ``resolve_style`` picks memory_resolve's notice wording. ``turn`` is the
+    workspace of the judged turn (None: none, and everything is global); a create goes into it
+    when ``create_scope`` (default: the proposal's) is ``workspace``. When the turn had a
+    workspace, or the memory has one, the line says where the memory applies.
     """
     text = str(proposal["text"])
     target = str(proposal.get("targetId") or "")
     line = resolve_notice if resolve_style else direct_line
     requests = read_applies_when(proposal.get("appliesWhen"))
+
+    def where(memory: Memory) -> str | None:
+        if turn is None and not memory.workspace:
+            return None
+        return memory.workspaceName if memory.workspace else ""
+
     if action == "create":
-        added = store.add(text, group, now, str(proposal.get("evidence") or ""), requests)
+        into = turn if turn is not None and (create_scope or proposal_scope(proposal)) == WORKSPACE else None
+        added = store.add(text, group, now, str(proposal.get("evidence") or ""), requests, workspace=into)
+        memory = added.memory
         if added.duplicate:
-            memory = added.memory
-            return duplicate_line(memory.text, memory.category, added.gain, resolve_style)
-        return line("create", added.memory.text, added.memory.category)
+            return duplicate_line(memory.text, memory.category, added.gain, resolve_style, where(memory))
+        return line("create", memory.text, memory.category, scope=where(memory))
     if action == "reinforce":
         change = store.reinforce(target, now, fill_applies_when=requests)
-        return line("reinforce", change.memory.text, change.memory.category, change.gain)
+        memory = change.memory
+        return line("reinforce", memory.text, memory.category, change.gain, scope=where(memory))
     if action == "merge":
         merged = read_applies_when(proposal.get("mergedAppliesWhen"))
         change = store.merge_into(target, str(proposal["mergedText"]), now, merged)
-        return line("merge", change.memory.text, change.memory.category, change.gain, change.previous_text)
+        memory = change.memory
+        return line("merge", memory.text, memory.category, change.gain, change.previous_text, where(memory))
     if action == "replace":
         change = store.replace(target, text, now, requests)
-        return line("replace", change.memory.text, change.memory.category, previous=change.previous_text)
+        memory = change.memory
+        return line(
+            "replace", memory.text, memory.category, previous=change.previous_text, scope=where(memory)
+        )
     raise MemselfError(f"未知的记忆动作「{action}」")

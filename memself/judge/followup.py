@@ -188,7 +188,9 @@ def _direct(
             proposal = job["proposal"]
             action = "create" if proposal.get("action") == "unsure" else str(proposal["action"])
             try:
-                notice = apply_proposal(store, proposal, action, str(proposal["category"]), now)
+                notice = apply_proposal(
+                    store, proposal, action, str(proposal["category"]), now, turn=jobs.job_workspace(job)
+                )
             except MemselfError as exc:
                 log(paths, "side-apply-failed", id=job["id"], error=str(exc))
                 jobs.finish(paths, job["id"], now, jobs.NONE, str(exc), force=True)
@@ -233,7 +235,15 @@ def _confirm(
             notice_lines.append(notice)
     if not marked:
         return direct_texts(notice_lines) if notice_lines else None
-    return host_confirm_texts([j["id"] for j in marked], [j["proposal"] for j in marked], notice_lines, popup)
+    names = [_workspace_name(j) for j in marked]
+    return host_confirm_texts(
+        [j["id"] for j in marked], [j["proposal"] for j in marked], notice_lines, popup, names
+    )
+
+
+def _workspace_name(job: jobs.Job) -> str:
+    turn = jobs.job_workspace(job)
+    return turn.name if turn is not None else ""
 
 
 def _mark_prompted(job: jobs.Job, now: datetime) -> bool:
@@ -248,11 +258,14 @@ def host_confirm_texts(
     proposals: Sequence[dict[str, Any]],
     notice_lines: Sequence[str],
     popup: Popup,
+    workspace_names: Sequence[str] = (),
 ) -> tuple[str, str]:
     """``texts.confirm_texts`` worded for the host's popup (``HostAdapter.POPUP``): how to name its
     tool, and its own memory tools the model must not call instead."""
     forbidden = "、".join(("memory_propose", *popup.memory_tools))
-    return confirm_texts(proposal_ids, proposals, notice_lines, popup.tool_wording, forbidden)
+    return confirm_texts(
+        proposal_ids, proposals, notice_lines, popup.tool_wording, forbidden, workspace_names
+    )
 
 
 # ---------------------------------------------------------------------------------------------

@@ -24,6 +24,7 @@ from memself.judge.secrets import read_session_secret
 from memself.logs import log
 from memself.paths import DataPaths
 from memself.timeutil import iso, local_midnight, parse_iso
+from memself.workspaces import Workspace, workspace_for_key
 
 try:  # POSIX only; elsewhere updates fall back to last-writer-wins like the original.
     import fcntl
@@ -68,8 +69,16 @@ def side_lock(paths: DataPaths) -> Iterator[None]:
         os.close(fd)  # closing releases the flock
 
 
-def new_job(session_id: str, host: str, session_key: str, turn_id: str, prompt: str, now: datetime) -> Job:
-    return {
+def new_job(
+    session_id: str,
+    host: str,
+    session_key: str,
+    turn_id: str,
+    prompt: str,
+    now: datetime,
+    workspace: str = "",
+) -> Job:
+    job: Job = {
         "version": 1,
         "id": session_id,
         "status": RUNNING,
@@ -82,6 +91,17 @@ def new_job(session_id: str, host: str, session_key: str, turn_id: str, prompt: 
         "proposal": None,
         "reason": "",
     }
+    if workspace:
+        # The turn's workspace key, sealed with the job: a proposal is written into it or global,
+        # never into a workspace a file names. Absent: a turn without one, as the original's jobs.
+        job["workspace"] = workspace
+    return job
+
+
+def job_workspace(job: Job) -> Workspace | None:
+    """The workspace of the turn a job judged; None for a turn without one (or a bad key)."""
+    value = job.get("workspace")
+    return workspace_for_key(value) if isinstance(value, str) else None
 
 
 def create_job(paths: DataPaths, job: Job) -> bool:

@@ -5,6 +5,8 @@ JSON is looked for the way the original did (§4.5): the whole body, a ``structu
 
 ``appliesWhen`` (the everyday requests a memory matters for) is optional: the original's answers
 have none, and a missing or malformed one is simply no requests, never an unusable answer.
+``scope`` too: a missing or unknown one is the group's usual scope (a rule global, a project fact
+the workspace's), never an unusable answer.
 """
 
 from __future__ import annotations
@@ -14,7 +16,15 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from memself.records import GROUPS, MAX_APPLIES_WHEN, MAX_APPLIES_WHEN_TEXT, one_line, read_applies_when
+from memself.records import (
+    GLOBAL,
+    GROUPS,
+    MAX_APPLIES_WHEN,
+    MAX_APPLIES_WHEN_TEXT,
+    one_line,
+    read_applies_when,
+    read_scope,
+)
 from memself.textfilter import redact
 
 _FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.DOTALL)
@@ -29,6 +39,7 @@ class RememberAnswer:
     group: str = "rule"
     evidence: str = ""
     applies_when: tuple[str, ...] = ()
+    scope: str = GLOBAL  # global | workspace: where the memory belongs when the turn has a workspace
 
 
 @dataclass(frozen=True)
@@ -119,12 +130,14 @@ def parse_remember(text: str) -> RememberAnswer | None:
     if not body:
         return None  # remember:true without a text is not an answer
     group = _text(data.get("group")) or _text(data.get("category"))
+    group = group if group in GROUPS else "rule"
     return RememberAnswer(
         True,
         body,
-        group if group in GROUPS else "rule",
+        group,
         _text(data.get("evidence")),
         applies_when(data.get("appliesWhen")),
+        read_scope(data.get("scope"), group),
     )
 
 

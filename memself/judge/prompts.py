@@ -71,6 +71,51 @@ REMEMBER_SYSTEM = """\
 输出：{"remember": false}
 """
 
+# A turn in a workspace (a repository) also asks where each memory belongs. A turn without one
+# keeps the prompt above: everything it yields is global anyway.
+_SCOPE_SECTION = """\
+范围 scope（用户当前在某个项目的代码仓库里工作）：
+- global：换到任何项目都适用的内容：用户本人的偏好、风格、习惯、沟通方式，跨项目通用的结论；
+- workspace：只在当前这个项目里成立或有意义的内容：这个代码库的事实（模块、目录、开关、环境、命令），\
+以及只针对这个项目的规则（「这个仓库用 pnpm 装依赖」「这个项目的提交信息用英文」）；\
+scope 为 workspace 时正文不必写出项目名；
+- 拿不准时：rule 用 global，project 用 workspace。
+
+"""
+
+
+def _swap(text: str, old: str, new: str) -> str:
+    if old not in text:  # the base prompt changed: this derived one must be revisited
+        raise ValueError(f"prompt anchor missing: {old[:40]}")
+    return text.replace(old, new)
+
+
+def _scoped(base: str) -> str:
+    text = _swap(base, "只输出一个 JSON 对象", _SCOPE_SECTION + "只输出一个 JSON 对象")
+    text = _swap(
+        text, '"group": "rule 或 project", ', '"group": "rule 或 project", "scope": "global 或 workspace", '
+    )
+    text = _swap(text, '"group": "rule", ', '"group": "rule", "scope": "global", ')
+    text = _swap(text, '"group": "project", ', '"group": "project", "scope": "workspace", ')
+    return _swap(
+        text,
+        "用户：把这个函数里所有的 var 统一改成 let",
+        "用户：这个仓库用 pnpm 管理依赖，别再用 npm install 了\n"
+        '输出：{"remember": true, "text": "安装依赖一律使用 pnpm，不要用 npm install", '
+        '"group": "rule", "scope": "workspace", "evidence": "这个仓库用 pnpm 管理依赖", '
+        '"appliesWhen": ["装一下依赖", "加个 lodash 依赖", "CI 里的安装步骤帮我写一下"]}\n'
+        "用户：把这个函数里所有的 var 统一改成 let",
+    )
+
+
+REMEMBER_SYSTEM_SCOPED = _scoped(REMEMBER_SYSTEM)
+
+
+def remember_system(has_workspace: bool) -> str:
+    """The remember prompt for a turn with or without a workspace."""
+    return REMEMBER_SYSTEM_SCOPED if has_workspace else REMEMBER_SYSTEM
+
+
 DEDUP_SYSTEM = """\
 你是「长期记忆判重」的判别器。输入是一条准备写入的新记忆 new，以及按余弦相似度从高到低排列的最多 3 条已有记忆 candidates（每条有 id 和 text）。\
 判断 new 和已有记忆的关系，只从下面五种动作里选一个。

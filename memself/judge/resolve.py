@@ -4,6 +4,11 @@ The caller (the host's model) only names a sessionID and a decision. The job mus
 host, have been shown in a popup and not yet be answered; the decision must be one the popup
 offered; text, target and merged text come from the proposal; the job must carry the plugin's
 seal (``memself.judge.seal``), so a forged, edited or re-armed file is refused. No config is read.
+
+Scope: ``create_rule`` / ``create_project`` write in the scope the judge recommended; the
+explicit ``create_<group>_here`` (the turn's workspace) and ``create_<group>_all`` (global) exist
+only for a job whose turn had a workspace, and that workspace is the job's sealed one. Reinforce,
+merge and replace keep the target's scope.
 """
 
 from __future__ import annotations
@@ -17,10 +22,17 @@ from memself.judge.proposal_id import is_proposal_id
 from memself.judge.secrets import read_session_secret
 from memself.logs import log
 from memself.paths import DataPaths
+from memself.records import GROUPS
 from memself.store import MemoryStore
+from memself.texts import SCOPE_DECISIONS
 from memself.timeutil import iso
 
-DECISIONS = ("create_rule", "create_project", "reinforce", "merge", "replace", "discard")
+SCOPED_CREATES = {
+    f"create_{group}_{suffix}": (group, scope)
+    for group in GROUPS
+    for scope, suffix in SCOPE_DECISIONS.items()
+}
+DECISIONS = ("create_rule", "create_project", *SCOPED_CREATES, "reinforce", "merge", "replace", "discard")
 MSG_INVALID = "sessionID 或 decision 无效，已拒绝处理。"
 MSG_NOT_FOUND = "未找到可处理的记忆分析会话，可能已处理、过期或不属于当前客户端。"
 MSG_MISMATCH = "decision 与本次记忆分析提供的选项不匹配，已拒绝处理。"
@@ -35,9 +47,12 @@ class ResolveRejected(MemselfError):
     """The sessionID or decision is not one this host may resolve now."""
 
 
-def allowed_decisions(proposal: dict[str, object]) -> set[str]:
-    """Create (either group) and discard always; the others only when the popup offered them."""
+def allowed_decisions(proposal: dict[str, object], has_workspace: bool = False) -> set[str]:
+    """Create (either group) and discard always; a create in an explicit scope when the turn had
+    a workspace; the others only when the popup offered them."""
     allowed = {"create_rule", "create_project", "discard"}
+    if has_workspace:
+        allowed.update(SCOPED_CREATES)
     action = proposal.get("action")
     target = proposal.get("targetId")
     if action in ("reinforce", "unsure") and target:
@@ -83,18 +98,24 @@ def resolve(
             or not proposal.get("text")
         ):
             raise ResolveRejected(MSG_NOT_FOUND)
-        if decision not in allowed_decisions(proposal):
+        turn = jobs.job_workspace(job)
+        if decision not in allowed_decisions(proposal, turn is not None):
             raise ResolveRejected(MSG_MISMATCH)
         if decision == "discard":
             job.update(status=jobs.NONE, reason="user-skip", finishedAt=iso(now))
             seal.seal_job(job, secret)
             jobs.save_job(paths, job)
             return MSG_DISCARDED
-        if decision.startswith("create_"):
+        scope = ""  # the judge's
+        if decision in SCOPED_CREATES:
+            action, (group, scope) = "create", SCOPED_CREATES[decision]
+        elif decision.startswith("create_"):
             action, group = "create", decision.removeprefix("create_")
         else:
             action, group = decision, str(proposal.get("category") or "rule")
-        notice = apply_proposal(store, proposal, action, group, now, resolve_style=True)
+        notice = apply_proposal(
+            store, proposal, action, group, now, resolve_style=True, turn=turn, create_scope=scope
+        )
         job.update(status=jobs.NONE, applied=True, notice=notice, reason=decision, finishedAt=iso(now))
         seal.seal_job(job, secret)  # re-arming it (applied back to false) breaks the seal
         jobs.save_job(paths, job)

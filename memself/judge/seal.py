@@ -1,7 +1,8 @@
 """Judge jobs sealed by the local ``session-secret``: a job file is trusted only if the plugin wrote it.
 
 A job's sessionID is an HMAC over the turn's identity (§4.2), and every field that decides what is
-written or shown (the proposal, the notice, the state flags, the job's identity) is covered by a
+written or shown (the proposal, the notice, the state flags, the job's identity, the turn's
+workspace a proposal may be written into) is covered by a
 second HMAC, ``mac``. Whoever can write ``side/`` without the secret can therefore not invent a
 proposal, edit one, point it at another memory, re-arm an applied one or copy it under another id.
 
@@ -41,6 +42,9 @@ COVERED = (
     "proposal",
     "notice",
 )
+# Covered when present: a job of a turn without one (and every job written before it existed)
+# keeps the MAC it had, while adding, dropping or changing it breaks the seal.
+COVERED_WHEN_PRESENT = ("workspace",)
 _JOB_LABEL = b"memself-job-mac\0v1\0"
 _MASK_LABEL = b"memself-prompt-hash-mask\0v1\0"
 _PAIR_LABEL = b"memself-confirm-pair\0v1\0"
@@ -62,7 +66,9 @@ def _canonical(value: Any) -> bytes:
 
 
 def job_mac(job: dict[str, Any], secret: str) -> str:
-    return _hmac(secret, _JOB_LABEL, _canonical({name: job.get(name) for name in COVERED})).hex()
+    covered = {name: job.get(name) for name in COVERED}
+    covered.update({name: job[name] for name in COVERED_WHEN_PRESENT if name in job})
+    return _hmac(secret, _JOB_LABEL, _canonical(covered)).hex()
 
 
 def seal_job(job: dict[str, Any], secret: str) -> None:

@@ -140,13 +140,15 @@ def maybe_start_judge(
     prompt: str,
     now: datetime,
     spawn: Spawner | None = None,
+    workspace: str = "",
 ) -> str | None:
     """Start (at most once per sessionID) a detached judge for this prompt; return the sessionID.
 
     Returns ``None`` when no job exists for this prompt: deposition not configured, the prompt is
     not the user's own words or has nothing sendable after redaction, or there is no stable
     session key (fail closed: an empty key would mix sessions). A retried hook gets the same id
-    and starts nothing.
+    and starts nothing. ``workspace`` (the turn's key, "" for none) is sealed into the job: what
+    the judge finds is written into it or made global, and its dedup only sees what it sees.
     """
     if not deposition_configured(paths, config):
         return None
@@ -164,7 +166,7 @@ def maybe_start_judge(
     if run_lock is None:
         return sid  # a retry while this job's hook or judge is still running
     try:
-        job = jobs.new_job(sid, host, session_key, turn_id, safe_prompt, now)
+        job = jobs.new_job(sid, host, session_key, turn_id, safe_prompt, now, workspace)
         seal.bind_prompt(job, prompt_hash(prompt), secret)
         if not jobs.create_job(paths, job):
             return sid  # a retry or a tombstone: the judge already ran or is running

@@ -1,6 +1,7 @@
 """The detached judge process: one job, at most two model calls, one defined end state.
 
-remember call -> (dedup call against the 3 nearest active memories) -> proposal ->
+remember call -> (dedup call against the 3 nearest active memories the turn's workspace sees)
+-> proposal (with its scope when the turn has a workspace) ->
 confirm off: written through the store and a notice left for Stop; confirm on: ``ready``
 with the proposal for the popup. Every failure ends the job as ``none`` with a reason and
 nothing half-written: the store is only touched after both calls succeeded.
@@ -24,8 +25,10 @@ from memself.logs import log
 from memself.paths import DataPaths
 from memself.records import Memory, check_text
 from memself.store import MemoryStore
+from memself.workspaces import Workspace
 
-NearestFn = Callable[[str, int], Sequence[tuple[Memory, float]]]
+# (text, k, workspace key): the k nearest active memories that workspace sees ("": global only).
+NearestFn = Callable[[str, int, str], Sequence[tuple[Memory, float]]]
 ChatFn = Callable[[str, str], str]  # (system, user) -> assistant text
 NEAREST_K = 3
 
@@ -69,7 +72,8 @@ def run_job(
         proposal = build_proposal(job, call, nearest_fn)
         if config.confirm:
             return jobs.finish(paths, sid, now_fn(), jobs.READY, proposal=proposal)
-        return _apply_now(paths, store, sid, proposal, now_fn)
+        # The workspace of the job whose seal was checked above, never of a file read later.
+        return _apply_now(paths, store, sid, proposal, now_fn, jobs.job_workspace(job))
     except _Stop as stop:
         log(paths, "side-job-none", id=sid, reason=stop.reason)
         return jobs.finish(paths, sid, now_fn(), jobs.NONE, stop.reason)
@@ -108,7 +112,11 @@ def _key_for(paths: DataPaths, sid: str, configured_base: str) -> tuple[str, str
 def build_proposal(job: jobs.Job, call: ChatFn, nearest_fn: NearestFn) -> dict[str, Any]:
     """Both model calls; raises ``_Stop`` for "not a memory" and "unusable answer"."""
     prompt = str(job.get("prompt") or "")
-    answer = parse_remember(call(prompts.REMEMBER_SYSTEM, prompts.remember_user_message(prompt)))
+    turn = jobs.job_workspace(job)
+    key = turn.key if turn is not None else ""
+    answer = parse_remember(
+        call(prompts.remember_system(turn is not None), prompts.remember_user_message(prompt))
+    )
     if answer is None:
         raise _Stop("judge-failed")
     if not answer.remember:
@@ -116,7 +124,9 @@ def build_proposal(job: jobs.Job, call: ChatFn, nearest_fn: NearestFn) -> dict[s
     text = _checked(answer.text)
     if text is None:
         raise _Stop("invalid-text")
-    nearest = [(m, s) for m, s in nearest_fn(text, NEAREST_K) if m.active][:NEAREST_K]
+    # Another workspace's memories are never a target: checked here too, whatever answered.
+    found = nearest_fn(text, NEAREST_K, key)
+    nearest = [(m, s) for m, s in found if m.active and m.visible_in(key)][:NEAREST_K]
     if nearest:
         reply = call(
             prompts.DEDUP_SYSTEM, prompts.dedup_user_message(text, [(m.id, m.text) for m, _ in nearest])
@@ -152,6 +162,8 @@ def build_proposal(job: jobs.Job, call: ChatFn, nearest_fn: NearestFn) -> dict[s
     # proposal they are covered by the job's seal like the text.
     if answer.applies_when:
         proposal["appliesWhen"] = list(answer.applies_when)
+    if turn is not None:  # without a workspace everything is global: the original's shape
+        proposal["scope"] = answer.scope
     merged_when = decision.applies_when or answer.applies_when  # the new statement is in the merge
     if decision.action == "merge" and merged_when:
         proposal["mergedAppliesWhen"] = list(merged_when)
@@ -168,7 +180,12 @@ def _checked(text: str) -> str | None:
 
 
 def _apply_now(
-    paths: DataPaths, store: MemoryStore, sid: str, proposal: dict[str, Any], now_fn: Callable[[], datetime]
+    paths: DataPaths,
+    store: MemoryStore,
+    sid: str,
+    proposal: dict[str, Any],
+    now_fn: Callable[[], datetime],
+    turn: Workspace | None = None,
 ) -> jobs.Job | None:
     current = jobs.load_job(paths, sid)
     if current is None or current.get("status") != jobs.RUNNING or current.get("prompted"):
@@ -181,24 +198,26 @@ def _apply_now(
         log(paths, "side-unsure-created", id=sid, target=proposal.get("targetId"))
         action = "create"
     now = now_fn()
-    notice = apply_proposal(store, proposal, action, str(proposal["category"]), now)
+    notice = apply_proposal(store, proposal, action, str(proposal["category"]), now, turn=turn)
     return jobs.finish(paths, sid, now, jobs.READY, proposal=proposal, applied=True, notice=notice)
 
 
 def engine_nearest(store: MemoryStore, timeout_s: float = 60.0) -> NearestFn:
-    """Nearest active memories through the warm engine (``nearest`` op, dedup: no rewards).
+    """Nearest active memories through the warm engine (``nearest`` op, dedup: no rewards), among
+    those ``workspace`` sees (the engine scopes its search; the store's view checks it again).
 
-    With no active memory at all the engine is not even asked: the action is simply create.
+    With no such memory at all the engine is not even asked: the action is simply create.
     """
 
-    def nearest(text: str, k: int) -> Sequence[tuple[Memory, float]]:
-        active = {m.id: m for m in store.all() if m.active}
+    def nearest(text: str, k: int, workspace: str) -> Sequence[tuple[Memory, float]]:
+        active = {m.id: m for m in store.all() if m.active and m.visible_in(workspace)}
         if not active:
             return []
         from memself.engine.client import call_engine
         from memself.engine.protocol import OP_NEAREST
 
-        result = call_engine(store.paths, OP_NEAREST, {"text": text, "k": k}, timeout_s)
+        payload = {"text": text, "k": k, "workspace": workspace}
+        result = call_engine(store.paths, OP_NEAREST, payload, timeout_s)
         items = result.get("items") or result.get("hits") or []
         pairs: list[tuple[Memory, float]] = []
         for item in items:

@@ -165,7 +165,7 @@ def _judge_job(paths: DataPaths, store: MemoryStore, judge, text: str, merged: s
     return run_job(
         jobs.job_path(paths, sid),
         clock(NOW + timedelta(seconds=3)),
-        lambda t, k: [(target, 0.9)],
+        lambda t, k, w: [(target, 0.9)],
         store,
         load_config(paths),
         timeout=5.0,

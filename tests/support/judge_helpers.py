@@ -36,11 +36,11 @@ def overlap_nearest(store: MemoryStore):
     def grams(text: str) -> set[str]:
         return {text[i : i + 2] for i in range(len(text) - 1)}
 
-    def nearest(text: str, k: int) -> Sequence[tuple[Memory, float]]:
+    def nearest(text: str, k: int, workspace: str) -> Sequence[tuple[Memory, float]]:
         query = grams(text)
         scored = []
         for memory in store.all():
-            if not memory.active:
+            if not memory.active or not memory.visible_in(workspace):
                 continue
             other = grams(memory.text)
             score = len(query & other) / max(1, len(query | other))
