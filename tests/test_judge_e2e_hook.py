@@ -115,3 +115,34 @@ def test_cursor_confirm_round_trip_with_hidden_text(hook_data: DataPaths) -> Non
     assert not results[0].is_error, text_of(results[0])
     [memory] = MemoryStore(paths).all()
     assert (memory.category, memory.confidence) == ("project", 0.5)
+
+
+def test_claude_workspace_scope_from_the_hooks_cwd(hook_data: DataPaths, tmp_path) -> None:
+    """A prompt in a repository's subdirectory: the job carries the repository, the popup names
+    it, and memory_resolve over MCP writes the fact into it."""
+    paths = hook_data
+    repo = tmp_path / "pay-service"
+    (repo / ".git").mkdir(parents=True)
+    (repo / "src").mkdir()
+    fact = "支付回调的签名校验在 callback/verify.py 里实现"
+    cwd = str(repo / "src")
+    with running_judge() as judge:
+        configure(paths, judge.url, confirm=True)
+        judge.script(sse(remember(fact, "project", scope="workspace")))
+        extra = {"prompt": f"记住：{fact}", "prompt_id": "p-1", "cwd": cwd}
+        proc = run_entry("claude", payload("claude", EventKind.PROMPT_SUBMIT, "sess-ws", **extra))
+        assert proc.rc == 0, proc.stderr[-2000:]
+        job = wait_for_judge(paths)
+        assert job["workspace"] == str(repo) and job["proposal"]["scope"] == "workspace"
+        stop_extra = {"stop_hook_active": False, "cwd": cwd}
+        proc = run_entry("claude", payload("claude", EventKind.STOP, "sess-ws", **stop_extra), timeout=60)
+        assert proc.rc == 0, proc.stderr[-2000:]
+    reason = proc.answer()["reason"]
+    assert "范围：仅此项目（pay-service）（推荐）" in reason
+    assert "→ create_project_here" in reason and "→ create_project_all" in reason
+    call = ("memory_resolve", {"sessionID": job["id"], "decision": "create_project_here"})
+    _, _, results = anyio.run(session_calls, "claude", [call])
+    assert not results[0].is_error, text_of(results[0])
+    assert text_of(results[0]).endswith("范围：仅此项目（pay-service）")
+    [memory] = MemoryStore(paths).all()
+    assert (memory.text, memory.workspace, memory.workspaceName) == (fact, str(repo), "pay-service")

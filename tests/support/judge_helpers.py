@@ -63,9 +63,11 @@ def start_job(
     session: str = "sess-1",
     turn: str = "turn-1",
     now: datetime = NOW,
+    workspace: str = "",
 ) -> str:
     """A running job whose judge counts as alive (its run lock stays held) until
-    ``judge_exits``; the tests run the judge in-process or finish the job themselves."""
+    ``judge_exits``; the tests run the judge in-process or finish the job themselves.
+    ``workspace`` is the turn's workspace key ("" for none)."""
     spawned: list[str] = []
     for other in [s for s, (root, _) in _RUNNING.items() if root != paths.root]:
         judge_exits(other)
@@ -74,7 +76,9 @@ def start_job(
         spawned.append(str(path))
         _RUNNING[path.stem] = (paths.root, os.dup(run_lock))  # a duplicate shares the lock
 
-    sid = maybe_start_judge(paths, load_config(paths), host, session, turn, prompt, now, spawn=spawn)
+    sid = maybe_start_judge(
+        paths, load_config(paths), host, session, turn, prompt, now, spawn=spawn, workspace=workspace
+    )
     assert sid is not None and spawned == [str(jobs.job_path(paths, sid))]
     return sid
 
@@ -126,8 +130,9 @@ def ready(
     session: str = "sess-1",
     turn: str = "t1",
     at: datetime = NOW,
+    workspace: str = "",
 ) -> str:
-    sid = start_job(paths, prompt, host, session, turn, at)
+    sid = start_job(paths, prompt, host, session, turn, at, workspace)
     jobs.finish(paths, sid, at, jobs.READY, proposal=prop)
     return sid
 

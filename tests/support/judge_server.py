@@ -46,11 +46,16 @@ def plain(content: str) -> Reply:
 _ABSENT = object()
 
 
-def remember(text: str, group: str = "rule", evidence: str = "", when: object = _ABSENT) -> str:
-    """A remember answer; ``when`` (any JSON value, malformed ones too) becomes its appliesWhen."""
+def remember(
+    text: str, group: str = "rule", evidence: str = "", when: object = _ABSENT, scope: object = _ABSENT
+) -> str:
+    """A remember answer; ``when`` (any JSON value, malformed ones too) becomes its appliesWhen,
+    ``scope`` (likewise) its scope."""
     data: dict[str, object] = {"remember": True, "text": text, "group": group, "evidence": evidence}
     if when is not _ABSENT:
         data["appliesWhen"] = when
+    if scope is not _ABSENT:
+        data["scope"] = scope
     return json.dumps(data, ensure_ascii=False)
 
 
