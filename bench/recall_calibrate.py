@@ -33,7 +33,7 @@ from memself.recall import calibrate as cal_mod  # noqa: E402
 from memself.recall.calibration import FORMAT, VERSION, calibration_dir, file_name, load_calibration  # noqa: E402
 from memself.recall.gate import GateParams, default_floors  # noqa: E402
 from memself.recall.scoring import Recaller, ScoringSettings  # noqa: E402
-from memself.verify import load_applies_when, load_cases, with_applies_when  # noqa: E402
+from memself.verify_cases import load_applies_when, load_cases, with_applies_when  # noqa: E402
 from memself.verify_sets import SetsResult, means, render_sets_text, run_sets  # noqa: E402
 
 NOW = datetime(2026, 12, 1, tzinfo=timezone.utc)

@@ -31,7 +31,8 @@ from memself.cli.recall_run import case_files  # noqa: E402
 from memself.models import OFFLINE_MODEL, resolve_model  # noqa: E402
 from memself.recall.calibrate import LEAK_LIMIT, loso, rates  # noqa: E402
 from memself.recall.gate import GateParams, default_floors  # noqa: E402
-from memself.verify import load_applies_when, load_cases, run_cases, with_applies_when  # noqa: E402
+from memself.verify import run_cases  # noqa: E402
+from memself.verify_cases import load_applies_when, load_cases, with_applies_when  # noqa: E402
 
 LIMITS = (0.0, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.25, 0.3)
 NOW = datetime(2026, 12, 1, tzinfo=timezone.utc)

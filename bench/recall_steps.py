@@ -32,7 +32,8 @@ from memself.background import (  # noqa: E402
 )
 from memself.recall.gate import GateParams  # noqa: E402
 from memself.recall.scoring import Recaller, ScoringSettings  # noqa: E402
-from memself.verify import load_cases, run_cases  # noqa: E402
+from memself.verify import run_cases  # noqa: E402
+from memself.verify_cases import load_cases  # noqa: E402
 
 EVERYDAY = REPO / "bench" / "data" / "everyday_sentences.json"
 

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from memself.recall.calibrate import Calibration, Counts, Fold
     from memself.recall.gate import GateParams
     from memself.recall.scoring import Recaller
-    from memself.verify import CaseSet
+    from memself.verify_cases import CaseSet
 
 
 @dataclass

@@ -16,15 +16,8 @@ from memself.recall.gate import GateParams, default_floors
 from memself.recall.memory_side import encode_memories
 from memself.recall.scoring import load_recaller
 from memself.records import Memory
-from memself.verify import (
-    load_applies_when,
-    load_cases,
-    parse_cases,
-    render_json,
-    render_text,
-    run_cases,
-    with_applies_when,
-)
+from memself.verify import render_json, render_text, run_cases
+from memself.verify_cases import load_applies_when, load_cases, parse_cases, with_applies_when
 
 NOW = datetime(2026, 11, 30, 9, 0, tzinfo=timezone.utc)
 EVAL_CASES = Path(__file__).resolve().parents[1] / "eval" / "cases"

@@ -170,7 +170,8 @@ def verify_command(
     from memself.models import resolve_model
     from memself.recall.lines import gate_params
     from memself.store import MemoryStore
-    from memself.verify import load_applies_when, load_cases, run_cases, with_applies_when
+    from memself.verify import run_cases
+    from memself.verify_cases import load_applies_when, load_cases, with_applies_when
     from memself.verify_sets import run_sets
 
     named = [cases] if isinstance(cases, Path) else list(cases or [])

@@ -1,0 +1,216 @@
+"""The case files of ``memself verify``: their two formats, read and checked.
+
+Two formats:
+
+- memself's (``dev-cases.json``): ``{"memories": [{key, group, text}], "relevant": [{prompt,
+  expect: [keys]}], "irrelevant": [{prompt, near?}], "single_memory": [{memory: {group, text},
+  relevant: [...], irrelevant: [...]}]}``. The pool is built from the file, so the user's own
+  memories are never read.
+- the original's (``verify-cases.json``): ``{"relevant": [["input", "expected text fragment"]],
+  "irrelevant": [...]?, "minHit": int?}``, run against the user's own active memories, read only.
+  Without ``irrelevant``, built-in unrelated inputs are used, as the original did.
+
+A malformed file raises ``InvalidInput`` with a Chinese message naming the entry.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from memself.errors import InvalidInput
+from memself.records import GROUPS, check_applies_when
+
+# The original's 11 built-in unrelated inputs (its list, in the user's language).
+BUILTIN_IRRELEVANT = (
+    "帮我把这段 JSON 格式化一下",
+    "今天天气怎么样",
+    "把这句话翻译成英文：我明天上午有空",
+    "用 Python 写一个快速排序",
+    "写一个匹配邮箱地址的正则表达式",
+    "这个按钮点了没反应",
+    "把这个变量重命名一下",
+    "这个报错是什么意思",
+    "帮我跑一下测试",
+    "帮我看看这个文件",
+    "这个方法怎么用",
+)
+
+
+# --------------------------------------------------------------------------------- case files
+
+
+@dataclass(frozen=True)
+class CaseMemory:
+    key: str
+    group: str
+    text: str
+    applies_when: tuple[str, ...] = ()  # the memory's appliesWhen (optional; see ``with_applies_when``)
+
+
+@dataclass(frozen=True)
+class RelevantCase:
+    prompt: str
+    expect: tuple[str, ...]  # memory keys (dev format) or text fragments (original format)
+
+
+@dataclass(frozen=True)
+class IrrelevantCase:
+    prompt: str
+    near: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class SingleCase:
+    memory: CaseMemory
+    relevant: tuple[str, ...]
+    irrelevant: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class CaseSet:
+    """Cases of either format; ``fmt`` is ``"dev"`` or ``"original"``."""
+
+    fmt: str
+    source: str
+    memories: tuple[CaseMemory, ...] = ()
+    relevant: tuple[RelevantCase, ...] = ()
+    irrelevant: tuple[IrrelevantCase, ...] = ()
+    single: tuple[SingleCase, ...] = ()
+    min_hit: int | None = None
+
+
+def load_cases(path: Path) -> CaseSet:
+    """Read a case file of either format; a malformed file raises ``InvalidInput`` (Chinese)."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise InvalidInput(f"找不到用例文件：{path}") from exc
+    except (OSError, ValueError) as exc:
+        raise InvalidInput(f"用例文件 {path} 不是有效的 JSON：{exc}") from exc
+    return parse_cases(data, str(path))
+
+
+def parse_cases(data: object, source: str = "") -> CaseSet:
+    if not isinstance(data, dict):
+        raise InvalidInput(f"用例文件 {source} 顶层必须是 JSON 对象")
+    if "memories" in data:
+        return _parse_dev(data, source)
+    if "relevant" in data:
+        return _parse_original(data, source)
+    raise InvalidInput(f"用例文件 {source} 既没有 memories 也没有 relevant，无法识别格式")
+
+
+def _strs(value: object, what: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
+        raise InvalidInput(f"用例文件格式错误：{what} 必须是非空字符串数组")
+    return tuple(value)
+
+
+def _parse_dev(data: dict[str, Any], source: str) -> CaseSet:
+    memories: list[CaseMemory] = []
+    for i, raw in enumerate(data.get("memories") or []):
+        if (
+            not isinstance(raw, dict)
+            or raw.get("group") not in GROUPS
+            or not isinstance(raw.get("text"), str)
+            or not isinstance(raw.get("key"), str)
+        ):
+            raise InvalidInput(f"用例文件格式错误：memories[{i}] 需要 key、group（rule/project）和 text")
+        memories.append(
+            CaseMemory(raw["key"], raw["group"], raw["text"], check_applies_when(raw.get("appliesWhen")))
+        )
+    keys = {m.key for m in memories}
+    if len(keys) != len(memories):
+        raise InvalidInput("用例文件格式错误：memories 里有重复的 key")
+    relevant = []
+    for i, raw in enumerate(data.get("relevant") or []):
+        if not isinstance(raw, dict) or not isinstance(raw.get("prompt"), str):
+            raise InvalidInput(f"用例文件格式错误：relevant[{i}] 需要 prompt 和 expect")
+        expect = _strs(raw.get("expect"), f"relevant[{i}].expect")
+        unknown = [k for k in expect if k not in keys]
+        if unknown:
+            raise InvalidInput(f"用例文件格式错误：relevant[{i}] 引用了不存在的记忆 {'、'.join(unknown)}")
+        relevant.append(RelevantCase(raw["prompt"], expect))
+    irrelevant = []
+    for i, raw in enumerate(data.get("irrelevant") or []):
+        if not isinstance(raw, dict) or not isinstance(raw.get("prompt"), str):
+            raise InvalidInput(f"用例文件格式错误：irrelevant[{i}] 需要 prompt")
+        near = _strs(raw["near"], f"irrelevant[{i}].near") if raw.get("near") else ()
+        irrelevant.append(IrrelevantCase(raw["prompt"], near))
+    single = []
+    for i, raw in enumerate(data.get("single_memory") or []):
+        mem = raw.get("memory") if isinstance(raw, dict) else None
+        if (
+            not isinstance(mem, dict)
+            or mem.get("group") not in GROUPS
+            or not isinstance(mem.get("text"), str)
+        ):
+            raise InvalidInput(f"用例文件格式错误：single_memory[{i}].memory 需要 group 和 text")
+        single.append(
+            SingleCase(
+                CaseMemory(
+                    single_key(i), mem["group"], mem["text"], check_applies_when(mem.get("appliesWhen"))
+                ),
+                _strs(raw.get("relevant") or [], f"single_memory[{i}].relevant"),
+                _strs(raw.get("irrelevant") or [], f"single_memory[{i}].irrelevant")
+                if raw.get("irrelevant")
+                else (),
+            )
+        )
+    return CaseSet("dev", source, tuple(memories), tuple(relevant), tuple(irrelevant), tuple(single))
+
+
+def single_key(position: int) -> str:
+    """The key of the memory of the ``position``-th single-memory case (from 0): ``single00``."""
+    return f"single{position:02d}"
+
+
+def with_applies_when(cases: CaseSet, lines: dict[str, list[str]]) -> CaseSet:
+    """The cases with each memory's appliesWhen taken from ``lines`` ({memory key: [requests]},
+    ``singleNN`` for single-memory cases), replacing any the file had; a memory not named keeps
+    its own."""
+    from dataclasses import replace
+
+    def put(memory: CaseMemory) -> CaseMemory:
+        if memory.key not in lines:
+            return memory
+        return replace(memory, applies_when=check_applies_when(lines[memory.key]))
+
+    return replace(
+        cases,
+        memories=tuple(put(m) for m in cases.memories),
+        single=tuple(replace(c, memory=put(c.memory)) for c in cases.single),
+    )
+
+
+def load_applies_when(path: Path) -> dict[str, list[str]]:
+    """An appliesWhen file: ``{memory key: [requests]}``."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise InvalidInput(f"适用场景文件 {path} 读取失败：{exc}") from exc
+    if not isinstance(data, dict) or not all(
+        isinstance(k, str) and isinstance(v, list) and all(isinstance(x, str) for x in v)
+        for k, v in data.items()
+    ):
+        raise InvalidInput(f"适用场景文件 {path} 应为 {{记忆 key: [请求, ...]}}")
+    return data
+
+
+def _parse_original(data: dict[str, Any], source: str) -> CaseSet:
+    relevant = []
+    for i, pair in enumerate(data.get("relevant") or []):
+        if not (isinstance(pair, list) and len(pair) == 2 and all(isinstance(p, str) and p for p in pair)):
+            raise InvalidInput(f'用例文件格式错误：relevant[{i}] 应为 ["输入", "期望记忆片段"]')
+        relevant.append(RelevantCase(pair[0], (pair[1],)))
+    raw_irr = data.get("irrelevant")
+    prompts = _strs(raw_irr, "irrelevant") if raw_irr is not None else BUILTIN_IRRELEVANT
+    min_hit = data.get("minHit")
+    if min_hit is not None and (not isinstance(min_hit, int) or isinstance(min_hit, bool) or min_hit < 0):
+        raise InvalidInput("用例文件格式错误：minHit 必须是非负整数")
+    return CaseSet(
+        "original", source, (), tuple(relevant), tuple(IrrelevantCase(p) for p in prompts), (), min_hit
+    )
