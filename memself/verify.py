@@ -27,6 +27,9 @@ from memself.recall.memory_side import encode_memories
 from memself.recall.pool import RecallPool
 from memself.records import GROUP_SHORT_LABELS, GROUPS, Memory
 from memself.verify_cases import CaseSet, RelevantCase
+from memself.verify_workspaces import WorkspaceReport, case_memory, run_workspaces
+from memself.verify_workspaces import render_json as render_workspaces_json
+from memself.verify_workspaces import render_text as render_workspaces_text
 
 if TYPE_CHECKING:
     import numpy as np
@@ -122,6 +125,8 @@ class VerifyResult:
     # How far above the floor a memory scored with appliesWhen views must score, per group, when
     # any memory of these cases was (else None).
     view_offset: dict[str, float] | None = None
+    # A set whose memories and prompts belong to workspaces: recall with and without scoping.
+    workspaces: WorkspaceReport | None = None
 
     @property
     def passed(self) -> bool:
@@ -246,7 +251,7 @@ def _floor_grid(values: Sequence[float]) -> list[float]:
 def _memories(cases: CaseSet, now: datetime) -> list[Memory]:
     out = []
     for m in cases.memories:
-        memory = Memory.create(m.text, m.group, now)
+        memory = case_memory(m.text, m.group, m.workspace, now)
         memory.appliesWhen = m.applies_when
         out.append(memory)
     return out
@@ -286,9 +291,11 @@ def run_cases(
 
     single: list[tuple[str, list[_Scored], list[_Scored]]] = []
     single_runs: list[tuple[_PoolRun, _PoolRun]] = []
+    singles: list[Memory] = []
     for sc in cases.single:
-        mem = Memory.create(sc.memory.text, sc.memory.group, now)
+        mem = case_memory(sc.memory.text, sc.memory.group, sc.memory.workspace, now)
         mem.appliesWhen = sc.memory.applies_when
+        singles.append(mem)
         r, i = _score_pool(recaller, sc.relevant, [mem]), _score_pool(recaller, sc.irrelevant, [mem])
         single.append((mem.category, r.scored, i.scored))
         single_runs.append((r, i))
@@ -312,6 +319,10 @@ def run_cases(
         result.view_offset = dict(recaller.scoring.view_offset)
     result.single_cases = sum(groups[g].single_cases for g in GROUPS)
     result.single_hits = sum(groups[g].single_hits for g in GROUPS)
+    if cases.fmt == "dev" and cases.workspaces:
+        result.workspaces = run_workspaces(
+            cases, memories, singles, recaller, params, lambda pool: _prepare(recaller, pool)
+        )
     if cases.fmt == "dev":
         result.targets = _targets(result)
         result.scores = _set_scores(cases, memories, main, single_runs)
@@ -471,7 +482,25 @@ def _targets(result: VerifyResult) -> list[Target]:
     out.append(
         Target("single-hits", rate, SINGLE_GOAL, False, result.single_cases > 0 and rate >= SINGLE_GOAL)
     )
+    ws = result.workspaces
+    if ws is not None:
+        scoped, reference = ws.modes["scoped"], ws.modes["reference"]
+        out.append(Target("workspace-leaks", scoped.leak_rate, 0.0, True, scoped.leaks == 0))
+        # Met when no case the reference hits is missed with scoping (the rates could hide a swap).
+        out.append(
+            Target(
+                "workspace-hits",
+                _rate(scoped.in_workspace_hits, scoped.in_workspace_cases),
+                _rate(reference.in_workspace_hits, reference.in_workspace_cases),
+                False,
+                not ws.lost,
+            )
+        )
     return out
+
+
+def _rate(n: int, d: int) -> float:
+    return n / d if d else 0.0
 
 
 def _original_summary(
@@ -513,6 +542,8 @@ def render_text(result: VerifyResult, max_items: int = 8) -> str:
     if result.view_offset is not None:
         offset = result.view_offset
         lines.append(f"带适用场景的记忆另加：规则 {offset['rule']:g}，项目事实 {offset['project']:g}")
+    if result.workspaces is not None:
+        lines.append("以下各组不分工作区计数（所有记忆都可见）；分工作区的结果在后面")
     lines.append("")
     if result.fmt == "original":
         need = result.relevant_total if result.min_hit is None else result.min_hit
@@ -562,6 +593,9 @@ def render_text(result: VerifyResult, max_items: int = 8) -> str:
                     f"项目事实线 {project.floor:.3f}"
                     f"（无关输入泄漏 {_pct(project.leaks, result.groups['project'].irrelevant)}）"
                 )
+    if result.workspaces is not None:
+        lines += render_workspaces_text(result.workspaces, max_items)
+        lines.append("")
     if result.targets:
         lines.append("目标：")
         for t in result.targets:
@@ -579,6 +613,8 @@ _TARGET_NAMES = {
     "rule-hits": "规则命中率",
     "rule-leaks": "规则泄漏率",
     "single-hits": "单条记忆命中率",
+    "workspace-leaks": "分工作区时的跨工作区泄漏率",
+    "workspace-hits": "分工作区时的本工作区命中率（对照全部当作全局）",
 }
 
 
@@ -646,6 +682,8 @@ def render_json(result: VerifyResult) -> dict[str, Any]:
         ],
         "passed": result.passed,
     }
+    if result.workspaces is not None:
+        out["workspaces"] = render_workspaces_json(result.workspaces)
     if result.fmt == "original":
         out["original"] = {
             "relevant": result.relevant_total,

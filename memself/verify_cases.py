@@ -10,6 +10,13 @@ Two formats:
   "irrelevant": [...]?, "minHit": int?}``, run against the user's own active memories, read only.
   Without ``irrelevant``, built-in unrelated inputs are used, as the original did.
 
+memself's format may place memories and prompts in workspaces (``memself.verify_workspaces``
+measures what scoping does): ``"workspaces"`` at the top declares the names (``{name:
+description}`` or ``[names]``; without it, the names the memories use), a memory's ``workspace``
+is one of them or null (global), and so is a prompt's (``relevant``, ``irrelevant``, and a
+``single_memory`` case for its prompts; null: asked outside any workspace). A relevant prompt may
+only expect memories its workspace sees. A file without any of this reads as before.
+
 A malformed file raises ``InvalidInput`` with a Chinese message naming the entry.
 """
 
@@ -48,18 +55,21 @@ class CaseMemory:
     group: str
     text: str
     applies_when: tuple[str, ...] = ()  # the memory's appliesWhen (optional; see ``with_applies_when``)
+    workspace: str = ""  # the name of its workspace in the set ("": global)
 
 
 @dataclass(frozen=True)
 class RelevantCase:
     prompt: str
     expect: tuple[str, ...]  # memory keys (dev format) or text fragments (original format)
+    workspace: str = ""  # the workspace it is asked from ("": none)
 
 
 @dataclass(frozen=True)
 class IrrelevantCase:
     prompt: str
     near: tuple[str, ...] = ()
+    workspace: str = ""
 
 
 @dataclass(frozen=True)
@@ -67,6 +77,7 @@ class SingleCase:
     memory: CaseMemory
     relevant: tuple[str, ...]
     irrelevant: tuple[str, ...]
+    workspace: str = ""  # where its prompts are asked from
 
 
 @dataclass(frozen=True)
@@ -80,6 +91,14 @@ class CaseSet:
     irrelevant: tuple[IrrelevantCase, ...] = ()
     single: tuple[SingleCase, ...] = ()
     min_hit: int | None = None
+    workspaces: tuple[str, ...] = ()  # the workspace names of a set that uses them
+
+    @property
+    def memory_workspace(self) -> dict[str, str]:
+        """Memory key -> its workspace name ("": global), single-memory cases included."""
+        out = {m.key: m.workspace for m in self.memories}
+        out.update((c.memory.key, c.memory.workspace) for c in self.single)
+        return out
 
 
 def load_cases(path: Path) -> CaseSet:
@@ -110,6 +129,7 @@ def _strs(value: object, what: str) -> tuple[str, ...]:
 
 
 def _parse_dev(data: dict[str, Any], source: str) -> CaseSet:
+    declared = _declared_workspaces(data.get("workspaces"))
     memories: list[CaseMemory] = []
     for i, raw in enumerate(data.get("memories") or []):
         if (
@@ -119,12 +139,20 @@ def _parse_dev(data: dict[str, Any], source: str) -> CaseSet:
             or not isinstance(raw.get("key"), str)
         ):
             raise InvalidInput(f"用例文件格式错误：memories[{i}] 需要 key、group（rule/project）和 text")
+        workspace = _workspace(raw, f"memories[{i}]", declared)
         memories.append(
-            CaseMemory(raw["key"], raw["group"], raw["text"], check_applies_when(raw.get("appliesWhen")))
+            CaseMemory(
+                raw["key"], raw["group"], raw["text"], check_applies_when(raw.get("appliesWhen")), workspace
+            )
         )
-    keys = {m.key for m in memories}
+    keys = {m.key: m for m in memories}
     if len(keys) != len(memories):
         raise InvalidInput("用例文件格式错误：memories 里有重复的 key")
+    names = (
+        declared
+        if declared is not None
+        else tuple(dict.fromkeys(m.workspace for m in memories if m.workspace))
+    )
     relevant = []
     for i, raw in enumerate(data.get("relevant") or []):
         if not isinstance(raw, dict) or not isinstance(raw.get("prompt"), str):
@@ -133,18 +161,27 @@ def _parse_dev(data: dict[str, Any], source: str) -> CaseSet:
         unknown = [k for k in expect if k not in keys]
         if unknown:
             raise InvalidInput(f"用例文件格式错误：relevant[{i}] 引用了不存在的记忆 {'、'.join(unknown)}")
-        relevant.append(RelevantCase(raw["prompt"], expect))
+        workspace = _workspace(raw, f"relevant[{i}]", names)
+        hidden = [k for k in expect if keys[k].workspace not in ("", workspace)]
+        if hidden:
+            where = f"工作区 {workspace}" if workspace else "工作区之外"
+            raise InvalidInput(
+                f"用例文件格式错误：relevant[{i}] 在{where}提问，看不到它期望的记忆 {'、'.join(hidden)}"
+                f"（属于工作区 {'、'.join(sorted({keys[k].workspace for k in hidden}))}）"
+            )
+        relevant.append(RelevantCase(raw["prompt"], expect, workspace))
     irrelevant = []
     for i, raw in enumerate(data.get("irrelevant") or []):
         if not isinstance(raw, dict) or not isinstance(raw.get("prompt"), str):
             raise InvalidInput(f"用例文件格式错误：irrelevant[{i}] 需要 prompt")
         near = _strs(raw["near"], f"irrelevant[{i}].near") if raw.get("near") else ()
-        irrelevant.append(IrrelevantCase(raw["prompt"], near))
+        irrelevant.append(IrrelevantCase(raw["prompt"], near, _workspace(raw, f"irrelevant[{i}]", names)))
     single = []
     for i, raw in enumerate(data.get("single_memory") or []):
         mem = raw.get("memory") if isinstance(raw, dict) else None
         if (
-            not isinstance(mem, dict)
+            not isinstance(raw, dict)
+            or not isinstance(mem, dict)
             or mem.get("group") not in GROUPS
             or not isinstance(mem.get("text"), str)
         ):
@@ -152,15 +189,64 @@ def _parse_dev(data: dict[str, Any], source: str) -> CaseSet:
         single.append(
             SingleCase(
                 CaseMemory(
-                    single_key(i), mem["group"], mem["text"], check_applies_when(mem.get("appliesWhen"))
+                    single_key(i),
+                    mem["group"],
+                    mem["text"],
+                    check_applies_when(mem.get("appliesWhen")),
+                    _workspace(mem, f"single_memory[{i}].memory", names),
                 ),
                 _strs(raw.get("relevant") or [], f"single_memory[{i}].relevant"),
                 _strs(raw.get("irrelevant") or [], f"single_memory[{i}].irrelevant")
                 if raw.get("irrelevant")
                 else (),
+                _workspace(raw, f"single_memory[{i}]", names),
             )
         )
-    return CaseSet("dev", source, tuple(memories), tuple(relevant), tuple(irrelevant), tuple(single))
+    return CaseSet(
+        "dev", source, tuple(memories), tuple(relevant), tuple(irrelevant), tuple(single), workspaces=names
+    )
+
+
+def _declared_workspaces(value: object) -> tuple[str, ...] | None:
+    """The names of ``"workspaces"`` (``{name: description}`` or ``[names]``); None when absent."""
+    if value is None:
+        return None
+    if isinstance(value, dict):
+        names = list(value)
+    elif isinstance(value, list) and all(isinstance(v, str) for v in value):
+        names = list(value)
+    else:
+        raise InvalidInput("用例文件格式错误：workspaces 应为 {工作区名: 说明} 对象或工作区名数组")
+    for name in names:
+        _check_name(name, "workspaces")
+    if len(set(names)) != len(names):
+        raise InvalidInput("用例文件格式错误：workspaces 里有重复的工作区名")
+    return tuple(names)
+
+
+def _workspace(raw: dict[str, Any], what: str, known: tuple[str, ...] | None) -> str:
+    """The ``workspace`` of one entry ("" when absent or null). ``known``: the names it may use
+    (None: any well-formed name, for memories of a file that declares none)."""
+    value = raw.get("workspace")
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise InvalidInput(f"用例文件格式错误：{what}.workspace 应为工作区名（字符串）或 null")
+    _check_name(value, f"{what}.workspace")
+    if known is not None and value not in known:
+        listed = "、".join(known) if known else "无"
+        raise InvalidInput(
+            f"用例文件格式错误：{what}.workspace 是未知的工作区 {value}（已知的工作区：{listed}）"
+        )
+    return value
+
+
+def _check_name(name: str, what: str) -> None:
+    # A name becomes the last component of a workspace key (a path), so it must be one component.
+    if not name.strip() or name != name.strip() or name in (".", "..") or "/" in name or "\\" in name:
+        raise InvalidInput(
+            f"用例文件格式错误：{what} 里的工作区名 {name!r} 无效（不能为空、不能含路径分隔符）"
+        )
 
 
 def single_key(position: int) -> str:
