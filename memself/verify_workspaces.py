@@ -43,6 +43,8 @@ if TYPE_CHECKING:
     from memself.verify_cases import CaseSet
 
 MODES = ("scoped", "unscoped", "reference")
+KINDS = ("relevant", "irrelevant", "single")
+KIND_LABELS = {"relevant": "相关输入", "irrelevant": "无关输入", "single": "单条记忆用例"}
 MODE_LABELS = {
     "scoped": "分工作区",
     "unscoped": "不分工作区（所有记忆都可见）",
@@ -81,6 +83,9 @@ class ModeCounts:
 
     prompts: int = 0
     leaks: int = 0
+    # The same split by the kind of prompt: relevant, irrelevant, single (single-memory cases').
+    kind_prompts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(KINDS, 0))
+    kind_leaks: dict[str, int] = field(default_factory=lambda: dict.fromkeys(KINDS, 0))
     cases: dict[str, int] = field(default_factory=lambda: dict.fromkeys(GROUPS, 0))
     hits: dict[str, int] = field(default_factory=lambda: dict.fromkeys(GROUPS, 0))
     single_cases: int = 0
@@ -183,12 +188,16 @@ def run_workspaces(
     modes = {mode: ModeCounts() for mode in MODES}
     prompts: dict[str, tuple[str, str]] = {}
 
-    def count_leaks(counts: ModeCounts, pools: _Pools, prompt: str, workspace: str, got: list[str]) -> None:
+    def count_leaks(
+        counts: ModeCounts, kind: str, pools: _Pools, prompt: str, workspace: str, got: list[str]
+    ) -> None:
         if not pools.exposed(workspace):
             return
-        counts.prompts += 1
         foreign = [i for i in got if pools.home[i] and pools.home[i] != workspace]
+        counts.prompts += 1
         counts.leaks += bool(foreign)
+        counts.kind_prompts[kind] += 1
+        counts.kind_leaks[kind] += bool(foreign)
         counts.leaked += [CrossLeak(prompt, workspace, keys[i], pools.home[i], texts[i]) for i in foreign]
 
     main = _Pools(memories, prepare)
@@ -198,7 +207,9 @@ def run_workspaces(
         for mode in MODES:
             got = main.recall(recaller, params, mode, case.prompt, case.workspace)
             counts = modes[mode]
-            count_leaks(counts, main, case.prompt, case.workspace, [i for g in GROUPS for i in got[g]])
+            count_leaks(
+                counts, "relevant", main, case.prompt, case.workspace, [i for g in GROUPS for i in got[g]]
+            )
             for g in GROUPS:
                 if want[g]:
                     counts.cases[g] += 1
@@ -210,7 +221,14 @@ def run_workspaces(
     for other in cases.irrelevant:
         for mode in MODES:
             got = main.recall(recaller, params, mode, other.prompt, other.workspace)
-            count_leaks(modes[mode], main, other.prompt, other.workspace, [i for g in GROUPS for i in got[g]])
+            count_leaks(
+                modes[mode],
+                "irrelevant",
+                main,
+                other.prompt,
+                other.workspace,
+                [i for g in GROUPS for i in got[g]],
+            )
     for n, (single, memory) in enumerate(zip(cases.single, singles, strict=True)):
         pools = _Pools([memory], prepare)
         for j, prompt in enumerate((*single.relevant, *single.irrelevant)):
@@ -219,7 +237,7 @@ def run_workspaces(
             for mode in MODES:
                 kept = pools.recall(recaller, params, mode, prompt, single.workspace)[memory.category]
                 counts = modes[mode]
-                count_leaks(counts, pools, prompt, single.workspace, kept)
+                count_leaks(counts, "single", pools, prompt, single.workspace, kept)
                 if sees:
                     counts.single_cases += 1
                     if memory.id in kept:
@@ -254,8 +272,12 @@ def render_text(report: WorkspaceReport, max_items: int = 8) -> list[str]:
         c = report.modes[mode]
         hits = "，".join(f"{GROUP_SHORT_LABELS[g]} {_pct(c.hits[g], c.cases[g])}" for g in GROUPS)
         single = f"，单条记忆 {_pct(c.single_hits, c.single_cases)}" if c.single_cases else ""
+        kinds = "，".join(
+            f"{KIND_LABELS[k]} {c.kind_leaks[k]}/{c.kind_prompts[k]}" for k in KINDS if c.kind_prompts[k]
+        )
         lines.append(
-            f"  {MODE_LABELS[mode]}：跨工作区泄漏 {_pct(c.leaks, c.prompts)}；本工作区命中：{hits}{single}"
+            f"  {MODE_LABELS[mode]}：跨工作区泄漏 {_pct(c.leaks, c.prompts)}（{kinds}）；"
+            f"本工作区命中：{hits}{single}"
         )
     lost = report.lost
     if lost:
@@ -284,6 +306,7 @@ def render_json(report: WorkspaceReport) -> dict[str, Any]:
             "prompts": c.prompts,
             "leaks": c.leaks,
             "leakRate": round(c.leak_rate, 4),
+            "byKind": {k: {"prompts": c.kind_prompts[k], "leaks": c.kind_leaks[k]} for k in KINDS},
             **{g: {"cases": c.cases[g], "hits": c.hits[g]} for g in GROUPS},
             "single": {"cases": c.single_cases, "hits": c.single_hits},
             "leaked": [

@@ -120,6 +120,8 @@ def test_leaks_are_counted_without_scoping_and_none_with_it(recaller) -> None:
     assert {(lk.workspace, lk.memory) for lk in unscoped.leaked} >= {("alpha", "b-log"), ("beta", "a-log")}
     assert all(lk.workspace != lk.memory_workspace for lk in unscoped.leaked)
     assert scoped.leaks == 0 and scoped.leaked == []
+    assert unscoped.kind_prompts == {"relevant": 5, "irrelevant": 2, "single": 1}
+    assert sum(unscoped.kind_leaks.values()) == unscoped.leaks and unscoped.kind_leaks["single"] == 1
     # The single-memory case asked from alpha about beta's memory is exposed, not an in-workspace case.
     assert any(lk.memory == "single00" for lk in unscoped.leaked)
     assert scoped.single_cases == unscoped.single_cases == 1
@@ -138,11 +140,12 @@ def test_leaks_are_counted_without_scoping_and_none_with_it(recaller) -> None:
 
     text = render_text(res)
     assert "工作区隔离（2 个工作区：alpha、beta）" in text
-    assert "分工作区：跨工作区泄漏 0/8（0%）" in text
+    assert "分工作区：跨工作区泄漏 0/8（0%）（相关输入 0/5，无关输入 0/2，单条记忆用例 0/1）" in text
     assert "不分工作区时的泄漏：[alpha] 线上日志去哪查" in text
     js = render_json(res)["workspaces"]
     assert js["keys"] == {"alpha": workspace_key("alpha"), "beta": workspace_key("beta")}
     assert js["scoped"]["leaks"] == 0 and js["unscoped"]["leaks"] == unscoped.leaks
+    assert js["scoped"]["byKind"]["single"] == {"prompts": 1, "leaks": 0}
     assert js["scoped"]["project"] == {"cases": 2, "hits": 2}
     assert js["lost"] == []
 
