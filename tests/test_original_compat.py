@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -9,6 +10,7 @@ from memself.config import load_config
 from memself.maintenance import run_daily_maintenance
 from memself.paths import DataPaths
 from memself.store import MemoryStore
+from memself.workspaces import workspace_of
 from tests.support.helpers import T0
 
 FIXTURE = Path(__file__).parent / "fixtures" / "original-store"
@@ -54,3 +56,69 @@ def test_reinforcing_a_legacy_record_keeps_evidence_and_drops_observations() -> 
     memory = store.get("mem-mth00001-pay001")
     assert memory.confidence == 0.7 and memory.evidence == "用户陈述"
     assert "observations" not in paths.group_file("project").read_text("utf-8")
+
+
+# What the original's strict reader (its daily maintenance) needs of every line, by type.
+_ORIGINAL_FIELDS = {
+    "id": str,
+    "text": str,
+    "confidence": (int, float),
+    "category": str,
+    "firstSeen": str,
+    "lastSeen": str,
+    "deprecated": bool,
+    "createdAt": str,
+}
+
+
+def _original_reads(path: Path) -> list[dict]:
+    records = []
+    for line in path.read_text("utf-8").splitlines():
+        if not line.strip():
+            continue
+        raw = json.loads(line)
+        assert isinstance(raw, dict) and raw.get("text"), line
+        for key, kind in _ORIGINAL_FIELDS.items():
+            assert isinstance(raw.get(key), kind), (key, line)
+        records.append(raw)
+    return records
+
+
+def test_workspaces_change_nothing_for_an_original_store_and_scoped_writes_stay_readable(
+    tmp_path: Path,
+) -> None:
+    from memself.hookcore import session_start
+    from memself.hosts.base import EventKind, HookEvent
+
+    paths = _copy_fixture()
+    run_daily_maintenance(paths, 30, T0)  # today's, done as the first session of the day does
+    before = {p.name: p.read_bytes() for p in paths.root.iterdir()}
+    repo = tmp_path / "pay-service"
+    (repo / ".git").mkdir(parents=True)
+
+    def injected(workspace: str) -> str:
+        event = HookEvent(
+            "claude", EventKind.SESSION_START, "SessionStart", "s", "", "", "", False, workspace
+        )
+        return session_start(event, load_config(paths), T0, paths, warm=False).context
+
+    # Every memory the original wrote is global: a session in a repository sees exactly what a
+    # session without one sees, and reading rewrote nothing.
+    assert injected(str(repo)) == injected("")
+    assert "回答一律使用中文" in injected(str(repo))
+    assert {p.name: p.read_bytes() for p in paths.root.iterdir() if p.name in before} == before
+
+    store = MemoryStore(paths)
+    added = store.add(
+        "这个仓库的灰度开关在 Apollo 的 pay.gray 命名空间", "project", T0, workspace=workspace_of(str(repo))
+    )
+    store.move("mem-mtg0a1b2-k3l4m5", workspace_of(str(repo)), T0)
+    records = {r["id"]: r for r in _original_reads(paths.group_file("project"))}
+    records.update({r["id"]: r for r in _original_reads(paths.group_file("rule"))})
+    assert records[added.memory.id]["workspace"] == str(repo)
+    assert records["mem-mtg0a1b2-k3l4m5"]["workspaceName"] == "pay-service"
+    assert not any(
+        "workspace" in r for i, r in records.items() if i not in (added.memory.id, "mem-mtg0a1b2-k3l4m5")
+    )
+    assert "改完代码不要自动" not in injected("")  # moved: only that repository sees it now
+    assert "改完代码不要自动" in injected(str(repo))
