@@ -44,8 +44,8 @@ def test_a_move_ends_the_proposals_aimed_at_it_and_a_non_move_ends_none(env) -> 
     aimed = shown(paths, store, proposal("回答时使用中文", "reinforce", target=target), "a")
     same = memories.move(store, target.id, None, NOW)
     assert not same.changed and same.invalidated == 0 and reason(paths, aimed) == ("ready", "")
-    moved = memories.move(store, target.id, Workspace("/work/pay", "pay"), NOW)
-    assert moved.changed and moved.previous == "" and moved.memory.workspace == "/work/pay"
+    moved = memories.move(store, target.id, Workspace("/srv/pay", "pay"), NOW)
+    assert moved.changed and moved.previous == "" and moved.memory.workspace == "/srv/pay"
     assert moved.invalidated == 1 and reason(paths, aimed) == ("none", "target-changed")
 
 

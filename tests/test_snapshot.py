@@ -87,8 +87,8 @@ def sample_groups() -> dict[str, list[SimpleNamespace]]:
 def workspace_groups() -> dict[str, list[SimpleNamespace]]:
     """The sample plus memories of two workspaces (one named like markup, to be escaped)."""
     groups = sample_groups()
-    pay = {"workspace": "/home/me/code/pay-service", "workspaceName": "pay-service"}
-    odd = {"workspace": "/home/me/<b>odd</b>", "workspaceName": "<b>odd</b>"}
+    pay = {"workspace": "/home/dev/code/pay-service", "workspaceName": "pay-service"}
+    odd = {"workspace": "/home/dev/<b>odd</b>", "workspaceName": "<b>odd</b>"}
     groups["rule"].append(mem("mem-w-lint", "支付服务提交前先跑 make lint", 0.9, **pay))
     groups["project"] += [
         mem("mem-w-port", "支付服务本地端口是 8443", 0.7, category="project", **pay),
@@ -277,12 +277,12 @@ def test_memories_are_grouped_by_workspace() -> None:
     parsed = parse(page)
     assert [(s["workspace"], s["heading"]) for s in parsed.scopes] == [
         ("", "所有项目7 条"),
-        ("/home/me/<b>odd</b>", "<b>odd</b>/home/me/<b>odd</b>1 条"),
-        ("/home/me/code/pay-service", "pay-service/home/me/code/pay-service2 条"),
+        ("/home/dev/<b>odd</b>", "<b>odd</b>/home/dev/<b>odd</b>1 条"),
+        ("/home/dev/code/pay-service", "pay-service/home/dev/code/pay-service2 条"),
     ]
     scope_of = {c["id"]: c["scope"] for c in parsed.cards}
     assert {i for i, s in scope_of.items() if s} == {"mem-w-lint", "mem-w-port", "mem-w-odd"}
-    assert scope_of["mem-w-lint"] == scope_of["mem-w-port"] == "/home/me/code/pay-service"
+    assert scope_of["mem-w-lint"] == scope_of["mem-w-port"] == "/home/dev/code/pay-service"
     # Within a scope, each group in confidence order; the global groups keep their anchors.
     ids = [c["id"] for c in parsed.cards]
     assert ids.index("mem-w-lint") < ids.index("mem-w-port")
@@ -510,9 +510,10 @@ def test_page_in_headless_chromium(chromium: Path, tmp_path: Path) -> None:
     assert len(parsed.cards) == 10
     assert "已废弃" in str(by_id["mem-r-old"]["text"])
     # The browser's DOM keeps the grouping: global first, then each workspace with its path.
-    assert [s["workspace"] for s in parsed.scopes] == ["", "/home/me/<b>odd</b>", "/home/me/code/pay-service"]
-    assert parsed.scopes[2]["heading"] == "pay-service/home/me/code/pay-service2 条"
-    assert {c["id"] for c in parsed.cards if c["scope"] == "/home/me/code/pay-service"} == {
+    scopes = [s["workspace"] for s in parsed.scopes]
+    assert scopes == ["", "/home/dev/<b>odd</b>", "/home/dev/code/pay-service"]
+    assert parsed.scopes[2]["heading"] == "pay-service/home/dev/code/pay-service2 条"
+    assert {c["id"] for c in parsed.cards if c["scope"] == "/home/dev/code/pay-service"} == {
         "mem-w-lint",
         "mem-w-port",
     }

@@ -13,8 +13,8 @@ from memself.store import MemoryStore
 from memself.workspaces import Workspace
 from tests.support.helpers import T0, by_id, days, make_store, record, write_records
 
-PAY = Workspace("/work/pay-service", "pay-service")
-SHOP = Workspace("/work/shop", "shop")
+PAY = Workspace("/srv/pay-service", "pay-service")
+SHOP = Workspace("/srv/shop", "shop")
 
 
 @pytest.fixture

@@ -54,7 +54,8 @@ def test_a_submodule_is_a_repository_of_its_own(tmp_path: Path) -> None:
     (outer / ".git" / "modules" / "lib").mkdir(parents=True)
     sub = outer / "lib"
     sub.mkdir()
-    (sub / ".git").write_text("gitdir: ../.git/modules/lib\n", encoding="utf-8")
+    pointer = os.path.join(os.pardir, ".git", "modules", "lib")  # relative, as git writes it
+    (sub / ".git").write_text(f"gitdir: {pointer}\n", encoding="utf-8")
     assert workspace_of(str(sub)) == Workspace(str(sub), "lib")
 
 

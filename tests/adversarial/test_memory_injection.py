@@ -515,9 +515,10 @@ def test_mcp_outputs_quote_hand_edited_memories_inertly() -> None:
     for group in ("rule", "project"):
         lines = tools.call("memory_read", {"group": group}).split("\n")
         assert lines[0] == f"{group}（共 {len(NAMES)} 条）"
-        assert len(lines) == 1 + len(NAMES)
-        for line in lines[1:]:
-            match = re.match(r"^\d+\. (?P<body>.*)（置信度 [0-9.]+，id mem-hand-[a-z]+-\d\d）$", line)
+        assert len(lines) == 1 + len(NAMES) + 1  # the header, one line each, the current project
+        for line in lines[1:-1]:
+            tail = r"（置信度 [0-9.]+，id mem-hand-[a-z]+-\d\d，范围：所有项目）$"
+            match = re.match(r"^\d+\. (?P<body>.*)" + tail, line)
             assert match, line[:120]
             assert inert_problems(match.group("body")) == [], line[:200]
     replaced = tools.call(

@@ -31,7 +31,13 @@ class _SlowRecaller:
         self.paths = paths
 
     def recall(
-        self, text: str, pool: object, matrix: object, params: object, matrix_key: object = None
+        self,
+        text: str,
+        pool: object,
+        matrix: object,
+        params: object,
+        matrix_key: object = None,
+        workspace: str | None = None,
     ) -> _Result:
         time.sleep(float(os.environ.get(DELAY_ENV, "0")))
         hits = [
