@@ -112,8 +112,6 @@ def _maintain(store: MemoryStore, lock: LockHandle, decay_days: int, now: dateti
         session.check_still_ours([(path, group_file.stamp)])
         records = [m.to_json() for m in sort_memories(group_file.memories)]
         write_atomic(path, render_lines(records))
-    if changed_groups or purged:
-        store._refresh_snapshot({g: gf.memories for g, gf in session.groups.items()}, now)
     return MaintenanceResult(decayed, deprecated, clamped, purged)
 
 

@@ -11,7 +11,8 @@ committed (``journal.replay``) and clears crash leftovers, then loads the files 
 noting each one's stamp. Before its commit point it checks that it still holds the lock and that
 no file changed since it read it; otherwise it fails loudly and writes nothing (see
 ``memself.lock``). Files that change together (a move between a group file and the trash) are
-replaced as one step (``memself.journal``). Every write regenerates ``memories.html``.
+replaced as one step (``memself.journal``). A write does not regenerate ``memories.html``: whoever
+shows the page calls ``refresh_snapshot``, and the engine refreshes it a little after writes.
 """
 
 from __future__ import annotations
@@ -341,11 +342,9 @@ class MemoryStore:
             stamps.append((self.paths.trash, trash.stamp))
         if writes:
             journal.commit(self.paths, writes, precheck=lambda: session.check_still_ours(stamps))
-        if session.dirty or session.trash_file is not None:
-            self._refresh_snapshot({g: gf.memories for g, gf in session.groups.items()}, now)
 
     def _refresh_snapshot(self, groups: dict[str, list[Memory]], now: datetime) -> None:
-        from memself.snapshot import write_snapshot  # only when a write happens
+        from memself.snapshot import write_snapshot  # only when someone asks for the page
 
         try:
             write_snapshot(self.paths, {g: sort_memories(ms) for g, ms in groups.items()}, now)
@@ -353,7 +352,8 @@ class MemoryStore:
             log(self.paths, "snapshot-failed", error=str(exc))
 
     def refresh_snapshot(self, now: datetime) -> None:
-        """Rewrite memories.html from the files as they are (``memself open``)."""
+        """Rewrite memories.html from the files as they are (``memself open``, the MCP
+        ``memory_list`` with ``open``, the engine's background refresh)."""
         self.paths.ensure()
         self._refresh_snapshot({g: self.read_group(g) for g in GROUPS}, now)
 
