@@ -3,16 +3,20 @@
 Memories are grouped by scope: first the global ones (every project sees them), then one section
 per workspace with its name and path, each split into the two groups.
 
-Standard library only: the store regenerates the page after every write, and the store is on the
-hook path. The page loads nothing from the network (inline CSS, system fonts, no scripts), and a
-Content-Security-Policy forbids scripts as a second line of defence behind the escaping: memory
-texts come from users and from a judge model, so every one of them is untrusted.
+The page is generated when someone looks at it and, debounced, by the engine after writes (never
+on the write itself). It stays usable with a hundred thousand memories: the memories travel as one
+JSON data block and a small inline script (``snapshot_assets``) renders one page of the current
+search at a time. Standard library only. The page loads nothing from the network (inline CSS,
+system fonts, one inline script), and its Content-Security-Policy allows only that script, by hash,
+as a second line of defence behind the escaping: memory texts come from users and from a judge
+model, so every one of them is untrusted.
 """
 
 from __future__ import annotations
 
 import contextlib
 import html
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -20,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from memself.atomic import write_atomic
 from memself.records import DEPRECATION_LINE, GROUP_LABELS, Memory
+from memself.snapshot_assets import CSP, CSS, SCRIPT
 from memself.texts import SCOPE_GLOBAL
 from memself.timeutil import parse_iso
 from memself.workspaces import display_name
@@ -37,58 +42,6 @@ SCOPE_HINTS = {
     "workspace": "只在这个项目里注入和召回，其他项目看不到。",
 }
 
-_CSS = """
-:root { color-scheme: light; --ink: #1f2328; --muted: #656d76; --line: #d8dee4;
-  --bg: #f6f8fa; --card: #ffffff; --accent: #0969da; --warn: #9a6700; }
-* { box-sizing: border-box; }
-body { margin: 0; background: var(--bg); color: var(--ink);
-  font: 15px/1.65 system-ui, -apple-system, "PingFang SC", "Hiragino Sans GB",
-    "Microsoft YaHei", "Noto Sans CJK SC", "WenQuanYi Micro Hei", sans-serif; }
-.wrap { max-width: 920px; margin: 0 auto; padding: 28px 24px 48px; }
-header.top { border-bottom: 1px solid var(--line); padding-bottom: 14px; margin-bottom: 22px; }
-h1 { font-size: 22px; margin: 0 0 6px; letter-spacing: .02em; }
-.summary { margin: 0; color: var(--ink); }
-.summary b { font-variant-numeric: tabular-nums; }
-.summary .sep { color: var(--line); margin: 0 8px; }
-.note { margin: 4px 0 0; color: var(--muted); font-size: 13px; }
-section.scope { margin: 0 0 38px; }
-section.group { margin: 0 0 26px; }
-h2 { font-size: 19px; margin: 0 0 2px; display: flex; align-items: baseline; gap: 10px;
-  flex-wrap: wrap; }
-h2 code { font-size: 13px; font-weight: normal; color: var(--muted); }
-h3 { font-size: 16px; margin: 14px 0 2px; display: flex; align-items: baseline; gap: 10px; }
-h2 .count, h3 .count { font-size: 13px; font-weight: normal; color: var(--muted); }
-section.workspace > h2 { border-top: 1px solid var(--line); padding-top: 18px; }
-.hint { margin: 0 0 12px; color: var(--muted); font-size: 13px; }
-ol.cards { list-style: none; margin: 0; padding: 0; display: grid; gap: 10px; }
-.card { background: var(--card); border: 1px solid var(--line); border-radius: 8px;
-  padding: 12px 16px; }
-.head { display: flex; align-items: center; gap: 10px; font-size: 13px; }
-.head .k { color: var(--muted); }
-.conf { font-weight: 600; font-variant-numeric: tabular-nums; min-width: 2.6em; }
-.bar { flex: 0 0 120px; height: 6px; background: #eaeef2; border-radius: 3px; overflow: hidden; }
-.bar i { display: block; height: 100%; background: var(--accent); border-radius: 3px; }
-.badge { font-size: 12px; padding: 0 8px; border-radius: 10px; border: 1px solid #d4a72c;
-  color: var(--warn); background: #fff8c5; }
-.text { margin: 6px 0 4px; font-size: 15.5px; white-space: pre-wrap; overflow-wrap: anywhere; }
-.evidence, .when { margin: 0 0 6px; color: var(--muted); font-size: 13px; white-space: pre-wrap;
-  overflow-wrap: anywhere; }
-.facts { margin: 0; display: flex; flex-wrap: wrap; gap: 2px 18px; color: var(--muted);
-  font-size: 12px; }
-.facts div { display: flex; gap: 6px; }
-.facts dt { margin: 0; }
-.facts dd { margin: 0; color: var(--ink); }
-code { font-family: ui-monospace, "SFMono-Regular", Menlo, Consolas, monospace; font-size: 12px;
-  overflow-wrap: anywhere; }
-.card.deprecated { background: #f3f4f6; border-style: dashed; }
-.card.deprecated .text, .card.deprecated .conf { color: #8c959f; }
-.card.deprecated .text { text-decoration: line-through; text-decoration-color: #c4cad0; }
-.card.deprecated .bar i { background: #afb8c1; }
-.empty { color: var(--muted); margin: 0; }
-footer { color: var(--muted); font-size: 12px; border-top: 1px solid var(--line);
-  padding-top: 10px; }
-"""
-
 
 def render_html(groups: Mapping[str, Sequence[Memory]], now: datetime) -> str:
     """The whole page for ``groups``, stamped as generated at ``now`` (aware)."""
@@ -102,34 +55,36 @@ def render_html(groups: Mapping[str, Sequence[Memory]], now: datetime) -> str:
         summary += (
             f'<span class="sep">|</span>其中 <b>{owned}</b> 条只属于某个项目（{len(scopes) - 1} 个项目）'
         )
-    sections = "\n".join(
-        _scope_section(number, key, name, by_group) for number, (key, name, by_group) in enumerate(scopes)
-    )
     stamp = _e(_fmt_time(now))
     return f"""<!DOCTYPE html>
 <html lang="zh-CN">
 <head>
 <meta charset="utf-8">
-<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'">
+<meta http-equiv="Content-Security-Policy" content="{CSP}">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <meta name="generator" content="memself">
 <title>长期记忆快照</title>
-<style>{_CSS}</style>
+<style>{CSS}</style>
 </head>
 <body>
 <div class="wrap">
 <header class="top">
 <h1>长期记忆快照</h1>
 <p class="summary">{summary}<span class="sep">|</span>生成于 <time>{stamp}</time></p>
-<p class="note">本页由 memself 在每次记忆变更后自动生成，手动修改会被覆盖。\
+<p class="note">本页在打开时（<code>memself open</code>，或让助手打开）生成，记忆变更后片刻也会在后台\
+重新生成；生成之后的变更要重新生成才会显示。手动修改会被覆盖，\
 增删改请用 <code>memself</code> 命令或在对话里让助手整理。</p>
+{_scope_overview(scopes, order)}
 </header>
-<main>
-{sections}
-</main>
+{_controls(scopes, order)}
+<main id="list"><noscript><p class="empty">\
+本页用一小段内嵌脚本分页显示记忆，请允许脚本运行。</p></noscript></main>
+<nav class="pager" id="pager-bottom"></nav>
 <footer>置信度范围 0 到 1：新建 0.5，强化或合并 +0.1，召回注入 +0.05；\
 闲置满 decayDays 天扣 0.05，降到 0.4 及以下标记为已废弃，不再注入和召回。</footer>
 </div>
+<script type="application/json" id="memself-data">{_data_json(scopes, order)}</script>
+<script>{SCRIPT}</script>
 </body>
 </html>
 """
@@ -174,10 +129,6 @@ def _sorted(memories: Iterable[Memory]) -> list[Memory]:
     """Confidence desc, ties by last activity desc (ISO strings compare chronologically)."""
     by_time = sorted(memories, key=_last_active, reverse=True)
     return sorted(by_time, key=lambda m: round(_confidence(m), 10), reverse=True)
-
-
-def _fmt_conf(value: float) -> str:
-    return f"{value:.2f}"
 
 
 def _fmt_time(raw: object) -> str:
@@ -230,61 +181,80 @@ def _by_scope(
     return [(key, names[key], scoped[key]) for key in keys]
 
 
-def _scope_section(number: int, key: str, name: str, groups: Mapping[str, Sequence[Memory]]) -> str:
-    total = sum(len(ms) for ms in groups.values())
-    count = f'<span class="count">{total} 条</span>'
-    if not key:
-        # The global groups keep the ids the page had before workspaces existed.
-        inner = "\n".join(_section(g, ms, f"group-{g}", "h3") for g, ms in groups.items())
-        return (
-            f'<section class="scope global" id="scope-global">\n<h2>{_e(SCOPE_GLOBAL)}{count}</h2>\n'
-            f'<p class="hint">{_e(SCOPE_HINTS["global"])}</p>\n{inner}\n</section>'
+def _scope_overview(
+    scopes: Sequence[tuple[str, str, Mapping[str, Sequence[Memory]]]], order: Sequence[str]
+) -> str:
+    """Counts per scope and group, as plain markup: readable even where scripts do not run."""
+    items = []
+    for number, (key, name, by_group) in enumerate(scopes):
+        label = _e(SCOPE_GLOBAL) if not key else f"{_e(name)}<code>{_e(key)}</code>"
+        counts = "，".join(f"{_e(_label(g))} {len(by_group.get(g, ()))} 条" for g in order)
+        items.append(
+            f'<li data-scope="{number}"><span class="name">{label}</span>'
+            f'<span class="count">{counts}</span></li>'
         )
-    # A workspace has at least one memory; its empty groups are left out.
-    inner = "\n".join(_section(g, ms, f"scope-{number}-{g}", "h3") for g, ms in groups.items() if ms)
+    return '<ol class="scopes" id="scopes">\n' + "\n".join(items) + "\n</ol>"
+
+
+def _controls(scopes: Sequence[tuple[str, str, Mapping[str, Sequence[Memory]]]], order: Sequence[str]) -> str:
+    scope_options = "".join(
+        f'<option value="{number}">{_e(name or SCOPE_GLOBAL)}</option>'
+        for number, (_, name, _) in enumerate(scopes)
+    )
+    group_options = "".join(
+        f'<option value="{number}">{_e(_label(g))}</option>' for number, g in enumerate(order)
+    )
     return (
-        f'<section class="scope workspace" id="scope-{number}" data-workspace="{_e(key)}">\n'
-        f"<h2>{_e(name)}<code>{_e(key)}</code>{count}</h2>\n"
-        f'<p class="hint">{_e(SCOPE_HINTS["workspace"])}</p>\n{inner}\n</section>'
+        '<div class="controls" id="controls" hidden>\n'
+        '<input type="search" id="q" placeholder="搜索记忆的文字、依据、适用场景或 ID" autocomplete="off">\n'
+        f'<select id="scope"><option value="">全部范围</option>{scope_options}</select>\n'
+        f'<select id="group"><option value="">全部分组</option>{group_options}</select>\n'
+        '</div>\n<nav class="pager" id="pager-top"></nav>'
     )
 
 
-def _section(group: str, memories: Sequence[Memory], anchor: str, heading: str) -> str:
-    hint = GROUP_HINTS.get(group, "")
-    hint_html = f'<p class="hint">{_e(hint)}</p>\n' if hint else ""
-    if memories:
-        body = '<ol class="cards">\n' + "\n".join(_card(m) for m in memories) + "\n</ol>"
-    else:
-        body = '<p class="empty">（暂无）</p>'
-    return (
-        f'<section class="group" id="{_e(anchor)}">\n'
-        f'<{heading}>{_e(_label(group))}<span class="count">{len(memories)} 条</span></{heading}>\n'
-        f"{hint_html}{body}\n</section>"
-    )
+def _data_json(
+    scopes: Sequence[tuple[str, str, Mapping[str, Sequence[Memory]]]], order: Sequence[str]
+) -> str:
+    """Every memory as one row of a JSON array, in page order (scope, group, confidence).
+
+    A row: id, text, confidence, last activity, creation time, evidence, applies-when (joined),
+    scope number, group number, deprecated (0/1). Times stay as stored: the page shows them in
+    the reader's zone. ``<``, ``>`` and ``&`` are written as JSON escapes, so no memory text can
+    close the data block or open markup; the script only ever puts them in as text.
+    """
+    rows: list[list[object]] = []
+    for number, (_, _, by_group) in enumerate(scopes):
+        for group_number, group in enumerate(order):
+            for mem in by_group.get(group, ()):
+                requests = getattr(mem, "appliesWhen", ())
+                when = "；".join(map(str, requests)) if isinstance(requests, (list, tuple)) else ""
+                rows.append(
+                    [
+                        _str(getattr(mem, "id", "")),
+                        _str(getattr(mem, "text", "")),
+                        round(_confidence(mem), 6),
+                        _last_active(mem),
+                        _str(getattr(mem, "createdAt", "")),
+                        _str(getattr(mem, "evidence", "")),
+                        when,
+                        number,
+                        group_number,
+                        int(_is_deprecated(mem)),
+                    ]
+                )
+    data = {
+        "scopes": [
+            [key, name or SCOPE_GLOBAL, SCOPE_HINTS["workspace" if key else "global"]]
+            for key, name, _ in scopes
+        ],
+        "groups": [[g, _label(g), GROUP_HINTS.get(g, "")] for g in order],
+        "badge": DEPRECATED_BADGE,
+        "rows": rows,
+    }
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    return text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
 
 
-def _card(mem: Memory) -> str:
-    conf = _confidence(mem)
-    dead = _is_deprecated(mem)
-    width = max(0.0, min(conf, 1.0)) * 100
-    badge = f' <span class="badge">{DEPRECATED_BADGE}</span>' if dead else ""
-    evidence = getattr(mem, "evidence", "")
-    evidence_html = f'\n<p class="evidence">依据：{_e(evidence)}</p>' if evidence else ""
-    requests = getattr(mem, "appliesWhen", ())
-    if requests and isinstance(requests, (list, tuple)):
-        evidence_html += f'\n<p class="when">适用场景：{_e("；".join(map(str, requests)))}</p>'
-    mem_id = getattr(mem, "id", "")
-    facts = [
-        ("ID", f"<code>{_e(mem_id)}</code>"),
-        ("最近活跃", _e(_fmt_time(_last_active(mem)))),
-        ("创建", _e(_fmt_time(getattr(mem, "createdAt", "")))),
-    ]
-    facts_html = "".join(f"<div><dt>{k}</dt><dd>{v}</dd></div>" for k, v in facts)
-    return (
-        f'<li class="card{" deprecated" if dead else ""}" data-id="{_e(mem_id)}">\n'
-        f'<div class="head"><span class="k">置信度</span>'
-        f'<span class="conf">{_fmt_conf(conf)}</span>'
-        f'<span class="bar"><i style="width:{width:.0f}%"></i></span>{badge}</div>\n'
-        f'<p class="text">{_e(getattr(mem, "text", ""))}</p>{evidence_html}\n'
-        f'<dl class="facts">{facts_html}</dl>\n</li>'
-    )
+def _str(value: object) -> str:
+    return "" if value is None else str(value)

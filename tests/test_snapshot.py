@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import json
 import os
+import re
 import struct
 import subprocess
 import sys
@@ -13,6 +17,7 @@ from datetime import datetime, timedelta, timezone
 from html.parser import HTMLParser
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -20,8 +25,10 @@ from memself import snapshot
 from memself.paths import DataPaths
 from memself.records import Memory
 from memself.snapshot import render_html, write_snapshot
+from memself.snapshot_assets import SCRIPT
 
 CHROMIUM = Path("/usr/bin/chromium")
+DATA_OPEN = '<script type="application/json" id="memself-data">'
 TZ8 = timezone(timedelta(hours=8))
 NOW = datetime(2026, 11, 30, 16, 48, tzinfo=TZ8)
 SCRIPT_TEXT = "<script>document.title='pwned'</script> 这条记忆想注入脚本"
@@ -140,6 +147,16 @@ class PageParser(HTMLParser):
             self.cards[-1]["text"] = str(self.cards[-1]["text"]) + data
 
 
+def page_data(page: str) -> dict[str, Any]:
+    """The JSON data block of a generated page, decoded as the page's script decodes it."""
+    start = page.index(DATA_OPEN) + len(DATA_OPEN)
+    return dict(json.loads(page[start : page.index("</script>", start)]))
+
+
+def rows(page: str) -> dict[str, list[Any]]:
+    return {row[0]: row for row in page_data(page)["rows"]}
+
+
 def parse(page: str) -> PageParser:
     parser = PageParser()
     parser.feed(page)
@@ -177,7 +194,7 @@ def test_groups_sorted_by_confidence_then_last_activity() -> None:
             mem("mem-p2", "项目事实戊己庚辛", 0.9, category="project"),
         ],
     }
-    ids = [c["id"] for c in parse(render_html(groups, NOW)).cards]
+    ids = list(rows(render_html(groups, NOW)))
     assert ids == ["mem-top", "mem-tie-new", "mem-tie-created", "mem-tie-old", "mem-low", "mem-p2", "mem-p1"]
 
 
@@ -191,55 +208,58 @@ def test_float_drift_does_not_break_ties() -> None:
             mem("mem-b", "存储的置信度规则", 0.45, last="2026-11-02T00:00:00.000Z"),
         ]
     }
-    assert [c["id"] for c in parse(render_html(groups, NOW)).cards] == ["mem-b", "mem-a"]
+    assert list(rows(render_html(groups, NOW))) == ["mem-b", "mem-a"]
 
 
-def test_every_text_is_escaped_in_text_and_attributes() -> None:
-    page = render_html(sample_groups(), NOW)
+def test_every_text_stays_data_and_only_our_script_may_run() -> None:
+    page = render_html(workspace_groups(), NOW)
     parsed = parse(page)
-    # Nothing the user wrote became markup: no script, no img, no b, no event handler anywhere.
-    assert [t for t, _ in parsed.tags if t in {"script", "img", "marquee", "iframe"}] == []
+    # Nothing the user wrote became markup: two script elements (the data block and ours), no
+    # img, no b, no event handler anywhere; no memory text can close the data block.
+    assert [a for t, a in parsed.tags if t == "script"] == [
+        {"type": "application/json", "id": "memself-data"},
+        {},
+    ]
+    assert [t for t, _ in parsed.tags if t in {"img", "marquee", "iframe"}] == []
     assert not [(t, k) for t, a in parsed.tags for k in a if k.startswith("on")]
-    assert "<script>" not in page and "&lt;script&gt;" in page
-    # ...and each string comes back verbatim as text or as the attribute value.
-    by_id = {c["id"]: c for c in parsed.cards}
-    assert SCRIPT_TEXT in str(by_id["mem-r-script"]["text"])
-    assert QUOTE_ID in by_id
-    assert QUOTE_EVIDENCE in str(by_id[QUOTE_ID]["text"])
-    assert QUOTE_ID in str(by_id[QUOTE_ID]["text"])
+    assert page.count("</script") == 2 and page.count("<script") == 2
+    data = page[page.index(DATA_OPEN) + len(DATA_OPEN) : page.rindex("<script>")]
+    assert not set("<>&") & set(data.removesuffix("</script>\n"))
+    assert page[page.rindex("<script>") + len("<script>") : page.rindex("</script>")] == SCRIPT
+    # ...and each string comes back verbatim from the data.
+    by_id = rows(page)
+    assert by_id["mem-r-script"][1] == SCRIPT_TEXT
+    assert by_id[QUOTE_ID][5] == QUOTE_EVIDENCE
+    # The policy allows exactly that script, by its hash, and nothing from anywhere else.
+    digest = base64.b64encode(hashlib.sha256(SCRIPT.encode("utf-8")).digest()).decode()
+    policy = next(a["content"] for t, a in parsed.tags if a.get("http-equiv") == "Content-Security-Policy")
+    assert policy is not None and f"script-src 'sha256-{digest}'" in policy and "default-src 'none'" in policy
+    assert "unsafe-eval" not in policy and "script-src 'unsafe-inline'" not in policy
 
 
 def test_deprecated_memories_are_marked_and_counted() -> None:
     groups = sample_groups()
     # Confidence at the line without the flag (legacy data) counts as deprecated too.
     groups["project"].append(mem("mem-p-sunk", "置信度已经跌到零点四的事实", 0.4, category="project"))
-    parsed = parse(render_html(groups, NOW))
-    dead = {c["id"] for c in parsed.cards if "deprecated" in str(c["class"]).split()}
-    assert dead == {"mem-r-old", "mem-p-sunk"}
-    for card in parsed.cards:
-        assert ("已废弃" in str(card["text"])) == (card["id"] in dead)
     page = render_html(groups, NOW)
+    assert {i for i, row in rows(page).items() if row[9]} == {"mem-r-old", "mem-p-sunk"}
+    assert page_data(page)["badge"] == "已废弃"
     assert "规则与偏好 <b>5</b> 条（其中已废弃 1 条）" in page
     assert "项目事实 <b>3</b> 条（其中已废弃 1 条）" in page
 
 
-def test_card_shows_id_confidence_local_times_and_evidence(monkeypatch: pytest.MonkeyPatch) -> None:
-    parsed = parse(render_html(sample_groups(), NOW))
-    card = next(c for c in parsed.cards if c["id"] == "mem-r-commit")
-    text = str(card["text"])
-    assert "mem-r-commit" in text
-    assert "1.00" in text
-    assert "依据：用户说：改完别自动提交" in text
-    # 08:00Z shown in the local zone (UTC+8), whatever zone the caller's `now` is in.
-    assert "最近活跃2026-11-29 16:00 UTC+08:00" in text
-    assert "创建2026-10-01 10:00 UTC+08:00" in text
+def test_rows_carry_confidence_times_evidence_and_the_generation_time() -> None:
+    by_id = rows(render_html(sample_groups(), NOW))
+    assert by_id["mem-r-commit"][1:7] == [
+        "改完代码不要自动 commit，先让我看 diff",
+        1.0,
+        "2026-11-29T08:00:00.000Z",  # stored times: the page shows them in the reader's zone
+        "2026-10-01T02:00:00.000Z",
+        "用户说：改完别自动提交",
+        "",
+    ]
     utc_now = NOW.astimezone(timezone.utc)
     assert "生成于 <time>2026-11-30 16:48 UTC+08:00</time>" in render_html(sample_groups(), utc_now)
-    monkeypatch.setenv("TZ", "UTC0")
-    time.tzset()
-    utc_page = render_html(sample_groups(), NOW)
-    assert "最近活跃</dt><dd>2026-11-29 08:00 UTC+00:00" in utc_page
-    assert "生成于 <time>2026-11-30 08:48 UTC+00:00</time>" in utc_page
 
 
 def test_odd_values_render_without_crashing() -> None:
@@ -247,57 +267,60 @@ def test_odd_values_render_without_crashing() -> None:
         "rule": [
             mem("mem-odd", "时间和置信度都不规整", 1.15, last="not-a-time"),
             SimpleNamespace(id="mem-bare", text="只有最少字段的记录", confidence="x"),
+            mem("mem-nan", "置信度不是数", float("nan")),
         ]
     }
-    parsed = parse(render_html(groups, NOW))
-    text = {c["id"]: str(c["text"]) for c in parsed.cards}
-    assert "1.15" in text["mem-odd"] and "not-a-time" in text["mem-odd"]
-    assert "0.00" in text["mem-bare"] and "已废弃" in text["mem-bare"]
-    page = render_html(groups, NOW)
-    assert 'style="width:100%"' in page  # legacy > 1 does not overflow the bar
+    by_id = rows(render_html(groups, NOW))
+    assert by_id["mem-odd"][2:4] == [1.15, "not-a-time"]
+    assert by_id["mem-bare"][2:6] == [0.0, "", "", ""] and by_id["mem-bare"][9] == 1
+    assert by_id["mem-nan"][2] == 0.0
 
 
 def test_empty_groups_and_self_contained() -> None:
-    page = render_html({}, NOW)
-    assert page.count("（暂无）") == 2
-    assert "规则与偏好" in page and "项目事实" in page
+    empty = render_html({}, NOW)
+    assert page_data(empty)["rows"] == []
+    assert [g[1] for g in page_data(empty)["groups"]] == ["规则与偏好", "项目事实"]
     full = render_html(sample_groups(), NOW)
     parsed = parse(full)
     # Nothing that loads: no linking tags, no src/href attribute anywhere, no URLs in the CSS.
-    assert not [t for t, _ in parsed.tags if t in {"link", "script", "img", "iframe", "object"}]
-    assert not [(t, k) for t, a in parsed.tags for k in a if k in {"src", "href", "srcset"}]
+    assert not [t for t, _ in parsed.tags if t in {"link", "img", "iframe", "object", "embed"}]
+    assert not [(t, k) for t, a in parsed.tags for k in a if k in {"src", "href", "srcset", "action"}]
     css = full[full.index("<style>") : full.index("</style>")].lower()
     for needle in ("http", "url(", "@import", "@font-face"):
         assert needle not in css, needle
-    assert "default-src 'none'" in full and "Content-Security-Policy" in full
+    for needle in ("http", "fetch(", "xmlhttprequest", "import(", "eval(", "innerhtml", "new function"):
+        assert needle not in SCRIPT.lower(), needle
 
 
 def test_memories_are_grouped_by_workspace() -> None:
     page = render_html(workspace_groups(), NOW)
-    parsed = parse(page)
-    assert [(s["workspace"], s["heading"]) for s in parsed.scopes] == [
-        ("", "所有项目7 条"),
-        ("/home/dev/<b>odd</b>", "<b>odd</b>/home/dev/<b>odd</b>1 条"),
-        ("/home/dev/code/pay-service", "pay-service/home/dev/code/pay-service2 条"),
+    data = page_data(page)
+    assert [s[:2] for s in data["scopes"]] == [
+        ["", "所有项目"],
+        ["/home/dev/<b>odd</b>", "<b>odd</b>"],
+        ["/home/dev/code/pay-service", "pay-service"],
     ]
-    scope_of = {c["id"]: c["scope"] for c in parsed.cards}
+    scope_of = {row[0]: data["scopes"][row[7]][0] for row in data["rows"]}
     assert {i for i, s in scope_of.items() if s} == {"mem-w-lint", "mem-w-port", "mem-w-odd"}
     assert scope_of["mem-w-lint"] == scope_of["mem-w-port"] == "/home/dev/code/pay-service"
-    # Within a scope, each group in confidence order; the global groups keep their anchors.
-    ids = [c["id"] for c in parsed.cards]
-    assert ids.index("mem-w-lint") < ids.index("mem-w-port")
-    assert 'id="group-rule"' in page and 'id="group-project"' in page
+    # Rows run scope by scope, each group in confidence order within it.
+    ids = [row[0] for row in data["rows"]]
+    assert ids.index("mem-w-lint") < ids.index("mem-w-port") < ids.index("mem-w-lint") + 2
+    assert [row[7] for row in data["rows"]] == sorted(row[7] for row in data["rows"])
     assert "<b>odd</b>" not in page and "&lt;b&gt;odd&lt;/b&gt;" in page  # the odd name stayed text
-    # Totals count every scope; a workspace's empty group is left out, the global ones stay.
+    # Totals count every scope; the overview lists each scope with its counts as plain markup.
     assert "规则与偏好 <b>6</b> 条（其中已废弃 1 条）" in page and "项目事实 <b>4</b> 条" in page
     assert "其中 <b>3</b> 条只属于某个项目（2 个项目）" in page
-    assert page.count("（暂无）") == 0
-    assert page.count("<h3>规则与偏好") == 2 and page.count("<h3>项目事实") == 3
+    assert "pay-service</span>" not in page  # the name is followed by its path
+    assert (
+        '<span class="name">pay-service<code>/home/dev/code/pay-service</code></span>'
+        '<span class="count">规则与偏好 1 条，项目事实 1 条</span>'
+    ) in page
 
 
-def test_a_page_without_workspaces_has_only_the_global_section() -> None:
+def test_a_page_without_workspaces_has_only_the_global_scope() -> None:
     page = render_html(sample_groups(), NOW)
-    assert [s["workspace"] for s in parse(page).scopes] == [""]
+    assert [s[0] for s in page_data(page)["scopes"]] == [""]
     assert "只属于某个项目" not in page
 
 
@@ -316,22 +339,25 @@ def test_real_memory_records_render() -> None:
         "project",
     )
     assert legacy is not None
-    parsed = parse(render_html({"rule": [created], "project": [legacy]}, NOW))
-    assert [c["id"] for c in parsed.cards] == [created.id, "mem-legacy1-abcdef"]
-    assert "0.50" in str(parsed.cards[0]["text"])
-    assert "旧版本留下的记录 <b>粗</b>" in str(parsed.cards[1]["text"])
-    assert "已废弃" in str(parsed.cards[1]["text"])
+    by_id = rows(render_html({"rule": [created], "project": [legacy]}, NOW))
+    assert list(by_id) == [created.id, "mem-legacy1-abcdef"]
+    assert by_id[created.id][2] == 0.5 and by_id[created.id][9] == 0
+    assert by_id["mem-legacy1-abcdef"][1] == "旧版本留下的记录 <b>粗</b>"
+    assert (
+        by_id["mem-legacy1-abcdef"][3] == "2025-01-01T00:00:00.000Z" and by_id["mem-legacy1-abcdef"][9] == 1
+    )
 
 
-def test_card_shows_applies_when_escaped() -> None:
+def test_applies_when_is_carried_as_text() -> None:
     when = ("记一下取件时间", "<script>document.title='pwned'</script>")
     created = Memory.create("所有存库的时间一律使用 UTC", "rule", NOW, applies_when=when)
     page = render_html({"rule": [created]}, NOW)
-    parsed = parse(page)
-    assert [t for t, _ in parsed.tags if t == "script"] == []
-    assert "适用场景：记一下取件时间；<script>document.title='pwned'</script>" in str(parsed.cards[0]["text"])
-    bare = render_html({"rule": [Memory.create("回答一律使用中文", "rule", NOW)]}, NOW)
-    assert "适用场景" not in bare.split("</style>", 1)[1]
+    assert rows(page)[created.id][6] == "记一下取件时间；<script>document.title='pwned'</script>"
+    assert page.count("<script") == 2
+    assert (
+        rows(render_html({"rule": [Memory.create("回答一律使用中文", "rule", NOW)]}, NOW)).popitem()[1][6]
+        == ""
+    )
 
 
 def test_write_snapshot_is_atomic_and_removes_legacy_markdown(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -407,11 +433,18 @@ def chromium() -> Path:
     return CHROMIUM
 
 
-def run_chromium(page: Path, workdir: Path, width: int = 1000, height: int = 1400) -> tuple[str, Path]:
-    """Render ``page`` in headless Chromium; return the DOM after load and the screenshot."""
+def run_chromium(
+    page: Path, workdir: Path, width: int = 1000, height: int = 1400, fragment: str = ""
+) -> tuple[str, Path]:
+    """Render ``page`` (at ``fragment``: the page's search and paging state) in headless Chromium
+    in UTC+8; return the DOM after load and the screenshot."""
     png = workdir / "shot.png"
+    png.unlink(missing_ok=True)
     env = dict(
-        os.environ, XDG_CONFIG_HOME=str(workdir / "xdg-config"), XDG_CACHE_HOME=str(workdir / "xdg-cache")
+        os.environ,
+        XDG_CONFIG_HOME=str(workdir / "xdg-config"),
+        XDG_CACHE_HOME=str(workdir / "xdg-cache"),
+        TZ="Asia/Shanghai",  # Chromium carries its own zone data
     )
     cmd = [
         str(CHROMIUM),
@@ -428,7 +461,7 @@ def run_chromium(page: Path, workdir: Path, width: int = 1000, height: int = 140
         f"--screenshot={png}",
         f"--window-size={width},{height}",
         "--dump-dom",
-        page.resolve().as_uri(),
+        page.resolve().as_uri() + fragment,
     ]
     proc = subprocess.run(
         cmd, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL, env=env, check=False
@@ -502,13 +535,23 @@ def test_page_in_headless_chromium(chromium: Path, tmp_path: Path) -> None:
     parsed = parse(dom)
     # The injected script neither exists as an element nor ran (it would have set the title).
     assert parsed.title == "长期记忆快照"
-    assert [t for t, _ in parsed.tags if t in {"script", "img", "marquee"}] == []
+    assert [a for t, a in parsed.tags if t == "script"] == [
+        {"type": "application/json", "id": "memself-data"},
+        {},
+    ]
+    assert [t for t, _ in parsed.tags if t in {"img", "marquee"}] == []
     assert "&lt;script&gt;document.title='pwned'&lt;/script&gt;" in dom
     by_id = {c["id"]: c for c in parsed.cards}
     assert SCRIPT_TEXT in str(by_id["mem-r-script"]["text"])
     assert QUOTE_EVIDENCE in str(by_id[QUOTE_ID]["text"])
     assert len(parsed.cards) == 10
     assert "已废弃" in str(by_id["mem-r-old"]["text"])
+    assert "deprecated" in str(by_id["mem-r-old"]["class"]).split()
+    # The script rendered the cards: confidence, evidence, times in the reader's zone (UTC+8).
+    text = str(by_id["mem-r-commit"]["text"])
+    assert "1.00" in text and "依据：用户说：改完别自动提交" in text
+    assert "最近活跃2026-11-29 16:00 UTC+08:00" in text and "创建2026-10-01 10:00 UTC+08:00" in text
+    assert '<i style="width: 100%;">' in dom  # confidence 1.0 fills its bar
     # The browser's DOM keeps the grouping: global first, then each workspace with its path.
     scopes = [s["workspace"] for s in parsed.scopes]
     assert scopes == ["", "/home/dev/<b>odd</b>", "/home/dev/code/pay-service"]
@@ -517,7 +560,9 @@ def test_page_in_headless_chromium(chromium: Path, tmp_path: Path) -> None:
         "mem-w-lint",
         "mem-w-port",
     }
+    assert 'id="group-rule"' in dom and 'id="group-project"' in dom
     assert "<b>odd</b>" not in dom
+    assert pager_info(dom) == ["第 1 / 1 页，第 1–10 条，共 10 条"] * 2
 
     data = png.read_bytes()
     assert len(data) > 20_000
@@ -543,3 +588,90 @@ def test_chromium_harness_detects_a_script_that_runs(chromium: Path, tmp_path: P
     page.write_text(f"<!DOCTYPE html><title>原标题</title><p>{SCRIPT_TEXT}</p>", encoding="utf-8")
     dom, _ = run_chromium(page, tmp_path, width=400, height=300)
     assert parse(dom).title == "pwned"
+
+
+def pager_info(dom: str) -> list[str]:
+    return re.findall(r'<span class="info">([^<]*)</span>', dom)
+
+
+def big_groups(count: int) -> dict[str, list[SimpleNamespace]]:
+    """``count`` memories over the global scope and three workspaces, confidence descending by
+    number within each scope and group, every tenth mentioning a word the search looks for."""
+    groups: dict[str, list[SimpleNamespace]] = {"rule": [], "project": []}
+    for number in range(count):
+        group = "rule" if number % 5 == 0 else "project"
+        where = number % 4
+        scope = (
+            {}
+            if where == 0
+            else {"workspace": f"/home/dev/code/svc-{where}", "workspaceName": f"svc-{where}"}
+        )
+        word = "灰度开关" if number % 10 == 3 else "普通事实"
+        confidence = round(1.0 - number / (count * 2), 6)
+        groups[group].append(
+            mem(f"mem-{number:05d}", f"第 {number} 条 {word}", confidence, category=group, **scope)
+        )
+    return groups
+
+
+def test_large_page_searches_and_pages_in_chromium(chromium: Path, tmp_path: Path) -> None:
+    count = 4000
+    page = tmp_path / "memories.html"
+    page.write_text(render_html(big_groups(count), NOW), encoding="utf-8")
+    expected = list(rows(page.read_text(encoding="utf-8")))  # page order: scope, group, confidence
+    assert len(expected) == count
+
+    # Unfiltered: the first 50 only, in page order, with the totals in the pager.
+    dom, _ = run_chromium(page, tmp_path)
+    cards = [c["id"] for c in parse(dom).cards]
+    assert cards == expected[:50]
+    assert pager_info(dom)[0] == f"第 1 / 80 页，第 1–50 条，共 {count} 条"
+
+    # Page 3 in the fragment: memories 101 to 150, under the headings of their scope and group.
+    dom, _ = run_chromium(page, tmp_path, fragment="#page=3")
+    parsed = parse(dom)
+    assert [c["id"] for c in parsed.cards] == expected[100:150]
+    assert pager_info(dom)[0] == f"第 3 / 80 页，第 101–150 条，共 {count} 条"
+
+    # A search (the word, percent-encoded as a browser writes it) and its second page.
+    hits = [i for i in expected if int(i[4:]) % 10 == 3]
+    dom, _ = run_chromium(page, tmp_path, fragment="#q=%E7%81%B0%E5%BA%A6%E5%BC%80%E5%85%B3&page=2")
+    cards = [c["id"] for c in parse(dom).cards]
+    assert cards == hits[50:100]
+    assert all("灰度开关" in str(c["text"]) for c in parse(dom).cards)
+    assert pager_info(dom)[0] == f"第 2 / 8 页，第 51–100 条，共 {len(hits)} 条"
+    assert 'value="灰度开关"' in dom or "灰度开关" in dom
+
+    # Scope and group filters: one workspace's project facts, last page, headed by that workspace.
+    data = page_data(page.read_text(encoding="utf-8"))
+    svc2 = [s[0] for s in data["scopes"]].index("/home/dev/code/svc-2")
+    wanted = [r[0] for r in data["rows"] if r[7] == svc2 and r[8] == 1]
+    last = -(-len(wanted) // 50)
+    dom, _ = run_chromium(page, tmp_path, fragment=f"#scope={svc2}&group=1&page={last}")
+    parsed = parse(dom)
+    assert [c["id"] for c in parsed.cards] == wanted[(last - 1) * 50 :]
+    assert {c["scope"] for c in parsed.cards} == {"/home/dev/code/svc-2"}
+    assert [s["heading"] for s in parsed.scopes] == [f"svc-2/home/dev/code/svc-2{len(wanted)} 条"]
+
+    # A search nothing matches says so; a page past the end shows the last one.
+    dom, _ = run_chromium(page, tmp_path, fragment="#q=%3Cscript%3E")
+    assert parse(dom).cards == [] and "没有匹配的记忆" in dom
+    dom, _ = run_chromium(page, tmp_path, fragment="#page=999")
+    assert [c["id"] for c in parse(dom).cards] == expected[-50:]
+
+
+def test_empty_store_and_a_tampered_script_in_chromium(chromium: Path, tmp_path: Path) -> None:
+    page = tmp_path / "memories.html"
+    page.write_text(render_html({}, NOW), encoding="utf-8")
+    dom, _ = run_chromium(page, tmp_path)
+    assert dom.split("<script", 1)[0].count("（暂无）") == 2 and pager_info(dom)[0] == "没有匹配的记忆"
+    # Control for the policy: the same page with one character of the script changed renders
+    # nothing, because only the exact script's hash may run.
+    html_text = render_html(sample_groups(), NOW)
+    page.write_text(html_text.replace("SIZE = 50;", "SIZE = 51;"), encoding="utf-8")
+    assert page.read_text(encoding="utf-8") != html_text
+    dom, _ = run_chromium(page, tmp_path)
+    assert parse(dom).cards == [] and pager_info(dom) == []
+    page.write_text(html_text, encoding="utf-8")
+    dom, _ = run_chromium(page, tmp_path)
+    assert len(parse(dom).cards) == 7
