@@ -41,6 +41,7 @@ from memself.engine.location import (
     make_fallback_dir,
     own_uid,
 )
+from memself.engine.page_refresh import PageRefresher
 from memself.engine.peercred import peer_allowed, peer_uid
 from memself.engine.protocol import (
     ACK,
@@ -73,6 +74,8 @@ from memself.paths import DataPaths
 STATE_LOADING = "loading"
 STATE_READY = "ready"
 STATE_FAILED = "failed"
+# How long the group files must stay still after a change before memories.html is regenerated.
+PAGE_DELAY_S = 10.0
 # A client that connects but does not send its request in this time loses its thread.
 _READ_TIMEOUT_S = 5.0
 _WRITE_TIMEOUT_S = 10.0
@@ -123,6 +126,7 @@ class EngineServer:
         allowed_uid: int | None = None,
         max_connections: int = 32,
         lock_wait_s: float = 5.0,
+        page_delay_s: float | None = PAGE_DELAY_S,
     ) -> None:
         self.paths = paths
         self.idle_s = idle_s
@@ -160,6 +164,8 @@ class EngineServer:
         self._service_lock = threading.Lock()
         self._watched: list[Path] = watched_files(paths)
         self._stamps: list[FileStamp] = []
+        # memories.html, regenerated a little after writes (None: never, for tests that count files).
+        self._page = None if page_delay_s is None else PageRefresher(paths, page_delay_s)
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -334,6 +340,7 @@ class EngineServer:
         try:
             while not self._stop.is_set():
                 children.reap()  # judges a forwarded prompt spawned; at most a second a zombie
+                self._refresh_page()
                 if not self._socket_file_is_ours():
                     # Deleted (a /tmp cleaner, a logout emptying /run/user): nobody can reach us,
                     # and a successor cannot start while we hold the lock.
@@ -354,6 +361,14 @@ class EngineServer:
                     self._accept()
         finally:
             self._close()
+
+    def _refresh_page(self) -> None:
+        if self._page is None:
+            return
+        try:
+            self._page.tick(time.monotonic())
+        except Exception as exc:  # the page is a convenience; serving is not
+            log(self.paths, "page-refresh-failed", error=_where(exc))
 
     def _socket_file_is_ours(self) -> bool:
         if self.transport != "unix":
