@@ -3,12 +3,15 @@ config, open."""
 
 from __future__ import annotations
 
+import json
+import os
+import sys
 import webbrowser
 from collections.abc import Iterable
 
 import click
 
-from memself import memories
+from memself import listing, memories
 from memself.cli.app import echo_json, main, now_utc
 from memself.cli.scope import (
     WORKSPACE_HELP,
@@ -33,7 +36,7 @@ from memself.records import (
     fmt_confidence,
     one_line,
 )
-from memself.store import MemoryStore
+from memself.store import BadLine, MemoryStore
 from memself.texts import APPLIES_WHEN_LABEL, SCOPE_LABEL, gain_text, scope_text, workspace_label
 from memself.workspace_args import directory_workspace
 from memself.workspaces import Workspace
@@ -54,17 +57,7 @@ def _view(workspace_dir: str | None, memories: Iterable[Memory]) -> Workspace | 
     return directory_workspace(workspace_dir, known={m.workspace for m in memories})
 
 
-def _scope_counts(groups: dict[str, list[Memory]]) -> list[tuple[str, str, dict[str, int]]]:
-    """(key, name, count per group) per scope: global first (always), then each workspace by
-    name and path. Records of one workspace normally share its name; the first one found names it."""
-    names: dict[str, str] = {"": ""}
-    counts: dict[str, dict[str, int]] = {"": dict.fromkeys(GROUPS, 0)}
-    for group, members in groups.items():
-        for memory in members:
-            names.setdefault(memory.workspace, memory.workspaceName)
-            counts.setdefault(memory.workspace, dict.fromkeys(GROUPS, 0))[group] += 1
-    keys = sorted(names, key=lambda k: (k != "", names[k].casefold(), k))
-    return [(key, names[key], counts[key]) for key in keys]
+_LIST_SHOWN = 30
 
 
 @main.command("list")
@@ -73,31 +66,58 @@ def _scope_counts(groups: dict[str, list[Memory]]) -> list[tuple[str, str, dict[
     "as_json",
     is_flag=True,
     help="输出 JSON；workspaces 为每个范围的条数，其中 workspace 和 workspaceName 对所有项目为 null；"
-    "view 为 --workspace 给出的项目（没给时为 null）",
+    "view 为 --workspace 给出的项目（没给时为 null）；memories 为按置信度排的一页（--offset、--limit），"
+    "nextOffset 为下一页的 --offset（没有下一页时为 null）；和 --all 一起用时每行一条记忆（JSON Lines）",
 )
+@click.option("--all", "show_all", is_flag=True, help="逐条列出全部记忆（按文件中的顺序，边读边输出）")
+@click.option(
+    "--limit", type=click.IntRange(0, 10_000), default=None, help="列出多少条（默认 30，JSON 为 50）"
+)
+@click.option("--offset", type=click.IntRange(0), default=0, help="从按置信度排序的第几条开始（从 0 起）")
 @workspace_option(_VIEW_HELP)
-def list_cmd(as_json: bool, workspace_dir: str | None) -> None:
-    """两组记忆各有多少条，以及按范围（所有项目、各个项目）各有多少条。"""
+def list_cmd(
+    as_json: bool, show_all: bool, limit: int | None, offset: int, workspace_dir: str | None
+) -> None:
+    """各组、各范围的记忆条数，加上置信度最高的几十条；--all 列出全部。"""
     store = _store()
-    loaded = {g: store.load_group(g) for g in GROUPS}
-    problems = [{"file": name, "line": b.line_no, "reason": b.reason} for name, b in store.quarantined()]
-    view = _view(workspace_dir, (m for gf in loaded.values() for m in gf.memories))
-    shown = {
-        g: [m for m in gf.memories if view is None or m.visible_in(view.key)] for g, gf in loaded.items()
-    }
-    counts = {g: len(ms) for g, ms in shown.items()}
-    scopes = _scope_counts(shown)
+    summaries = listing.load(store)
+    view = None
+    if workspace_dir is not None:
+        view = directory_workspace(workspace_dir, known=listing.known_workspaces(summaries))
+    view_key = None if view is None else view.key
+    if show_all:
+        _list_all(store, view_key, as_json)
+        return
+    problems = [
+        {
+            "file": store.paths.trash.name if name == listing.TRASH else f"{name}.jsonl",
+            "line": line,
+            "reason": why,
+        }
+        for name, summary in summaries.items()
+        for line, why in summary.problems
+    ]
+    scopes = listing.scope_counts(summaries, view_key)
+    counts = {g: sum(by_group[g] for _, _, by_group in scopes) for g in GROUPS}
+    total = sum(counts.values())
+    shown_n = limit if limit is not None else (50 if as_json else _LIST_SHOWN)
+    shown = listing.page(store, summaries, view_key, offset, shown_n)
+    next_offset = offset + len(shown) if offset + len(shown) < total and shown_n else None
     if as_json:
         echo_json(
             {
                 **counts,
-                "total": sum(counts.values()),
+                "total": total,
                 "view": None if view is None else {"workspace": view.key, "workspaceName": view.name},
                 "workspaces": [
                     {"workspace": key or None, "workspaceName": name or None, **by_group}
                     for key, name, by_group in scopes
                 ],
                 "problems": problems,
+                "offset": offset,
+                "limit": shown_n,
+                "nextOffset": next_offset,
+                "memories": [memory_json(m) for m in shown],
             }
         )
         return
@@ -106,10 +126,16 @@ def list_cmd(as_json: bool, workspace_dir: str | None) -> None:
         click.echo(f"在 {here}里开的会话能看到的记忆（所有项目的，加上这个项目的）：")
     click.echo(f"rule    {counts['rule']} 条（会话开始全量注入，无条件生效）")
     click.echo(f"project {counts['project']} 条（按相关性自动召回）")
-    click.echo(f"共 {sum(counts.values())} 条")
+    click.echo(f"共 {total} 条")
     click.echo("按范围：")
     for key, name, by_group in scopes:
         click.echo(f"  {scope_text(key, name)}：rule {by_group['rule']} 条，project {by_group['project']} 条")
+    if shown:
+        where = f"第 {offset + 1} 到 {offset + len(shown)} 条" if offset else f"置信度最高的 {len(shown)} 条"
+        rest = "；下一页：--offset " + str(next_offset) if next_offset is not None else ""
+        click.echo(f"{where}（全部：memself list --all；网页：memself open{rest}）：")
+        for memory in shown:
+            click.echo(f"  {_list_line(memory)}")
     for problem in problems:
         click.echo(
             f"注意：{problem['file']} 第 {problem['line']} 行无法读取（{problem['reason']}），"
@@ -118,6 +144,35 @@ def list_cmd(as_json: bool, workspace_dir: str | None) -> None:
         )
     if any(p["file"] != store.paths.trash.name for p in problems):
         click.echo("每日衰减在这些行修好之前暂停（不会改动有问题的文件）", err=True)
+
+
+def _file_name(store: MemoryStore, summary_name: str) -> str:
+    return store.paths.trash.name if summary_name == listing.TRASH else f"{summary_name}.jsonl"
+
+
+def _list_line(memory: Memory) -> str:
+    mark = "[已废弃] " if not memory.active else ""
+    return (
+        f"[{memory.category}] {mark}{one_line(memory.text)}（置信度 {fmt_confidence(memory.confidence)}，"
+        f"{scope_text(memory.workspace, memory.workspaceName)}，id {memory.id}）"
+    )
+
+
+def _list_all(store: MemoryStore, view: str | None, as_json: bool) -> None:
+    """Every memory, line by line as the files hold them: nothing is collected first."""
+    try:
+        for group in GROUPS:
+            for item in listing.stream(store.paths, group):
+                if isinstance(item, BadLine):
+                    where = f"{group}.jsonl 第 {item.line_no} 行"
+                    click.echo(f"注意：{where}无法读取（{item.reason}），已跳过", err=True)
+                elif view is None or item.visible_in(view):
+                    line = json.dumps(memory_json(item), ensure_ascii=False) if as_json else _list_line(item)
+                    click.echo(line)
+    except BrokenPipeError:
+        # The reader stopped early (`| head`): that is an answer, not an error. Python would
+        # still flush into the closed pipe at exit, so stdout goes to /dev/null first.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 @main.command("read")
@@ -362,9 +417,7 @@ def _show(value: object) -> str:
 @click.option("--no-browser", is_flag=True, help="只生成，不打开浏览器")
 def open_cmd(no_browser: bool) -> None:
     """生成 memories.html 并用默认浏览器打开。"""
-    store = _store()
-    store.refresh_snapshot(now_utc())
-    path = store.paths.html
+    path = listing.refresh_views(DataPaths.default(), now_utc())
     click.echo(f"已生成 {path}")
     if not no_browser and not webbrowser.open(path.as_uri()):
         click.echo("没有找到可用的浏览器，请手动打开上面的文件")

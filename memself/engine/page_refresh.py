@@ -6,7 +6,7 @@ writes is one change), it regenerates the page in a separate, lower-priority pro
 rendering neither holds the engine's interpreter nor competes with a prompt for the CPU. A page
 older than the files when the engine starts counts as a change, so writes made while no engine
 ran show up too. ``memself open`` and the MCP ``memory_list`` with ``open`` regenerate it
-themselves, at once.
+themselves, at once. The same run refreshes the summaries ``memself list`` reads (``listing``).
 
 Run as ``python -m memself.engine.page_refresh DATA_DIR`` for the regeneration itself.
 """
@@ -111,12 +111,6 @@ def spawn_refresh(paths: DataPaths) -> subprocess.Popen[bytes]:
     )
 
 
-def regenerate(paths: DataPaths, now: datetime) -> None:
-    from memself.store import MemoryStore
-
-    MemoryStore(paths).refresh_snapshot(now)
-
-
 def main(argv: list[str]) -> int:
     if len(argv) != 1:
         return 2
@@ -126,7 +120,9 @@ def main(argv: list[str]) -> int:
     except (AttributeError, OSError):
         pass
     try:
-        regenerate(paths, datetime.now(timezone.utc))
+        from memself.listing import refresh_views  # only in the regeneration process
+
+        refresh_views(paths, datetime.now(timezone.utc))
     except Exception as exc:  # a background job: the log is all anyone sees
         log(paths, "page-refresh-failed", error=f"{type(exc).__name__}: {exc}")
         return 1

@@ -1,0 +1,199 @@
+"""What ``memself list`` shows, without parsing every memory on every call.
+
+Per group file it keeps a summary: the count per workspace (with its name), the most confident
+``TOP`` memories of each workspace (in the store's order: confidence, then last activity), and
+the quarantined lines. Summaries are cached in ``list-view.json`` under the stamp (inode, mtime,
+size) of exactly the file version they were made from; a file with another stamp is read again
+through the store, so a hand edit or the original's append is never missed. ``memself list``
+refreshes the cache when it had to read, and so does the engine's background page refresh.
+
+Views taken from the summaries are exact: a workspace's view (global plus that workspace) takes
+the first ``n <= TOP`` of the union of two top lists, which holds the first ``n`` of the union.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from memself import journal
+from memself.atomic import write_atomic
+from memself.logs import log
+from memself.paths import DataPaths
+from memself.records import GROUPS, Memory, sort_memories
+from memself.store import BadLine, GroupFile, MemoryStore, TrashFile, parse_records
+
+TOP = 50
+CACHE_NAME = "list-view.json"
+_FORMAT = 1
+TRASH = "trash"
+
+
+def cache_path(paths: DataPaths) -> Path:
+    return paths.root / CACHE_NAME
+
+
+@dataclass
+class Summary:
+    """One file's summary: ``scopes`` maps a workspace key ("" global) to [name, count]."""
+
+    stamp: list[int] | None
+    scopes: dict[str, list[Any]] = field(default_factory=dict)
+    top: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    problems: list[list[Any]] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"stamp": self.stamp, "scopes": self.scopes, "top": self.top, "problems": self.problems}
+
+
+def _stamp(stamp: journal.Stamp | None) -> list[int] | None:
+    return None if stamp is None else [int(part) for part in stamp]
+
+
+def _problems(bad: list[BadLine]) -> list[list[Any]]:
+    return [[b.line_no, b.reason] for b in bad]
+
+
+def summarize_group(loaded: GroupFile) -> Summary:
+    summary = Summary(_stamp(loaded.stamp), problems=_problems(loaded.bad_lines))
+    by_scope: dict[str, list[Memory]] = {}
+    for memory in loaded.memories:
+        entry = summary.scopes.setdefault(memory.workspace, [memory.workspaceName, 0])
+        entry[1] += 1
+        by_scope.setdefault(memory.workspace, []).append(memory)
+    summary.top = {key: [m.to_json() for m in sort_memories(ms)[:TOP]] for key, ms in by_scope.items()}
+    return summary
+
+
+def summarize_trash(loaded: TrashFile) -> Summary:
+    return Summary(_stamp(loaded.stamp), problems=_problems(loaded.bad_lines))
+
+
+def _read_cache(paths: DataPaths) -> dict[str, Any]:
+    try:
+        raw = json.loads(cache_path(paths).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(raw, dict) or raw.get("format") != _FORMAT or not isinstance(raw.get("files"), dict):
+        return {}
+    return dict(raw["files"])
+
+
+def _cached(entry: object, stamp: journal.Stamp | None) -> Summary | None:
+    if not isinstance(entry, dict) or stamp is None or entry.get("stamp") != _stamp(stamp):
+        return None
+    try:
+        return Summary(entry["stamp"], dict(entry["scopes"]), dict(entry["top"]), list(entry["problems"]))
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def save(paths: DataPaths, summaries: dict[str, Summary]) -> None:
+    """Write the cache; a failure only costs the next ``list`` a full read."""
+    files = {name: s.to_json() for name, s in summaries.items() if s.stamp is not None}
+    data = json.dumps({"format": _FORMAT, "files": files}, ensure_ascii=False, separators=(",", ":"))
+    try:
+        write_atomic(cache_path(paths), data)
+    except OSError as exc:
+        log(paths, "list-cache-failed", error=str(exc))
+
+
+def load(store: MemoryStore) -> dict[str, Summary]:
+    """Every group file's summary and the trash's, from the cache where it is current."""
+    paths = store.paths
+    # A killed writer's committed intent: the store's reads settle it; no cache shortcut meanwhile.
+    settled = not os.path.lexists(journal.intent_path(paths))
+    cache = _read_cache(paths) if settled else {}
+    out: dict[str, Summary] = {}
+    fresh = False
+    for group in GROUPS:
+        found = _cached(cache.get(group), journal.file_stamp(paths.group_file(group)))
+        if found is None:
+            found, fresh = summarize_group(store.load_group(group)), True
+        out[group] = found
+    found = _cached(cache.get(TRASH), journal.file_stamp(paths.trash))
+    if found is None:
+        found, fresh = summarize_trash(store.load_trash()), True
+    out[TRASH] = found
+    if fresh and paths.root.is_dir():
+        save(paths, out)
+    return out
+
+
+def refresh_views(paths: DataPaths, now: datetime) -> Path:
+    """Regenerate memories.html and these summaries from one read of the files; the page's path."""
+    from memself.snapshot import write_snapshot
+
+    store = MemoryStore(paths)
+    loaded = {g: store.load_group(g) for g in GROUPS}
+    page_path = write_snapshot(paths, {g: sort_memories(gf.memories) for g, gf in loaded.items()}, now)
+    summaries = {g: summarize_group(gf) for g, gf in loaded.items()}
+    summaries[TRASH] = summarize_trash(store.load_trash())
+    save(paths, summaries)
+    return page_path
+
+
+def known_workspaces(summaries: dict[str, Summary]) -> set[str]:
+    return {key for group in GROUPS for key in summaries[group].scopes}
+
+
+def scope_counts(summaries: dict[str, Summary], view: str | None) -> list[tuple[str, str, dict[str, int]]]:
+    """(key, name, count per group) per scope: global first (always), then each workspace by
+    name and path; with a ``view``, only the scopes a session there sees."""
+    names: dict[str, str] = {"": ""}
+    counts: dict[str, dict[str, int]] = {"": dict.fromkeys(GROUPS, 0)}
+    for group in GROUPS:
+        for key, (name, count) in summaries[group].scopes.items():
+            if view is not None and key not in ("", view):
+                continue
+            names.setdefault(key, str(name))
+            counts.setdefault(key, dict.fromkeys(GROUPS, 0))[group] += int(count)
+    keys = sorted(names, key=lambda k: (k != "", names[k].casefold(), k))
+    return [(key, names[key], counts[key]) for key in keys]
+
+
+def top(summaries: dict[str, Summary], view: str | None, count: int) -> list[Memory] | None:
+    """The ``count`` most confident memories shown (both groups), or None if the summaries do
+    not hold that many (``count`` above ``TOP``)."""
+    if count > TOP:
+        return None
+    found: list[Memory] = []
+    for group in GROUPS:
+        for key, records in summaries[group].top.items():
+            if view is not None and key not in ("", view):
+                continue
+            found += [m for m in (Memory.from_json(r, group) for r in records) if m is not None]
+    return sort_memories(found)[:count]
+
+
+def page(
+    store: MemoryStore, summaries: dict[str, Summary], view: str | None, offset: int, limit: int
+) -> list[Memory]:
+    """Memories ``offset`` to ``offset + limit`` in the store's order over both groups."""
+    quick = top(summaries, view, offset + limit)
+    if quick is not None:
+        return quick[offset:]
+    shown = [m for g in GROUPS for m in store.load_group(g).memories if view is None or m.visible_in(view)]
+    return sort_memories(shown)[offset : offset + limit]
+
+
+def stream(paths: DataPaths, group: str) -> Iterator[Memory | BadLine]:
+    """A group file's memories in file order, read line by line; quarantined lines as they come."""
+    try:
+        handle = open(paths.group_file(group), "rb")
+    except FileNotFoundError:
+        return
+    with handle:
+        for number, raw in enumerate(handle, start=1):
+            records, bad = parse_records(raw.rstrip(b"\n"))
+            for line in bad:
+                yield BadLine(number, line.raw, line.reason)
+            for record in records:
+                memory = Memory.from_json(record, group)
+                if memory is not None:
+                    yield memory

@@ -1,0 +1,160 @@
+"""`memself list` is a view: counts plus the most confident few, pages in JSON, a stream with
+--all, and a cache of the counts that a changed file always invalidates."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+from memself import listing
+from memself.paths import DataPaths
+from memself.records import Memory, sort_memories
+from memself.store import render_lines
+from memself.workspaces import Workspace
+
+NOW = datetime(2026, 12, 1, 9, 0, tzinfo=timezone.utc)
+PAY = Workspace(key="/home/dev/code/pay-service", name="pay-service")
+SHOP = Workspace(key="/home/dev/code/shop", name="shop")
+
+
+def memself(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "memself", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=os.environ.copy(),
+    )
+
+
+def ok(result: subprocess.CompletedProcess[str]) -> str:
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def write_store(paths: DataPaths, rules: int, facts: int) -> dict[str, list[Memory]]:
+    """Memories with distinct confidences, spread over global, PAY and SHOP, written as the
+    store writes them."""
+    made: dict[str, list[Memory]] = {"rule": [], "project": []}
+    for group, count in (("rule", rules), ("project", facts)):
+        for number in range(count):
+            where = (None, PAY, SHOP)[number % 3]
+            memory = Memory.create(
+                f"{group} 第 {number} 条记忆", group, NOW + timedelta(seconds=number), workspace=where
+            )
+            memory.confidence = round(0.41 + ((number * 37) % 59) / 100, 2)
+            memory.lastSeen = (NOW + timedelta(minutes=number)).isoformat()
+            made[group].append(memory)
+    paths.ensure()
+    for group, memories in made.items():
+        paths.group_file(group).write_bytes(render_lines(m.to_json() for m in memories))
+    return made
+
+
+def expected_order(made: dict[str, list[Memory]], view: Workspace | None = None) -> list[str]:
+    shown = [m for ms in made.values() for m in ms if view is None or m.visible_in(view.key)]
+    return [m.id for m in sort_memories(shown)]
+
+
+def test_default_view_counts_and_the_most_confident() -> None:
+    paths = DataPaths.default()
+    made = write_store(paths, 40, 90)
+    out = ok(memself("list")).splitlines()
+    assert out[:3] == [
+        "rule    40 条（会话开始全量注入，无条件生效）",
+        "project 90 条（按相关性自动召回）",
+        "共 130 条",
+    ]
+    assert "  所有项目：rule 14 条，project 30 条" in out
+    assert f"  仅项目 pay-service（{PAY.key}）：rule 13 条，project 30 条" in out
+    heading = next(i for i, line in enumerate(out) if line.startswith("置信度最高的 30 条"))
+    assert "下一页：--offset 30" in out[heading]
+    shown = out[heading + 1 :]
+    assert len(shown) == 30
+    ids = [line.rsplit("id ", 1)[1].rstrip("）") for line in shown]
+    assert ids == expected_order(made)[:30]
+    first = next(m for ms in made.values() for m in ms if m.id == ids[0])
+    assert shown[0].startswith(f"  [{first.category}] {first.text}（置信度 ")
+    # A workspace's view: global memories and that workspace's, never another's.
+    view = ok(memself("list", "--workspace", "/home/dev/code/shop", "--limit", "12"))
+    assert "pay-service" not in view and "rule 27 条" not in view
+    lines = view.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("置信度最高的 12 条"))
+    view_ids = [line.rsplit("id ", 1)[1].rstrip("）") for line in lines[start + 1 :]]
+    assert view_ids == expected_order(made, SHOP)[:12]
+
+
+def test_json_pages_cover_everything_once_in_order() -> None:
+    paths = DataPaths.default()
+    made = write_store(paths, 30, 50)
+    first = json.loads(ok(memself("list", "--json")))
+    assert (first["rule"], first["project"], first["total"]) == (30, 50, 80)
+    assert first["offset"] == 0 and first["limit"] == 50 and first["nextOffset"] == 50
+    assert first["workspaces"][0] == {"workspace": None, "workspaceName": None, "rule": 10, "project": 17}
+    seen: list[dict[str, Any]] = []
+    offset: int | None = 0
+    while offset is not None:  # pages of 17: the later ones lie beyond what the summaries hold
+        page = json.loads(ok(memself("list", "--json", "--limit", "17", "--offset", str(offset))))
+        assert page["offset"] == offset and page["limit"] == 17
+        seen += page["memories"]
+        offset = page["nextOffset"]
+    assert [m["id"] for m in seen] == expected_order(made)
+    assert [m["id"] for m in first["memories"]] == expected_order(made)[:50]
+    assert {m["workspace"] for m in seen} == {None, PAY.key, SHOP.key}
+    empty = json.loads(ok(memself("list", "--json", "--offset", "500")))
+    assert empty["memories"] == [] and empty["nextOffset"] is None and empty["total"] == 80
+
+
+def test_all_streams_every_memory_in_file_order_and_skips_bad_lines() -> None:
+    paths = DataPaths.default()
+    made = write_store(paths, 5, 7)
+    with open(paths.group_file("project"), "ab") as handle:
+        handle.write(b"{broken\n")
+    result = memself("list", "--all")
+    assert result.returncode == 0
+    ids = [line.rsplit("id ", 1)[1].rstrip("）") for line in result.stdout.splitlines()]
+    assert ids == [m.id for m in made["rule"]] + [m.id for m in made["project"]]
+    assert "project.jsonl 第 8 行无法读取（不是合法的 JSON），已跳过" in result.stderr
+    lines = ok(memself("list", "--all", "--json", "--workspace", "/home/dev/code/pay-service")).splitlines()
+    records = [json.loads(line) for line in lines]
+    assert [r["id"] for r in records] == [
+        m.id for g in ("rule", "project") for m in made[g] if m.visible_in(PAY.key)
+    ]
+    assert {r["workspace"] for r in records} == {None, PAY.key}
+
+
+def test_the_counts_cache_is_used_only_while_the_files_are_unchanged() -> None:
+    paths = DataPaths.default()
+    write_store(paths, 3, 4)
+    assert "共 7 条" in ok(memself("list"))
+    cache = listing.cache_path(paths)
+    data = json.loads(cache.read_text(encoding="utf-8"))
+    # Shown from the cache while project.jsonl keeps its stamp: a planted count proves it is read.
+    data["files"]["project"]["scopes"][""][1] = 1000
+    cache.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
+    assert "共 1005 条" in ok(memself("list"))  # 2 global facts counted as 1000
+    # The original appends a memory: a new stamp, so the file is read again.
+    extra = Memory.create("原插件追加的一条项目事实", "project", NOW)
+    with open(paths.group_file("project"), "ab") as handle:
+        handle.write(render_lines([extra.to_json()]))
+    listed = ok(memself("list"))
+    assert "共 8 条" in listed and "原插件追加的一条项目事实" in listed
+    # A cache that is not ours (or broken) is ignored and rewritten.
+    cache.write_text("{not json", encoding="utf-8")
+    assert "共 8 条" in ok(memself("list"))
+    assert json.loads(cache.read_text(encoding="utf-8"))["format"] == 1
+
+
+def test_open_refreshes_the_page_and_the_cache(tmp_path: Path) -> None:
+    paths = DataPaths.default()
+    write_store(paths, 2, 2)
+    assert "已生成" in ok(memself("open", "--no-browser"))
+    assert paths.html.is_file()
+    files = json.loads(listing.cache_path(paths).read_text(encoding="utf-8"))["files"]
+    assert set(files) == {"rule", "project"}  # no trash file, nothing to key it by
+    assert sum(n for _, n in files["project"]["scopes"].values()) == 2
