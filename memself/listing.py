@@ -13,6 +13,8 @@ the first ``n <= TOP`` of the union of two top lists, which holds the first ``n`
 
 from __future__ import annotations
 
+import heapq
+import io
 import json
 import os
 from collections.abc import Iterator
@@ -23,10 +25,11 @@ from typing import Any
 
 from memself import journal
 from memself.atomic import write_atomic
+from memself.errors import MemselfError
 from memself.logs import log
 from memself.paths import DataPaths
-from memself.records import GROUPS, Memory, sort_memories
-from memself.store import BadLine, GroupFile, MemoryStore, TrashFile, parse_records
+from memself.records import GROUPS, Memory, round_conf, sort_memories
+from memself.store import BadLine, GroupFile, MemoryStore, TrashFile, parse_records, read_file
 
 TOP = 50
 CACHE_NAME = "list-view.json"
@@ -68,6 +71,66 @@ def summarize_group(loaded: GroupFile) -> Summary:
         by_scope.setdefault(memory.workspace, []).append(memory)
     summary.top = {key: [m.to_json() for m in sort_memories(ms)[:TOP]] for key, ms in by_scope.items()}
     return summary
+
+
+def scan_group(paths: DataPaths, group: str) -> Summary:
+    """What ``summarize_group`` makes of the file as the store would load it, without building
+    a memory per line: a record is parsed, checked and counted, and only the ones that reach a
+    top list become memories. The heap key mirrors ``sort_memories``: rounded confidence, then
+    last activity, then file order (the sort is stable)."""
+    try:
+        data, stamp = read_file(paths.group_file(group))
+    except OSError as exc:
+        raise MemselfError(f"读取 {group}.jsonl 失败：{exc.strerror or exc}") from exc
+    summary = Summary(_stamp(stamp))
+    heaps: dict[str, list[tuple[float, str, int, dict[str, Any]]]] = {}
+    scopes: dict[tuple[object, object], tuple[str, str]] = {}
+    for number, raw in enumerate(io.BytesIO(data), start=1):
+        records, bad = parse_records(raw.rstrip(b"\n"))
+        summary.problems += [[number, b.reason] for b in bad]
+        for record in records:
+            key, name = _scope_of(record, group, scopes)
+            entry = summary.scopes.setdefault(key, [name, 0])
+            entry[1] += 1
+            item = (round_conf(_confidence(record)), _last_active(record), -number, record)
+            heap = heaps.setdefault(key, [])
+            if len(heap) < TOP:
+                heapq.heappush(heap, item)
+            elif item[:3] > heap[0][:3]:
+                heapq.heapreplace(heap, item)
+    for key, heap in heaps.items():
+        ordered = [r for *_, r in sorted(heap, key=lambda i: i[:3], reverse=True)]
+        summary.top[key] = [
+            m.to_json() for m in (Memory.from_json(r, group) for r in ordered) if m is not None
+        ]
+    return summary
+
+
+def _scope_of(
+    record: dict[str, Any], group: str, seen: dict[tuple[object, object], tuple[str, str]]
+) -> tuple[str, str]:
+    """The workspace key and name a memory read from ``record`` gets (the records module decides;
+    asked once per distinct pair of raw values)."""
+    pair = (record.get("workspace"), record.get("workspaceName"))
+    hashable = all(v is None or isinstance(v, str) for v in pair)
+    if hashable and pair in seen:
+        return seen[pair]
+    probe = Memory.from_json({"id": "-", "text": "-", "workspace": pair[0], "workspaceName": pair[1]}, group)
+    found = ("", "") if probe is None else (probe.workspace, probe.workspaceName)
+    if hashable:
+        seen[pair] = found
+    return found
+
+
+def _confidence(record: dict[str, Any]) -> float:
+    # parse_records already refused a confidence that is not a finite number.
+    value = record.get("confidence")
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0.5
+
+
+def _last_active(record: dict[str, Any]) -> str:
+    last, created = record.get("lastSeen"), record.get("createdAt")
+    return (last if isinstance(last, str) else "") or (created if isinstance(created, str) else "")
 
 
 def summarize_trash(loaded: TrashFile) -> Summary:
@@ -114,7 +177,8 @@ def load(store: MemoryStore) -> dict[str, Summary]:
     for group in GROUPS:
         found = _cached(cache.get(group), journal.file_stamp(paths.group_file(group)))
         if found is None:
-            found, fresh = summarize_group(store.load_group(group)), True
+            found = scan_group(paths, group) if settled else summarize_group(store.load_group(group))
+            fresh = True
         out[group] = found
     found = _cached(cache.get(TRASH), journal.file_stamp(paths.trash))
     if found is None:

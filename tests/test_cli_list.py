@@ -14,7 +14,7 @@ from typing import Any
 from memself import listing
 from memself.paths import DataPaths
 from memself.records import Memory, sort_memories
-from memself.store import render_lines
+from memself.store import MemoryStore, render_lines
 from memself.workspaces import Workspace
 
 NOW = datetime(2026, 12, 1, 9, 0, tzinfo=timezone.utc)
@@ -158,3 +158,40 @@ def test_open_refreshes_the_page_and_the_cache(tmp_path: Path) -> None:
     files = json.loads(listing.cache_path(paths).read_text(encoding="utf-8"))["files"]
     assert set(files) == {"rule", "project"}  # no trash file, nothing to key it by
     assert sum(n for _, n in files["project"]["scopes"].values()) == 2
+
+
+def test_the_line_scan_summarizes_exactly_as_the_store_loads() -> None:
+    paths = DataPaths.default()
+    made = write_store(paths, 4, 150)
+    # Ties on confidence and time (file order decides), odd workspace values, bad lines.
+    tied = [Memory.create(f"同分同时的事实 {n}", "project", NOW) for n in range(60)]
+    for memory in tied:
+        memory.confidence = 0.99
+    odd = [
+        {
+            "id": "mem-odd-rel",
+            "text": "相对路径的范围算全局",
+            "workspace": "relative/dir",
+            "confidence": 0.98,
+        },
+        {"id": "mem-odd-list", "text": "列表当范围也算全局", "workspace": ["x"], "confidence": 0.97},
+        {"id": "mem-odd-name", "text": "只有路径没有名字", "workspace": "/srv/app/", "confidence": 0.96},
+        {"id": "mem-odd-int", "text": "整数置信度", "confidence": 1, "lastSeen": 5},
+    ]
+    with open(paths.group_file("project"), "ab") as handle:
+        handle.write(render_lines([m.to_json() for m in tied] + odd))
+        handle.write(b'{"id":"x"}\n\xff\xfe\n{"id":"mem-nan","text":"t","confidence":NaN}\n\n[1]\n')
+    store = MemoryStore(paths)
+    for group in ("rule", "project"):
+        assert (
+            listing.scan_group(paths, group).to_json()
+            == listing.summarize_group(store.load_group(group)).to_json()
+        )
+    scanned = listing.scan_group(paths, "project")
+    assert [p[0] for p in scanned.problems] == [215, 216, 217, 219]
+    assert scanned.scopes["/srv/app"] == ["app", 1] and scanned.scopes[""][1] == 50 + 60 + 3
+    # Ties on confidence and time keep file order, as the store's stable sort does.
+    tied_ids = [m.id for m in tied]
+    in_top = [r["id"] for r in scanned.top[""] if r["id"] in tied_ids]
+    assert in_top and in_top == tied_ids[: len(in_top)]
+    assert len(made["project"]) == 150
