@@ -13,8 +13,8 @@ the first ``n <= TOP`` of the union of two top lists, which holds the first ``n`
 
 from __future__ import annotations
 
+import hashlib
 import heapq
-import io
 import json
 import os
 from collections.abc import Iterator
@@ -33,7 +33,7 @@ from memself.store import BadLine, GroupFile, MemoryStore, TrashFile, parse_reco
 
 TOP = 50
 CACHE_NAME = "list-view.json"
-_FORMAT = 1
+_FORMAT = 2
 TRASH = "trash"
 
 
@@ -49,9 +49,18 @@ class Summary:
     scopes: dict[str, list[Any]] = field(default_factory=dict)
     top: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     problems: list[list[Any]] = field(default_factory=list)
+    # [size, lines, sha256] of the whole lines summarized, when a line scan made it: a file that
+    # only grew by appended lines (as the original adds a memory) is summarized from there on.
+    prefix: list[Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"stamp": self.stamp, "scopes": self.scopes, "top": self.top, "problems": self.problems}
+        return {
+            "stamp": self.stamp,
+            "scopes": self.scopes,
+            "top": self.top,
+            "problems": self.problems,
+            "prefix": self.prefix,
+        }
 
 
 def _stamp(stamp: journal.Stamp | None) -> list[int] | None:
@@ -73,26 +82,41 @@ def summarize_group(loaded: GroupFile) -> Summary:
     return summary
 
 
-def scan_group(paths: DataPaths, group: str) -> Summary:
+def scan_group(paths: DataPaths, group: str, base: Summary | None = None) -> Summary:
     """What ``summarize_group`` makes of the file as the store would load it, without building
     a memory per line: a record is parsed, checked and counted, and only the ones that reach a
     top list become memories. The heap key mirrors ``sort_memories``: rounded confidence, then
-    last activity, then file order (the sort is stable)."""
+    last activity, then file order (the sort is stable).
+
+    With ``base`` (an older summary of the same file) whose lines are still the file's first
+    bytes, unchanged, only the lines after them are read: the top lists of the union are within
+    the old top lists plus the new lines, and old lines come first in file order.
+    """
     try:
         data, stamp = read_file(paths.group_file(group))
     except OSError as exc:
         raise MemselfError(f"读取 {group}.jsonl 失败：{exc.strerror or exc}") from exc
     summary = Summary(_stamp(stamp))
     heaps: dict[str, list[tuple[float, str, int, dict[str, Any]]]] = {}
+    start, number = 0, 0
+    if base is not None and _extends(data, base.prefix):
+        assert base.prefix is not None
+        start, number = int(base.prefix[0]), int(base.prefix[1])
+        summary.scopes = {key: list(entry) for key, entry in base.scopes.items()}
+        summary.problems = [list(p) for p in base.problems]
+        for key, records in base.top.items():
+            heaps[key] = [_heap_item(r, -rank) for rank, r in enumerate(records, start=1)]
+            heapq.heapify(heaps[key])
     scopes: dict[tuple[object, object], tuple[str, str]] = {}
-    for number, raw in enumerate(io.BytesIO(data), start=1):
-        records, bad = parse_records(raw.rstrip(b"\n"))
+    for raw in _lines(data, start):
+        number += 1
+        records, bad = parse_records(raw)
         summary.problems += [[number, b.reason] for b in bad]
         for record in records:
             key, name = _scope_of(record, group, scopes)
             entry = summary.scopes.setdefault(key, [name, 0])
             entry[1] += 1
-            item = (round_conf(_confidence(record)), _last_active(record), -number, record)
+            item = _heap_item(record, number)
             heap = heaps.setdefault(key, [])
             if len(heap) < TOP:
                 heapq.heappush(heap, item)
@@ -103,7 +127,32 @@ def scan_group(paths: DataPaths, group: str) -> Summary:
         summary.top[key] = [
             m.to_json() for m in (Memory.from_json(r, group) for r in ordered) if m is not None
         ]
+    if not data or data.endswith(b"\n"):  # a last line without its newline may still grow
+        summary.prefix = [len(data), number, hashlib.sha256(data).hexdigest()]
     return summary
+
+
+def _lines(data: bytes, start: int) -> Iterator[bytes]:
+    """The lines of ``data`` from ``start``, without their newlines and without copying it whole."""
+    end = len(data)
+    while start < end:
+        stop = data.find(b"\n", start)
+        stop = end if stop < 0 else stop
+        yield data[start:stop]
+        start = stop + 1
+
+
+def _extends(data: bytes, prefix: list[Any] | None) -> bool:
+    if not prefix:
+        return False
+    size, _, digest = prefix
+    if not isinstance(size, int) or not 0 < size <= len(data) or data[size - 1 : size] != b"\n":
+        return False
+    return hashlib.sha256(memoryview(data)[:size]).hexdigest() == digest
+
+
+def _heap_item(record: dict[str, Any], number: int) -> tuple[float, str, int, dict[str, Any]]:
+    return (round_conf(_confidence(record)), _last_active(record), -number, record)
 
 
 def _scope_of(
@@ -147,11 +196,21 @@ def _read_cache(paths: DataPaths) -> dict[str, Any]:
     return dict(raw["files"])
 
 
-def _cached(entry: object, stamp: journal.Stamp | None) -> Summary | None:
-    if not isinstance(entry, dict) or stamp is None or entry.get("stamp") != _stamp(stamp):
+def _cached(entry: object, stamp: journal.Stamp | None, any_stamp: bool = False) -> Summary | None:
+    """The cached summary when it was made from the file version ``stamp`` (or from any version)."""
+    if not isinstance(entry, dict) or not (
+        any_stamp or (stamp is not None and entry.get("stamp") == _stamp(stamp))
+    ):
         return None
     try:
-        return Summary(entry["stamp"], dict(entry["scopes"]), dict(entry["top"]), list(entry["problems"]))
+        prefix = entry.get("prefix")
+        return Summary(
+            entry["stamp"],
+            dict(entry["scopes"]),
+            dict(entry["top"]),
+            list(entry["problems"]),
+            list(prefix) if isinstance(prefix, list) and len(prefix) == 3 else None,
+        )
     except (KeyError, TypeError, ValueError):
         return None
 
@@ -175,9 +234,13 @@ def load(store: MemoryStore) -> dict[str, Summary]:
     out: dict[str, Summary] = {}
     fresh = False
     for group in GROUPS:
-        found = _cached(cache.get(group), journal.file_stamp(paths.group_file(group)))
+        entry = cache.get(group)
+        found = _cached(entry, journal.file_stamp(paths.group_file(group)))
         if found is None:
-            found = scan_group(paths, group) if settled else summarize_group(store.load_group(group))
+            if settled:
+                found = scan_group(paths, group, _cached(entry, None, any_stamp=True))
+            else:
+                found = summarize_group(store.load_group(group))
             fresh = True
         out[group] = found
     found = _cached(cache.get(TRASH), journal.file_stamp(paths.trash))

@@ -138,16 +138,46 @@ def test_the_counts_cache_is_used_only_while_the_files_are_unchanged() -> None:
     data["files"]["project"]["scopes"][""][1] = 1000
     cache.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
     assert "共 1005 条" in ok(memself("list"))  # 2 global facts counted as 1000
-    # The original appends a memory: a new stamp, so the file is read again.
+    # The file is rewritten (a new first line): a new stamp and prefix, so it is read again.
     extra = Memory.create("原插件追加的一条项目事实", "project", NOW)
-    with open(paths.group_file("project"), "ab") as handle:
-        handle.write(render_lines([extra.to_json()]))
+    project = paths.group_file("project")
+    project.write_bytes(render_lines([extra.to_json()]) + project.read_bytes())
     listed = ok(memself("list"))
     assert "共 8 条" in listed and "原插件追加的一条项目事实" in listed
     # A cache that is not ours (or broken) is ignored and rewritten.
     cache.write_text("{not json", encoding="utf-8")
     assert "共 8 条" in ok(memself("list"))
-    assert json.loads(cache.read_text(encoding="utf-8"))["format"] == 1
+    assert json.loads(cache.read_text(encoding="utf-8"))["format"] == 2
+
+
+def test_appended_lines_are_summarized_from_where_the_cache_ended() -> None:
+    paths = DataPaths.default()
+    write_store(paths, 2, 6)
+    assert "共 8 条" in ok(memself("list"))
+    cache = listing.cache_path(paths)
+    data = json.loads(cache.read_text(encoding="utf-8"))
+    data["files"]["project"]["scopes"][""][1] = 100  # 2 global facts, planted as 100
+    cache.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
+    top = Memory.create("追加的一条高置信度事实", "project", NOW)
+    top.confidence = 1.0
+    with open(paths.group_file("project"), "ab") as handle:
+        handle.write(render_lines([top.to_json()]) + b"{broken\n")
+    result = memself("list")
+    # Only the appended lines were read: the planted count stays, the new ones add to it.
+    assert "所有项目：rule 1 条，project 101 条" in result.stdout and "共 107 条" in result.stdout
+    assert result.stdout.splitlines()[
+        result.stdout.splitlines().index(
+            next(line for line in result.stdout.splitlines() if line.startswith("置信度最高的"))
+        )
+        + 1
+    ].startswith("  [project] 追加的一条高置信度事实（置信度 1，")
+    assert "project.jsonl 第 8 行无法读取" in result.stderr
+    # A changed earlier line (same length, then an append): the whole file is read again.
+    raw = paths.group_file("project").read_bytes()
+    paths.group_file("project").write_bytes(raw.replace("第 0 条".encode(), "第 9 条".encode(), 1))
+    with open(paths.group_file("project"), "ab") as handle:
+        handle.write(render_lines([Memory.create("之后又追加的一条事实", "project", NOW).to_json()]))
+    assert "所有项目：rule 1 条，project 4 条" in ok(memself("list"))
 
 
 def test_open_refreshes_the_page_and_the_cache(tmp_path: Path) -> None:
@@ -183,10 +213,20 @@ def test_the_line_scan_summarizes_exactly_as_the_store_loads() -> None:
         handle.write(b'{"id":"x"}\n\xff\xfe\n{"id":"mem-nan","text":"t","confidence":NaN}\n\n[1]\n')
     store = MemoryStore(paths)
     for group in ("rule", "project"):
-        assert (
-            listing.scan_group(paths, group).to_json()
-            == listing.summarize_group(store.load_group(group)).to_json()
-        )
+        scanned_json = listing.scan_group(paths, group).to_json()
+        assert scanned_json.pop("prefix")
+        loaded_json = listing.summarize_group(store.load_group(group)).to_json()
+        assert loaded_json.pop("prefix") is None and scanned_json == loaded_json
+    # Summarizing only appended lines on top of an older summary gives the same as a full scan.
+    project = paths.group_file("project")
+    whole = project.read_bytes()
+    cut = whole.index(b"\n", len(whole) // 3) + 1
+    project.write_bytes(whole[:cut])
+    base = listing.scan_group(paths, "project")
+    project.write_bytes(whole)
+    assert (
+        listing.scan_group(paths, "project", base).to_json() == listing.scan_group(paths, "project").to_json()
+    )
     scanned = listing.scan_group(paths, "project")
     assert [p[0] for p in scanned.problems] == [215, 216, 217, 219]
     assert scanned.scopes["/srv/app"] == ["app", 1] and scanned.scopes[""][1] == 50 + 60 + 3
