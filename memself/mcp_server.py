@@ -206,7 +206,9 @@ class MemoryTools:
                 "照常使用）；请用户运行 memself list 查看原因并修好这些行"
             )
         if args.get("open") in (True, "true"):  # some clients send booleans as strings
-            store.refresh_snapshot(self.now_fn())
+            from memself.listing import refresh_views  # the page and the list summaries, one read
+
+            refresh_views(self.paths, self.now_fn())
             self.opener(self.paths.html.resolve().as_uri())
             lines.append(f"已刷新并打开 {self.paths.html}")
         return "\n".join(lines)
