@@ -28,12 +28,12 @@ from memself.atomic import write_atomic
 from memself.errors import MemselfError
 from memself.logs import log
 from memself.paths import DataPaths
-from memself.records import GROUPS, Memory, round_conf, sort_memories
+from memself.records import DEPRECATION_LINE, GROUPS, Memory, round_conf, sort_memories
 from memself.store import BadLine, GroupFile, MemoryStore, TrashFile, parse_records, read_file
 
 TOP = 50
 CACHE_NAME = "list-view.json"
-_FORMAT = 2
+_FORMAT = 3
 TRASH = "trash"
 
 
@@ -43,7 +43,8 @@ def cache_path(paths: DataPaths) -> Path:
 
 @dataclass
 class Summary:
-    """One file's summary: ``scopes`` maps a workspace key ("" global) to [name, count]."""
+    """One file's summary: ``scopes`` maps a workspace key ("" global) to [name, count, how many
+    of them are deprecated]."""
 
     stamp: list[int] | None
     scopes: dict[str, list[Any]] = field(default_factory=dict)
@@ -75,8 +76,9 @@ def summarize_group(loaded: GroupFile) -> Summary:
     summary = Summary(_stamp(loaded.stamp), problems=_problems(loaded.bad_lines))
     by_scope: dict[str, list[Memory]] = {}
     for memory in loaded.memories:
-        entry = summary.scopes.setdefault(memory.workspace, [memory.workspaceName, 0])
+        entry = summary.scopes.setdefault(memory.workspace, [memory.workspaceName, 0, 0])
         entry[1] += 1
+        entry[2] += int(not memory.active)
         by_scope.setdefault(memory.workspace, []).append(memory)
     summary.top = {key: [m.to_json() for m in sort_memories(ms)[:TOP]] for key, ms in by_scope.items()}
     return summary
@@ -114,8 +116,9 @@ def scan_group(paths: DataPaths, group: str, base: Summary | None = None) -> Sum
         summary.problems += [[number, b.reason] for b in bad]
         for record in records:
             key, name = _scope_of(record, group, scopes)
-            entry = summary.scopes.setdefault(key, [name, 0])
+            entry = summary.scopes.setdefault(key, [name, 0, 0])
             entry[1] += 1
+            entry[2] += int(_deprecated(record))
             item = _heap_item(record, number)
             heap = heaps.setdefault(key, [])
             if len(heap) < TOP:
@@ -175,6 +178,11 @@ def _confidence(record: dict[str, Any]) -> float:
     # parse_records already refused a confidence that is not a finite number.
     value = record.get("confidence")
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0.5
+
+
+def _deprecated(record: dict[str, Any]) -> bool:
+    # ``Memory.active``, from the raw record.
+    return record.get("deprecated") is True or not _confidence(record) > DEPRECATION_LINE
 
 
 def _last_active(record: dict[str, Any]) -> str:
@@ -275,13 +283,27 @@ def scope_counts(summaries: dict[str, Summary], view: str | None) -> list[tuple[
     names: dict[str, str] = {"": ""}
     counts: dict[str, dict[str, int]] = {"": dict.fromkeys(GROUPS, 0)}
     for group in GROUPS:
-        for key, (name, count) in summaries[group].scopes.items():
+        for key, (name, count, _) in summaries[group].scopes.items():
             if view is not None and key not in ("", view):
                 continue
             names.setdefault(key, str(name))
             counts.setdefault(key, dict.fromkeys(GROUPS, 0))[group] += int(count)
     keys = sorted(names, key=lambda k: (k != "", names[k].casefold(), k))
     return [(key, names[key], counts[key]) for key in keys]
+
+
+def deprecated_counts(summaries: dict[str, Summary]) -> dict[str, int]:
+    """How many memories of each group are deprecated (never injected or recalled)."""
+    return {g: sum(int(entry[2]) for entry in summaries[g].scopes.values()) for g in GROUPS}
+
+
+def problems(summaries: dict[str, Summary], trash_name: str) -> list[tuple[str, int, str]]:
+    """(file name, line, reason) of every quarantined line, group files first."""
+    return [
+        (trash_name if name == TRASH else f"{name}.jsonl", int(line), str(why))
+        for name, summary in summaries.items()
+        for line, why in summary.problems
+    ]
 
 
 def top(summaries: dict[str, Summary], view: str | None, count: int) -> list[Memory] | None:

@@ -183,24 +183,28 @@ class MemoryTools:
 
     # -- memory_list ------------------------------------------------------------------------
     def memory_list(self, args: dict[str, Any]) -> str:
+        from memself import listing  # counts from the cached per-file summaries
+
         store = self.store
-        groups = {g: store.read_group(g) for g in GROUPS}
+        summaries = listing.load(store)
+        scopes = listing.scope_counts(summaries, None)
+        counts = {g: sum(by_group[g] for _, _, by_group in scopes) for g in GROUPS}
+        dead = listing.deprecated_counts(summaries)
         lines: list[str] = []
-        if not any(groups.values()):
+        if not any(counts.values()):
             lines.append("记忆库为空")
         else:
             hints = {
                 "rule": f"{GROUP_LABELS['rule']}，会话开始全量注入，每轮也按相关性召回",
                 "project": f"{GROUP_LABELS['project']}，每轮按相关性召回",
             }
-            for group, memories in groups.items():
-                dead = sum(1 for m in memories if not m.active)
-                extra = f"（其中已废弃 {dead} 条）" if dead else ""
-                lines.append(f"{group:<7} {len(memories)} 条{extra} —— {hints[group]}")
-            lines += self._scope_lines(groups)
-        bad = store.quarantined()
+            for group in GROUPS:
+                extra = f"（其中已废弃 {dead[group]} 条）" if dead[group] else ""
+                lines.append(f"{group:<7} {counts[group]} 条{extra} —— {hints[group]}")
+            lines += self._scope_lines(scopes)
+        bad = listing.problems(summaries, store.paths.trash.name)
         if bad:
-            where = "、".join(f"{name} 第 {line.line_no} 行" for name, line in bad[:5])
+            where = "、".join(f"{name} 第 {line} 行" for name, line, _ in bad[:5])
             lines.append(
                 f"注意：{where}{'等' if len(bad) > 5 else ''}无法读取，已隔离（原样保留，其余记忆"
                 "照常使用）；请用户运行 memself list 查看原因并修好这些行"
@@ -213,20 +217,14 @@ class MemoryTools:
             lines.append(f"已刷新并打开 {self.paths.html}")
         return "\n".join(lines)
 
-    def _scope_lines(self, groups: dict[str, list[Memory]]) -> list[str]:
+    def _scope_lines(self, scopes: list[tuple[str, str, dict[str, int]]]) -> list[str]:
         """Counts per scope (global first, then each workspace by name), the current one marked."""
-        counts: dict[str, dict[str, int]] = {"": dict.fromkeys(GROUPS, 0)}
-        names: dict[str, str] = {"": ""}
-        for group, members in groups.items():
-            for m in members:
-                names.setdefault(m.workspace, m.workspaceName)
-                counts.setdefault(m.workspace, dict.fromkeys(GROUPS, 0))[group] += 1
         here = self.workspace.key if self.workspace else None
         lines = ["按范围："]
-        for key in sorted(names, key=lambda k: (k != "", names[k].casefold(), k)):
+        for key, name, counts in scopes:
             mark = "（当前项目）" if key and key == here else ""
-            by_group = "，".join(f"{g} {counts[key][g]} 条" for g in GROUPS)
-            lines.append(f"- {inert(scope_text(key, names[key]))}{mark}：{by_group}")
+            by_group = "，".join(f"{g} {counts[g]} 条" for g in GROUPS)
+            lines.append(f"- {inert(scope_text(key, name))}{mark}：{by_group}")
         lines.append(self._here_line())
         return lines
 

@@ -147,7 +147,7 @@ def test_the_counts_cache_is_used_only_while_the_files_are_unchanged() -> None:
     # A cache that is not ours (or broken) is ignored and rewritten.
     cache.write_text("{not json", encoding="utf-8")
     assert "共 8 条" in ok(memself("list"))
-    assert json.loads(cache.read_text(encoding="utf-8"))["format"] == 2
+    assert json.loads(cache.read_text(encoding="utf-8"))["format"] == 3
 
 
 def test_appended_lines_are_summarized_from_where_the_cache_ended() -> None:
@@ -187,7 +187,7 @@ def test_open_refreshes_the_page_and_the_cache(tmp_path: Path) -> None:
     assert paths.html.is_file()
     files = json.loads(listing.cache_path(paths).read_text(encoding="utf-8"))["files"]
     assert set(files) == {"rule", "project"}  # no trash file, nothing to key it by
-    assert sum(n for _, n in files["project"]["scopes"].values()) == 2
+    assert sum(n for _, n, _ in files["project"]["scopes"].values()) == 2
 
 
 def test_the_line_scan_summarizes_exactly_as_the_store_loads() -> None:
@@ -207,6 +207,8 @@ def test_the_line_scan_summarizes_exactly_as_the_store_loads() -> None:
         {"id": "mem-odd-list", "text": "列表当范围也算全局", "workspace": ["x"], "confidence": 0.97},
         {"id": "mem-odd-name", "text": "只有路径没有名字", "workspace": "/srv/app/", "confidence": 0.96},
         {"id": "mem-odd-int", "text": "整数置信度", "confidence": 1, "lastSeen": 5},
+        {"id": "mem-odd-low", "text": "置信度跌到线下的事实", "confidence": 0.3},
+        {"id": "mem-odd-flag", "text": "标记为已废弃的事实", "confidence": 0.9, "deprecated": True},
     ]
     with open(paths.group_file("project"), "ab") as handle:
         handle.write(render_lines([m.to_json() for m in tied] + odd))
@@ -228,8 +230,9 @@ def test_the_line_scan_summarizes_exactly_as_the_store_loads() -> None:
         listing.scan_group(paths, "project", base).to_json() == listing.scan_group(paths, "project").to_json()
     )
     scanned = listing.scan_group(paths, "project")
-    assert [p[0] for p in scanned.problems] == [215, 216, 217, 219]
-    assert scanned.scopes["/srv/app"] == ["app", 1] and scanned.scopes[""][1] == 50 + 60 + 3
+    assert [p[0] for p in scanned.problems] == [217, 218, 219, 221]
+    assert scanned.scopes["/srv/app"] == ["app", 1, 0] and scanned.scopes[""][1] == 50 + 60 + 5
+    assert scanned.scopes[""][2] == 2  # the two deprecated ones, by flag and by confidence
     # Ties on confidence and time keep file order, as the store's stable sort does.
     tied_ids = [m.id for m in tied]
     in_top = [r["id"] for r in scanned.top[""] if r["id"] in tied_ids]

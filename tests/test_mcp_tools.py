@@ -49,7 +49,7 @@ def test_list_and_open(tools) -> None:
     text = tools.call("memory_list", {"open": True})
     assert text.startswith("rule    1 条 —— ") and "\nproject 2 条 —— " in text
     assert tools.opened == [tools.paths.html.resolve().as_uri()]
-    assert tools.paths.html.exists()
+    assert tools.paths.html.exists() and (tools.paths.root / "list-view.json").exists()
 
 
 def test_read(tools) -> None:
@@ -60,12 +60,15 @@ def test_read(tools) -> None:
     for i in range(52):
         store.create(f"第 {i:02d} 条规则的正文内容", "rule", NOW)
     old = store.create("一条很久没用的旧规则正文", "rule", NOW - timedelta(days=90))
+    assert tools.call("memory_list", {}).startswith("rule    53 条 —— ")
     path = tools.paths.group_file("rule")
     lines = [json.loads(x) for x in path.read_text().splitlines()]
     for rec in lines:
         if rec["id"] == old.id:
             rec.update(confidence=0.9, deprecated=True)
     path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in lines))
+    # The hand edit gives the file a new stamp: the counts see the deprecated memory.
+    assert tools.call("memory_list", {}).startswith("rule    53 条（其中已废弃 1 条） —— ")
     text = tools.call("memory_read", {"group": "rule"})
     head, *rows, here = text.split("\n")
     assert head == "rule（共 53 条，以下为前 50 条）" and len(rows) == 50

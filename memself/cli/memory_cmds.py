@@ -89,13 +89,8 @@ def list_cmd(
         _list_all(store, view_key, as_json)
         return
     problems = [
-        {
-            "file": store.paths.trash.name if name == listing.TRASH else f"{name}.jsonl",
-            "line": line,
-            "reason": why,
-        }
-        for name, summary in summaries.items()
-        for line, why in summary.problems
+        {"file": name, "line": line, "reason": why}
+        for name, line, why in listing.problems(summaries, store.paths.trash.name)
     ]
     scopes = listing.scope_counts(summaries, view_key)
     counts = {g: sum(by_group[g] for _, _, by_group in scopes) for g in GROUPS}
