@@ -71,8 +71,8 @@ def render_html(groups: Mapping[str, Sequence[Memory]], now: datetime) -> str:
 <header class="top">
 <h1>长期记忆快照</h1>
 <p class="summary">{summary}<span class="sep">|</span>生成于 <time>{stamp}</time></p>
-<p class="note">本页在打开时（<code>memself open</code>，或让助手打开）生成，记忆变更后片刻也会在后台\
-重新生成；生成之后的变更要重新生成才会显示。手动修改会被覆盖，\
+<p class="note">本页在打开时（<code>memself open</code>，或让助手打开）生成；召回引擎在运行时，\
+记忆变更后片刻也会在后台重新生成。生成之后的变更要重新生成才会显示。手动修改会被覆盖，\
 增删改请用 <code>memself</code> 命令或在对话里让助手整理。</p>
 {_scope_overview(scopes, order)}
 </header>
