@@ -41,12 +41,13 @@ def _write(group: str, text: str) -> str:
     return record["id"]
 
 
-def test_read_prints_no_control_characters() -> None:
+def test_read_and_list_print_no_control_characters() -> None:
     _write("rule", TEXT)
-    result = memself("read", "rule")
-    assert result.returncode == 0, result.stderr
-    assert "提交前先跑单元测试" in result.stdout
-    assert not any(ch in result.stdout for ch in "\x1b\x07\r"), repr(result.stdout)
+    for args in (("read", "rule"), ("list",), ("list", "--all")):
+        result = memself(*args)
+        assert result.returncode == 0, result.stderr
+        assert "提交前先跑单元测试" in result.stdout
+        assert not any(ch in result.stdout for ch in "\x1b\x07\r"), repr(result.stdout)
 
 
 def test_delete_and_trash_print_no_control_characters() -> None:
