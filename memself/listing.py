@@ -327,8 +327,41 @@ def page(
     quick = top(summaries, view, offset + limit)
     if quick is not None:
         return quick[offset:]
-    shown = [m for g in GROUPS for m in store.load_group(g).memories if view is None or m.visible_in(view)]
-    return sort_memories(shown)[offset : offset + limit]
+    if os.path.lexists(journal.intent_path(store.paths)):  # the store's read settles it first
+        shown = [
+            m for g in GROUPS for m in store.load_group(g).memories if view is None or m.visible_in(view)
+        ]
+        return sort_memories(shown)[offset : offset + limit]
+    return _ranked(store.paths, view, offset + limit)[offset:]
+
+
+def _ranked(paths: DataPaths, view: str | None, count: int) -> list[Memory]:
+    """The first ``count`` memories shown, in the store's order over both groups, from a line
+    scan that keeps only ``count`` records at a time. Ties keep the order of the groups and of
+    the lines, as ``sort_memories`` over both groups' memories does."""
+    heap: list[tuple[float, str, int, str, dict[str, Any]]] = []
+    before = 0
+    for group in GROUPS:
+        try:
+            data, _ = read_file(paths.group_file(group))
+        except OSError as exc:
+            raise MemselfError(f"读取 {group}.jsonl 失败：{exc.strerror or exc}") from exc
+        scopes: dict[tuple[object, object], tuple[str, str]] = {}
+        number = 0
+        for raw in _lines(data, 0):
+            number += 1
+            for record in parse_records(raw)[0]:
+                if view is not None and _scope_of(record, group, scopes)[0] not in ("", view):
+                    continue
+                conf, last, rank, _ = _heap_item(record, before + number)
+                item = (conf, last, rank, group, record)
+                if len(heap) < count:
+                    heapq.heappush(heap, item)
+                elif item[:3] > heap[0][:3]:
+                    heapq.heapreplace(heap, item)
+        before += number
+    ordered = sorted(heap, key=lambda i: i[:3], reverse=True)
+    return [m for m in (Memory.from_json(r, g) for *_, g, r in ordered) if m is not None]
 
 
 def stream(paths: DataPaths, group: str) -> Iterator[Memory | BadLine]:
