@@ -309,6 +309,7 @@ _KEPT_DATA = (
     "index/",
     "embeddings.jsonl",
     "memories.html",
+    "list-view.json",
     "decay-state.json",
     "verify-cases.json",
 )
