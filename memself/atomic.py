@@ -35,13 +35,14 @@ def temp_prefix(target: Path) -> str:
     return f".{target.name}{TMP_MARK}{os.getpid()}."
 
 
-def stage(path: Path, data: str | bytes, mode: int = 0o600) -> tuple[Path, Path]:
-    """Write ``data`` to a temp file beside ``path``'s real target and fsync it.
+def stage(path: Path, data: str | bytes | list[bytes | memoryview], mode: int = 0o600) -> tuple[Path, Path]:
+    """Write ``data`` (or its chunks, in order) to a temp file beside ``path``'s real target and
+    fsync it.
 
     Returns ``(staged, target)``; the caller renames one over the other (or removes the staged
     file). On failure nothing is left behind.
     """
-    payload = data.encode("utf-8") if isinstance(data, str) else data
+    payload = [data.encode("utf-8")] if isinstance(data, str) else [data] if isinstance(data, bytes) else data
     target = real_target(path)
     try:
         fd, tmp_name = tempfile.mkstemp(prefix=temp_prefix(target), dir=target.parent)
@@ -49,7 +50,7 @@ def stage(path: Path, data: str | bytes, mode: int = 0o600) -> tuple[Path, Path]
         raise _through_link_error(path, target, exc) from exc
     try:
         with os.fdopen(fd, "wb") as handle:
-            handle.write(payload)
+            handle.writelines(payload)
             handle.flush()
             os.fsync(handle.fileno())
         os.chmod(tmp_name, mode)
@@ -99,6 +100,38 @@ def save_npy(path: Path, array: Any, mode: int = 0o600) -> None:
             os.unlink(tmp_name)
         raise
     fsync_dir(target.parent)
+
+
+def append_lines(path: Path, data: bytes) -> None:
+    """Append whole lines to ``path``'s real target and fsync them.
+
+    A file whose last line lacks its newline (a writer killed mid-line) gets one first, so the
+    torn line stays a line of its own (quarantined) instead of swallowing the new one."""
+    target = real_target(path)
+    try:
+        fd = os.open(target, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
+    except OSError as exc:
+        raise _through_link_error(path, target, exc) from exc
+    size = -1
+    try:
+        size = os.fstat(fd).st_size
+        if size and os.pread(fd, 1, size - 1) != b"\n":
+            data = b"\n" + data
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    except BaseException as exc:
+        if size >= 0:  # a full disk may take part of the lines: the file goes back to what it was
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, size)
+        if isinstance(exc, OSError):
+            raise _through_link_error(path, target, exc) from exc
+        raise
+    finally:
+        os.close(fd)
+    if not size:
+        fsync_dir(target.parent)
 
 
 def _through_link_error(path: Path, target: Path, exc: OSError) -> OSError | WriteFailed:

@@ -64,7 +64,9 @@ def file_stamp(path: Path) -> Stamp | None:
 
 
 def commit(
-    paths: DataPaths, writes: list[tuple[Path, bytes]], precheck: Callable[[], None] = lambda: None
+    paths: DataPaths,
+    writes: list[tuple[Path, bytes | list[bytes | memoryview]]],
+    precheck: Callable[[], None] = lambda: None,
 ) -> None:
     """Replace every ``path`` with its bytes as one step (see the module doc).
 

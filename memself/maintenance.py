@@ -14,13 +14,14 @@ import json
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from memself import confidence
+from memself import confidence, dedupkeys
 from memself.atomic import write_atomic
 from memself.errors import CorruptFile
+from memself.journal import file_stamp
 from memself.lock import LockHandle, write_lock
 from memself.logs import log
 from memself.paths import DataPaths
-from memself.records import sort_memories
+from memself.records import GROUPS, Memory, dedup_key, sort_memories
 from memself.store import TRASH_KEEP_DAYS, MemoryStore, TrashFile, WriteSession, render_lines
 from memself.timeutil import iso, local_day, parse_iso
 
@@ -76,13 +77,14 @@ def _maintain(store: MemoryStore, lock: LockHandle, decay_days: int, now: dateti
     decayed = deprecated = clamped = 0
     changed_groups = []
     session = WriteSession(store, lock)
-    for group, group_file in session.groups.items():
+    groups = {g: session.parsed(g) for g in GROUPS}
+    for group, group_file in groups.items():
         if group_file.bad_lines:
             first = group_file.bad_lines[0]
             raise CorruptFile(
                 f"{group}.jsonl 第 {first.line_no} 行无法读取（{first.reason}），每日维护未改动任何文件"
             )
-    for group, group_file in session.groups.items():
+    for group, group_file in groups.items():
         dirty = False
         for memory in group_file.memories:
             was_deprecated = memory.deprecated
@@ -100,19 +102,38 @@ def _maintain(store: MemoryStore, lock: LockHandle, decay_days: int, now: dateti
                 clamped += 1
                 dirty = True
             deprecated += int(memory.deprecated and not was_deprecated)
-        if dirty:
+        # Writes change lines in place and append new ones: a file that is not exactly what a
+        # full write gives (the original's order, every record complete) is written again here
+        # (compaction), off every command's path.
+        if dirty or session.lines(group).data != _render(group_file.memories):
             changed_groups.append(group)
     session.load_trash()
     trash = session.trash_file
     assert trash is not None
     purged = _purge_trash(session, trash, now)
     for group in changed_groups:
-        group_file = session.groups[group]
+        group_file = groups[group]
         path = paths.group_file(group)
         session.check_still_ours([(path, group_file.stamp)])
-        records = [m.to_json() for m in sort_memories(group_file.memories)]
-        write_atomic(path, render_lines(records))
+        write_atomic(path, _render(group_file.memories))
+        _write_dedup_keys(paths, group, group_file.memories)
     return MaintenanceResult(decayed, deprecated, clamped, purged)
+
+
+def _render(memories: list[Memory]) -> bytes:
+    return render_lines(m.to_json() for m in sort_memories(memories))
+
+
+def _write_dedup_keys(paths: DataPaths, group: str, memories: list[Memory]) -> None:
+    """A fresh sidecar for the file just written, so the next add need not parse it."""
+    try:
+        dedupkeys.save(
+            dedupkeys.sidecar_path(paths, group),
+            file_stamp(paths.group_file(group)),
+            {dedupkeys.key_hash(dedup_key(m.text), m.workspace) for m in memories},
+        )
+    except OSError as exc:
+        log(paths, "dedup-keys-write-failed", group=group, error=str(exc))
 
 
 def _purge_trash(session: WriteSession, trash: TrashFile, now: datetime) -> int:

@@ -23,10 +23,13 @@ import os
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 
-from memself import confidence, journal
+from memself import confidence, dedupkeys, journal
+from memself.atomic import append_lines
 from memself.errors import InvalidInput, LockLost, MemselfError, NotFound, WriteFailed
+from memself.grouplines import Chunk, GroupLines
 from memself.lock import DEFAULT_WAIT_S, REWARD_WAIT_S, LockHandle, write_lock
 from memself.logs import log
 from memself.paths import DataPaths
@@ -183,24 +186,55 @@ def read_file(path: Path) -> tuple[bytes, journal.Stamp | None]:
 
 
 class WriteSession:
-    """The state loaded under the lock; changed files are written back on exit."""
+    """The state read under the lock: each group file is read (not parsed) when first needed,
+    changed line by line (``memself.grouplines``), and written back on exit."""
 
     def __init__(self, store: MemoryStore, lock: LockHandle) -> None:
         self.store = store
         self.lock = lock
-        self.groups = {g: store._read_group_file(g) for g in GROUPS}
-        self.dirty: set[str] = set()
+        self._lines: dict[str, GroupLines] = {}
+        self._stamps: dict[str, journal.Stamp | None] = {}
+        self._parsed: dict[str, GroupFile] = {}
         self.trash_file: TrashFile | None = None
+        self.dedup_hashes: dict[str, set[bytes]] = {}
 
     @property
     def trash(self) -> list[TrashEntry] | None:
         return None if self.trash_file is None else self.trash_file.entries
 
-    def find(self, mem_id: str) -> tuple[GroupFile, Memory] | None:
-        for group_file in self.groups.values():
-            for memory in group_file.memories:
-                if memory.id == mem_id:
-                    return group_file, memory
+    def stamp(self, group: str) -> journal.Stamp | None:
+        """The stamp of the group file as this session first saw it."""
+        if group not in self._stamps:
+            self._stamps[group] = journal.file_stamp(self.store.paths.group_file(check_group(group)))
+        return self._stamps[group]
+
+    def lines(self, group: str) -> GroupLines:
+        if group not in self._lines:
+            path = self.store.paths.group_file(check_group(group))
+            try:
+                data, stamp = read_file(path)
+            except OSError as exc:
+                raise MemselfError(f"读取 {path.name} 失败：{exc.strerror or exc}") from exc
+            if group in self._stamps and self._stamps[group] != stamp:
+                self.check_still_ours([(path, self._stamps[group])])
+            self._stamps[group] = stamp
+            self._lines[group] = GroupLines(group, data, partial(_parse_line, group=group))
+        return self._lines[group]
+
+    def parsed(self, group: str) -> GroupFile:
+        """The whole group file parsed (the duplicate check's slow path, the daily maintenance)."""
+        if group not in self._parsed:
+            loaded = parse_lines(self.lines(group).data, group)
+            loaded.stamp = self.stamp(group)
+            self._parsed[group] = loaded
+        return self._parsed[group]
+
+    def find(self, mem_id: str) -> tuple[str, Memory] | None:
+        """The group file holding ``mem_id`` and its memory; the rule file is searched first."""
+        for group in GROUPS:
+            memory = self.lines(group).find(mem_id)
+            if memory is not None:
+                return group, memory
         return None
 
     def require(self, mem_id: str) -> Memory:
@@ -210,7 +244,18 @@ class WriteSession:
         return found[1]
 
     def touch(self, memory: Memory) -> None:
-        self.dirty.add(memory.category)
+        for group_lines in self._lines.values():
+            group_lines.touch(memory)
+
+    def remove(self, group: str, memory: Memory) -> None:
+        self.lines(group).remove(memory)
+
+    def append(self, memory: Memory) -> None:
+        """A new line at the end of the memory's group file (the original appends the same way)."""
+        self.lines(memory.category).append(memory)
+
+    def changed_groups(self) -> list[str]:
+        return [g for g in GROUPS if g in self._lines and self._lines[g].dirty]
 
     def load_trash(self) -> list[TrashEntry]:
         if self.trash_file is None:
@@ -229,6 +274,15 @@ class WriteSession:
         else:
             what = f"写入期间 {'、'.join(changed)} 被其他程序改动了（例如手动编辑或原插件）"
         raise LockLost(f"{what}。为了不覆盖别人的改动，这次没有写入任何文件，请重试。")
+
+
+def _hash_of(memory: Memory) -> bytes:
+    return dedupkeys.key_hash(dedup_key(memory.text), memory.workspace)
+
+
+def _parse_line(raw: bytes, group: str) -> Memory | None:
+    records, _ = parse_records(raw)
+    return Memory.from_json(records[0], group) if records else None
 
 
 class MemoryStore:
@@ -325,23 +379,58 @@ class MemoryStore:
             raise WriteFailed(f"写入记忆失败，原文件保持不变：{exc.strerror or exc}") from exc
 
     def _commit(self, session: WriteSession, now: datetime) -> None:
-        writes: list[tuple[Path, bytes]] = []
-        stamps: list[tuple[Path, journal.Stamp | None]] = []
-        for group in GROUPS:
-            if group in session.dirty:
-                gf = session.groups[group]
-                records = [m.to_json() for m in sort_memories(gf.memories)]
+        changed = session.changed_groups()
+        if len(changed) == 1 and session.trash_file is None and session.lines(changed[0]).only_appends:
+            # New memories only: one append to one file, as the original adds a memory.
+            group = changed[0]
+            path = self.paths.group_file(group)
+            session.check_still_ours([(path, session.stamp(group))])
+            append_lines(path, session.lines(group).appended_bytes())
+        else:
+            writes: list[tuple[Path, bytes | list[Chunk]]] = []
+            stamps: list[tuple[Path, journal.Stamp | None]] = []
+            for group in changed:
                 path = self.paths.group_file(group)
-                writes.append((path, render_lines(records, gf.bad_lines)))
-                stamps.append((path, gf.stamp))
-        if session.trash_file is not None:
-            trash = session.trash_file
-            writes.append(
-                (self.paths.trash, render_lines((e.to_json() for e in trash.entries), trash.bad_lines))
-            )
-            stamps.append((self.paths.trash, trash.stamp))
-        if writes:
-            journal.commit(self.paths, writes, precheck=lambda: session.check_still_ours(stamps))
+                writes.append((path, session.lines(group).chunks()))
+                stamps.append((path, session.stamp(group)))
+            if session.trash_file is not None:
+                trash = session.trash_file
+                writes.append(
+                    (self.paths.trash, render_lines((e.to_json() for e in trash.entries), trash.bad_lines))
+                )
+                stamps.append((self.paths.trash, trash.stamp))
+            if writes:
+                journal.commit(self.paths, writes, precheck=lambda: session.check_still_ours(stamps))
+        for group in changed:
+            self._carry_dedup_keys(session, group)
+
+    def _dedup_hashes(self, session: WriteSession, group: str) -> set[bytes]:
+        """The group file's dedup hashes: the sidecar when it matches the file, else a full parse."""
+        if group not in session.dedup_hashes:
+            found = dedupkeys.load(dedupkeys.sidecar_path(self.paths, group), session.stamp(group))
+            if found is None:
+                found = {_hash_of(m) for m in session.parsed(group).memories}
+            session.dedup_hashes[group] = found
+        return session.dedup_hashes[group]
+
+    def _carry_dedup_keys(self, session: WriteSession, group: str) -> None:
+        """After a write, the sidecar follows the file: its keys plus the new and changed texts'.
+
+        A sidecar that did not match the file before the write stays unusable (rebuilt by the next
+        add that needs it). A failure here costs the next add a full parse, nothing more."""
+        path = dedupkeys.sidecar_path(self.paths, group)
+        hashes = session.dedup_hashes.get(group)
+        if hashes is None:
+            hashes = dedupkeys.load(path, session.stamp(group))
+        if hashes is None:
+            return
+        lines = session.lines(group)
+        hashes |= {_hash_of(m) for m in lines.appended}
+        hashes |= {_hash_of(lines.located[i].memory) for i in lines.changed}
+        try:
+            dedupkeys.save(path, journal.file_stamp(self.paths.group_file(group)), hashes)
+        except OSError as exc:
+            log(self.paths, "dedup-keys-write-failed", group=group, error=str(exc))
 
     def _refresh_snapshot(self, groups: dict[str, list[Memory]], now: datetime) -> None:
         from memself.snapshot import write_snapshot  # only when someone asks for the page
@@ -369,8 +458,7 @@ class MemoryStore:
         """A new memory at confidence 0.5, whatever the caller might wish."""
         memory = Memory.create(text, group, now, evidence, applies_when, workspace)
         with self._writing(now) as session:
-            session.groups[memory.category].memories.append(memory)
-            session.touch(memory)
+            session.append(memory)
         return memory
 
     def add(
@@ -397,19 +485,23 @@ class MemoryStore:
         def twin_of(other: Memory) -> bool:
             return dedup_key(other.text) == key and other.visible_in(memory.workspace)
 
+        wanted = {dedupkeys.key_hash(key, ""), dedupkeys.key_hash(key, memory.workspace)}
         with self._writing(now) as session:
-            twins = [m for m in session.groups[memory.category].memories if twin_of(m)]
-            if twins:
-                # Several twins (written before this check existed): the strongest active one.
-                twin = max(twins, key=lambda m: (m.active, m.confidence))
+            twin = None
+            if self._dedup_hashes(session, memory.category) & wanted:
+                twins = [m for m in session.parsed(memory.category).memories if twin_of(m)]
+                if twins:
+                    # Several twins (written before this check existed): the strongest active one.
+                    best = max(twins, key=lambda m: (m.active, m.confidence))
+                    twin = session.lines(memory.category).find(best.id)
+            if twin is not None:
                 was_deprecated = twin.deprecated
                 gain = confidence.reinforce(twin, now)
                 if memory.appliesWhen and not twin.appliesWhen:
                     twin.appliesWhen = memory.appliesWhen
                 session.touch(twin)
                 return Added(twin, duplicate=True, gain=gain, revived=was_deprecated and not twin.deprecated)
-            session.groups[memory.category].memories.append(memory)
-            session.touch(memory)
+            session.append(memory)
         trashed = [e for e in self._read_trash_file().entries if e.memory.category == memory.category]
         twin_entry = next((e for e in reversed(trashed) if twin_of(e.memory)), None)
         return Added(memory, trashed_twin=twin_entry)
@@ -454,17 +546,16 @@ class MemoryStore:
             found = session.find(drop_id)
             if found is None:
                 raise NotFound(f"找不到记忆「{drop_id}」")
-            drop_file, drop = found
+            drop_group, drop = found
             previous = keep.set_text(cleaned, now)
             keep.confidence = round_conf(max(keep.confidence, drop.confidence))
             # The merged text says both: the dropped memory's requests still apply (bounded).
             keep.appliesWhen = check_applies_when(keep.appliesWhen + drop.appliesWhen)
             if keep.confidence > confidence.DEPRECATION_LINE:
                 keep.deprecated = False
-            drop_file.memories.remove(drop)
+            session.remove(drop_group, drop)
             session.load_trash().append(TrashEntry(drop, iso(now), f"merged-into:{keep_id}"))
             session.touch(keep)
-            session.dirty.add(drop.category)
         return Change(keep, 0.0, previous)
 
     def replace(
@@ -502,10 +593,9 @@ class MemoryStore:
                 found = session.find(mem_id)
                 if found is None:
                     continue
-                group_file, memory = found
-                group_file.memories.remove(memory)
+                group, memory = found
+                session.remove(group, memory)
                 session.load_trash().append(TrashEntry(memory, iso(now), reason))
-                session.touch(memory)
                 removed.append(memory)
             if not removed:
                 raise NotFound("没有找到要删除的记忆：" + "、".join(wanted))
@@ -525,8 +615,7 @@ class MemoryStore:
             trash.remove(entry)
             # A restored memory starts a fresh idle period instead of decaying at once.
             memory.lastSeen = iso(now)
-            session.groups[memory.category].memories.append(memory)
-            session.touch(memory)
+            session.append(memory)
         return memory
 
     def reward_recall(
