@@ -94,10 +94,11 @@ def session_start(
     warm: bool = True,
     store: MemoryStore | None = None,
 ) -> HookReply:
-    from memself.maintenance import run_daily_maintenance
+    from memself.maintenance import run_or_start_daily_maintenance
 
     try:
-        run_daily_maintenance(paths, config.decayDays, now)
+        # A large store's maintenance runs detached: the session never waits past its deadline.
+        run_or_start_daily_maintenance(paths, config.decayDays, now, deadline.budget(1.0, 1.0))
     except (MemselfError, OSError) as exc:
         log(paths, "daily-maintenance-failed", error=str(exc))
     if warm:

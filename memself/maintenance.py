@@ -5,25 +5,38 @@ leftovers and finishes zombie judge jobs. Like the original it refuses to rewrit
 files while one holds a quarantined line (the user sees why in ``list`` and ``doctor``), and
 marks the day done only after everything is written, so a failed run is retried by the next
 session without deducting twice (a deducted memory already carries a fresh ``lastSeen``).
-Each file is replaced on its own: none of these changes moves a memory between files.
+Each file is replaced on its own: none of these changes moves a memory between files. A
+session start runs it inline for a small store and detached for a large one
+(``run_or_start_daily_maintenance``), so the hook never waits past its deadline for it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import sys
+import time
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
 
-from memself import confidence, dedupkeys
+from memself import children, confidence, dedupkeys
 from memself.atomic import write_atomic
-from memself.errors import CorruptFile
+from memself.errors import CorruptFile, MemselfError
 from memself.journal import file_stamp
 from memself.lock import LockHandle, write_lock
 from memself.logs import log
 from memself.paths import DataPaths
-from memself.records import GROUPS, Memory, dedup_key, sort_memories
+from memself.records import GROUPS, Memory, sort_memories
 from memself.store import TRASH_KEEP_DAYS, MemoryStore, TrashFile, WriteSession, render_lines
 from memself.timeutil import iso, local_day, parse_iso
+
+# Up to this many bytes of group files the maintenance runs inside the session start that
+# triggers it (quick, and the day's first rules are already decayed); above, in a process of its
+# own that the session start waits for only briefly.
+INLINE_BYTES = 4 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -44,6 +57,66 @@ def ran_today(paths: DataPaths, now: datetime) -> bool:
         log(paths, "读取每日衰减状态失败", error=str(exc))
         return False
     return isinstance(state, dict) and state.get("lastRunDate") == local_day(now)
+
+
+def run_or_start_daily_maintenance(
+    paths: DataPaths, decay_days: int, now: datetime, wait_s: float, inline_bytes: int = INLINE_BYTES
+) -> bool:
+    """Today's maintenance for a session start: run here for a small store; for a large one,
+    start it detached and wait at most ``wait_s`` for it. True when it is done (now or earlier)."""
+    if ran_today(paths, now):
+        return True
+    if _group_bytes(paths) <= inline_bytes:
+        run_daily_maintenance(paths, decay_days, now)
+        return True
+    pid = _spawn(paths, decay_days, now)
+    waited = 0.0
+    while waited < wait_s:
+        done, _ = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return ran_today(paths, now)
+        time.sleep(0.01)
+        waited += 0.01
+    children.track(pid)  # a warm engine reaps it; a hook process exits first and init does
+    log(paths, "daily-maintenance-detached", pid=pid)
+    return False
+
+
+def _group_bytes(paths: DataPaths) -> int:
+    total = 0
+    for group in GROUPS:
+        with contextlib.suppress(OSError):
+            total += os.stat(paths.group_file(group)).st_size
+    return total
+
+
+def _spawn(paths: DataPaths, decay_days: int, now: datetime) -> int:
+    """``python -m memself.maintenance ROOT DAYS NOW`` in its own session, stdio on /dev/null.
+
+    ``os.posix_spawn`` keeps ``subprocess`` out of the hook process (like the judge's start)."""
+    env = dict(os.environ)
+    # The hook runs with -I, which ignores PYTHONPATH: hand the child the package's parent folder.
+    package_parent = str(Path(__file__).resolve().parents[1])
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_parent, env.get("PYTHONPATH", "")) if p)
+    argv = [sys.executable, "-m", "memself.maintenance", str(paths.root), str(decay_days), iso(now)]
+    actions: list[tuple[Any, ...]] = [
+        (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+        (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
+        (os.POSIX_SPAWN_DUP2, 1, 2),
+    ]
+    return os.posix_spawn(argv[0], argv, env, file_actions=actions, setsid=True)
+
+
+def main(argv: list[str]) -> int:
+    """The detached run: errors go to the log, as they would in the session start."""
+    paths = DataPaths(argv[0])
+    try:
+        now = parse_iso(argv[2]) or datetime.now(timezone.utc)
+        run_daily_maintenance(paths, int(argv[1]), now)
+    except (MemselfError, OSError, ValueError) as exc:
+        log(paths, "daily-maintenance-failed", error=str(exc))
+        return 1
+    return 0
 
 
 def run_daily_maintenance(paths: DataPaths, decay_days: int, now: datetime) -> MaintenanceResult | None:
@@ -115,8 +188,9 @@ def _maintain(store: MemoryStore, lock: LockHandle, decay_days: int, now: dateti
         group_file = groups[group]
         path = paths.group_file(group)
         session.check_still_ours([(path, group_file.stamp)])
+        keys = dedupkeys.load(dedupkeys.sidecar_path(paths, group), group_file.stamp)
         write_atomic(path, _render(group_file.memories))
-        _write_dedup_keys(paths, group, group_file.memories)
+        _carry_dedup_keys(paths, group, keys)
     return MaintenanceResult(decayed, deprecated, clamped, purged)
 
 
@@ -124,14 +198,13 @@ def _render(memories: list[Memory]) -> bytes:
     return render_lines(m.to_json() for m in sort_memories(memories))
 
 
-def _write_dedup_keys(paths: DataPaths, group: str, memories: list[Memory]) -> None:
-    """A fresh sidecar for the file just written, so the next add need not parse it."""
+def _carry_dedup_keys(paths: DataPaths, group: str, keys: set[bytes] | None) -> None:
+    """Decay, clamping and re-sorting change no text: a sidecar that matched the file before
+    matches the file just written (None: it did not, the next add rebuilds it)."""
+    if keys is None:
+        return
     try:
-        dedupkeys.save(
-            dedupkeys.sidecar_path(paths, group),
-            file_stamp(paths.group_file(group)),
-            {dedupkeys.key_hash(dedup_key(m.text), m.workspace) for m in memories},
-        )
+        dedupkeys.save(dedupkeys.sidecar_path(paths, group), file_stamp(paths.group_file(group)), keys)
     except OSError as exc:
         log(paths, "dedup-keys-write-failed", group=group, error=str(exc))
 
@@ -155,3 +228,7 @@ def _cleanup_side_jobs(paths: DataPaths, now: datetime) -> None:
         cleanup_zombies(paths, now)
     except Exception as exc:
         log(paths, "zombie-cleanup-failed", error=str(exc))
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
