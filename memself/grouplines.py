@@ -78,13 +78,6 @@ class GroupLines:
     def dirty(self) -> bool:
         return bool(self.changed or self.removed or self.appended)
 
-    @property
-    def only_appends(self) -> bool:
-        return bool(self.appended) and not self.changed and not self.removed
-
-    def appended_bytes(self) -> bytes:
-        return b"".join(render_record(m) for m in self.appended)
-
     def chunks(self) -> list[Chunk]:
         """The new file: the untouched ranges as they were, the changed lines, the new ones."""
         edits = sorted((self.located[i].start, self.located[i].end, i) for i in self.changed | self.removed)

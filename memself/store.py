@@ -29,7 +29,7 @@ from pathlib import Path
 from memself import confidence, dedupkeys, journal
 from memself.atomic import append_lines
 from memself.errors import InvalidInput, LockLost, MemselfError, NotFound, WriteFailed
-from memself.grouplines import Chunk, GroupLines
+from memself.grouplines import Chunk, GroupLines, render_record
 from memself.lock import DEFAULT_WAIT_S, REWARD_WAIT_S, LockHandle, write_lock
 from memself.logs import log
 from memself.paths import DataPaths
@@ -221,6 +221,7 @@ class WriteSession:
         self._parsed: dict[str, GroupFile] = {}
         self.trash_file: TrashFile | None = None
         self.dedup_hashes: dict[str, set[bytes]] = {}
+        self.appends: dict[str, list[Memory]] = {}
 
     @property
     def trash(self) -> list[TrashEntry] | None:
@@ -275,11 +276,24 @@ class WriteSession:
         self.lines(group).remove(memory)
 
     def append(self, memory: Memory) -> None:
-        """A new line at the end of the memory's group file (the original appends the same way)."""
-        self.lines(memory.category).append(memory)
+        """A new line at the end of the memory's group file (the original appends the same way);
+        the file is not even read unless this session rewrites it anyway."""
+        self.stamp(memory.category)
+        self.appends.setdefault(memory.category, []).append(memory)
 
     def changed_groups(self) -> list[str]:
-        return [g for g in GROUPS if g in self._lines and self._lines[g].dirty]
+        return [g for g in GROUPS if self.appends.get(g) or (g in self._lines and self._lines[g].dirty)]
+
+    def written(self, group: str) -> list[Memory]:
+        """The memories this session adds to or changes in the group file."""
+        out = list(self.appends.get(group, []))
+        if group in self._lines:
+            lines = self._lines[group]
+            out += [lines.located[i].memory for i in lines.changed]
+        return out
+
+    def only_appends(self, group: str) -> bool:
+        return group not in self._lines or not self._lines[group].dirty
 
     def load_trash(self) -> list[TrashEntry]:
         if self.trash_file is None:
@@ -404,18 +418,20 @@ class MemoryStore:
 
     def _commit(self, session: WriteSession, now: datetime) -> None:
         changed = session.changed_groups()
-        if len(changed) == 1 and session.trash_file is None and session.lines(changed[0]).only_appends:
+        if len(changed) == 1 and session.trash_file is None and session.only_appends(changed[0]):
             # New memories only: one append to one file, as the original adds a memory.
             group = changed[0]
             path = self.paths.group_file(group)
             session.check_still_ours([(path, session.stamp(group))])
-            append_lines(path, session.lines(group).appended_bytes())
+            append_lines(path, b"".join(render_record(m) for m in session.appends[group]))
         else:
             writes: list[tuple[Path, bytes | list[Chunk]]] = []
             stamps: list[tuple[Path, journal.Stamp | None]] = []
             for group in changed:
                 path = self.paths.group_file(group)
-                writes.append((path, session.lines(group).chunks()))
+                lines = session.lines(group)
+                lines.appended.extend(session.appends.get(group, []))
+                writes.append((path, lines.chunks()))
                 stamps.append((path, session.stamp(group)))
             if session.trash_file is not None:
                 trash = session.trash_file
@@ -448,9 +464,7 @@ class MemoryStore:
             hashes = dedupkeys.load(path, session.stamp(group))
         if hashes is None:
             return
-        lines = session.lines(group)
-        hashes |= {_hash_of(m) for m in lines.appended}
-        hashes |= {_hash_of(lines.located[i].memory) for i in lines.changed}
+        hashes |= {_hash_of(m) for m in session.written(group)}
         try:
             dedupkeys.save(path, journal.file_stamp(self.paths.group_file(group)), hashes)
         except OSError as exc:
