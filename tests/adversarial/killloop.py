@@ -149,6 +149,35 @@ class Add(Scenario):
         return self.count(state, {"seed-0", *self.acked()})
 
 
+class AppendCompact(Scenario):
+    """New memories appended out of order while the daily maintenance writes the files back
+    sorted (compaction): every acknowledged line survives, once."""
+
+    def seed(self) -> None:
+        self.seeds = [f"c-{i:02d}" for i in range(20)]
+        records = [_record(i, f"压缩前的种子事实 {i}", "project") for i in self.seeds]
+        self.write_files({"project": records}, [])
+
+    def child(self, rng: random.Random) -> None:
+        from memself.maintenance import run_daily_maintenance
+
+        store = MemoryStore(self.paths)
+        while True:
+            if rng.random() < 0.6:
+                group = rng.choice(GROUPS)
+                added = store.add(f"追加后等待压缩的记忆 {rng.getrandbits(40):x}", group, T0)
+                self.ack(added.memory.id)
+            else:
+                # Another day each time, so the maintenance runs (and rewrites) again.
+                run_daily_maintenance(self.paths, 30, T0 + timedelta(days=rng.randrange(1, 10**5)))
+
+    def needs_reseed(self, state: dict[str, Any]) -> bool:
+        return len(state["all"]) > 300
+
+    def check(self, state: dict[str, Any]) -> tuple[int, int]:
+        return self.count(state, {*self.seeds, *self.acked()})
+
+
 class _Universe(Scenario):
     """A fixed set of ids that moves between the group files and the trash: each exactly once."""
 
@@ -311,6 +340,7 @@ class RebuildIndex(Scenario):
 
 SCENARIOS: dict[str, Callable[[DataPaths], Scenario]] = {
     "add": Add,
+    "append-compact": AppendCompact,
     "delete": Delete,
     "restore": Restore,
     "judge-apply": JudgeApply,

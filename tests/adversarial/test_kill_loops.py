@@ -1,5 +1,6 @@
 """Writers killed with SIGKILL at random moments lose no memory, duplicate none and leave every file
-readable: at least 200 kills each for add, delete, restore, the judge's apply and rebuild-index.
+readable: at least 200 kills each for add, appends under compaction, delete, restore, the judge's
+apply and rebuild-index.
 The figures of each run are printed (``-s``) for the README."""
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ def _assert_clean(summary: dict) -> None:
     assert summary["leftovers"] == [], summary
 
 
-@pytest.mark.parametrize("kind", ["add", "delete", "restore", "judge-apply"])
+@pytest.mark.parametrize("kind", ["add", "append-compact", "delete", "restore", "judge-apply"])
 def test_kill_loop_store_writes(kind: str) -> None:
     _assert_clean(_kill_loop(kind, seed=20261102))
 

@@ -1,0 +1,209 @@
+"""memself at scale: every command and hook timed on 1k, 10k and 100k synthetic memories (~1% rules).
+
+Each sample is a real ``memself`` process (or the hook command setup registers), timed from
+start to exit; the table gives the median of ``--runs`` samples and the largest max RSS among
+them (``os.wait4`` of that process: the engine's own memory is not in the hook rows).
+
+Rows:
+- ``project add`` / ``rule add``: a new memory (an append); ``delete`` / ``restore`` of one memory;
+- ``project add, first after an outside change``: one sample, the add that rebuilds the duplicate
+  sidecar after another program (the original) wrote the file;
+- ``list``: the default view;
+- ``daily maintenance``: the detached run a session start starts (``python -m memself.maintenance``),
+  decay state removed before each sample so it does the day's work;
+- ``session start, engine cold`` and ``..., first of the day`` (maintenance due): the hook with no
+  engine running (it starts one, stopped again after each sample);
+- ``engine ready``, ``session start, warm engine``, ``prompt hook, warm engine``: only where the
+  store is encoded, i.e. sizes up to ``--encode-max`` (encoding 100k memories takes a long time on
+  a small machine); the table says which rows were skipped.
+
+    .venv/bin/python bench/bench_scale.py [--sizes 1000,10000,100000] [--runs 5] [--encode-max 10000]
+
+Uses temporary data directories with the offline model (multilingual-e5-small) and the shared
+model cache (``MEMSELF_MODEL_CACHE``, default ``<repo>/.cache/models``); nothing of the user's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO_ROOT))
+
+from bench.bench_hooks import synthetic_memories  # noqa: E402
+from memself.hooks.command import hook_command  # noqa: E402
+from memself.hosts.base import EventKind  # noqa: E402
+from memself.records import Memory, sort_memories  # noqa: E402
+from memself.store import render_lines  # noqa: E402
+from memself.timeutil import iso  # noqa: E402
+
+PROMPT = "支付模块的灰度开关配置在哪里，上线前要检查什么"
+
+
+def generate(home: Path, count: int) -> list[str]:
+    """``count`` memories, 1% rules, two thirds of the facts in one of seven workspaces; returns
+    the project ids. Written sorted, as a full write leaves them."""
+    home.mkdir(mode=0o700, parents=True)
+    rules = max(1, count // 100)
+    project_ids = []
+    for group, size in (("rule", rules), ("project", count - rules)):
+        memories = []
+        for i, raw in enumerate(synthetic_memories(size, group)):
+            raw["text"] += " 补充说明：这是为了让记录长度接近真实数据的填充文字"
+            if group == "project" and i % 3:
+                raw["workspace"], raw["workspaceName"] = f"/srv/repos/repo{i % 7}", f"repo{i % 7}"
+            memory = Memory.from_json(raw, group)
+            assert memory is not None
+            memories.append(memory)
+        (home / f"{group}.jsonl").write_bytes(render_lines(m.to_json() for m in sort_memories(memories)))
+        if group == "project":
+            project_ids = [m.id for m in memories]
+    return project_ids
+
+
+def run(
+    args: list[str], env: dict[str, str], stdin: bytes = b"", cwd: Path | None = None
+) -> tuple[float, int]:
+    """Milliseconds from start to exit and max RSS (MiB) of one process."""
+    started = time.perf_counter()
+    proc = subprocess.Popen(
+        args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=cwd
+    )
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    proc.stdin.write(stdin)
+    proc.stdin.close()
+    out, err = proc.stdout.read(), proc.stderr.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    elapsed = (time.perf_counter() - started) * 1000
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise SystemExit(f"{args} exited {proc.returncode}: {err[-800:]!r} {out[-300:]!r}")
+    return elapsed, usage.ru_maxrss // 1024
+
+
+def memself(env: dict[str, str], *args: str) -> None:
+    subprocess.run([sys.executable, "-m", "memself", *args], env=env, capture_output=True, check=True)
+
+
+def payload(kind: str, cwd: Path) -> bytes:
+    if kind == "start":
+        event = {
+            "hook_event_name": "SessionStart",
+            "session_id": "bench",
+            "source": "startup",
+            "cwd": str(cwd),
+        }
+    else:
+        event = {
+            "hook_event_name": "UserPromptSubmit",
+            "session_id": "bench",
+            "prompt": PROMPT,
+            "cwd": str(cwd),
+        }
+    return json.dumps(event).encode()
+
+
+def measure(
+    count: int, runs: int, encode: bool, work: Path
+) -> tuple[dict[str, tuple[float, int]], list[str]]:
+    home = work / f"data-{count}"
+    ids = generate(home, count)
+    env = {**os.environ, "MEMSELF_HOME": str(home), "HOME": str(work)}
+    env.setdefault("MEMSELF_MODEL_CACHE", str(REPO_ROOT / ".cache" / "models"))
+    memself(env, "config", "model", "multilingual-e5-small")
+    cli = [sys.executable, "-m", "memself"]
+    hook = hook_command("claude", EventKind.PROMPT_SUBMIT)
+    samples: dict[str, list[tuple[float, int]]] = {}
+    skipped: list[str] = []
+
+    def add(name: str, sample: tuple[float, int]) -> None:
+        samples.setdefault(name, []).append(sample)
+
+    add(
+        "project add, first after an outside change",
+        run([*cli, "project", "add", "初次追加的项目事实 0"], env, cwd=work),
+    )
+    for k in range(runs):
+        add("project add", run([*cli, "project", "add", f"新追加的项目事实第 {k} 条内容"], env, cwd=work))
+        add("rule add", run([*cli, "rule", "add", f"新追加的规则第 {k} 条内容"], env, cwd=work))
+        victim = ids[(k * 7919) % len(ids)]
+        add("delete", run([*cli, "delete", victim], env, cwd=work))
+        add("restore", run([*cli, "restore", victim], env, cwd=work))
+        add("list", run([*cli, "list"], env, cwd=work))
+        (home / "decay-state.json").unlink(missing_ok=True)
+        now = iso(datetime.now(timezone.utc))
+        add(
+            "daily maintenance", run([sys.executable, "-m", "memself.maintenance", str(home), "30", now], env)
+        )
+    start = payload("start", work)
+    for _ in range(runs):
+        add("session start, engine cold", run(hook, env, start))
+        memself(env, "engine", "stop")
+        (home / "decay-state.json").unlink(missing_ok=True)
+        add("session start, engine cold, first of the day", run(hook, env, start))
+        memself(env, "engine", "stop")
+    if encode:
+        for _ in range(max(1, runs // 2)):
+            add("engine ready", run([*cli, "engine", "start", "--timeout", "3600"], env))
+            memself(env, "engine", "stop")
+        memself(env, "engine", "start", "--timeout", "3600")
+        run(hook, env, payload("prompt", work))  # the first answer gives the day's rewards
+        try:
+            for _ in range(runs):
+                add("session start, warm engine", run(hook, env, start))
+                add("prompt hook, warm engine", run(hook, env, payload("prompt", work)))
+        finally:
+            memself(env, "engine", "stop")
+    else:
+        skipped = ["engine ready", "session start, warm engine", "prompt hook, warm engine"]
+    table = {
+        name: (statistics.median(s[0] for s in got), max(s[1] for s in got)) for name, got in samples.items()
+    }
+    shutil.rmtree(home, ignore_errors=True)
+    return table, skipped
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--sizes", default="1000,10000,100000")
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--encode-max", type=int, default=10000)
+    args = parser.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    work = Path(tempfile.mkdtemp(prefix="memself-bench-scale-"))
+    results: dict[int, dict[str, tuple[float, int]]] = {}
+    notes = []
+    try:
+        for size in sizes:
+            results[size], skipped = measure(size, args.runs, size <= args.encode_max, work)
+            if skipped:
+                notes.append(f"{size}: not encoded, skipped {', '.join(skipped)}")
+            print(f"{size} done", file=sys.stderr, flush=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    rows = list(dict.fromkeys(name for table in results.values() for name in table))
+    print(f"runs: {args.runs}; load average {os.getloadavg()[0]:.1f}; {os.cpu_count()} cores\n")
+    print("| what | " + " | ".join(f"{s // 1000}k: ms / MiB" for s in sizes) + " |")
+    print("|---|" + "---:|" * len(sizes))
+    for name in rows:
+        cells = [
+            f"{results[s][name][0]:.0f} / {results[s][name][1]}" if name in results[s] else "skipped"
+            for s in sizes
+        ]
+        print(f"| {name} | " + " | ".join(cells) + " |")
+    for note in notes:
+        print(f"\n{note}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,177 @@
+"""Appended lines and their compaction: a new memory is one line at the end of its group file,
+other writes rewrite only their lines, and the daily maintenance puts the file back in the
+original's order. Several processes adding at once lose no line and tear none; a torn last line
+(a writer killed mid-line) stays a quarantined line of its own; a file out of order is read whole
+and what memself writes stays readable by the original's strict reader; the exact-duplicate check
+holds whether its sidecar is fresh, stale or missing."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from memself import dedupkeys
+from memself.maintenance import ran_today, run_daily_maintenance, run_or_start_daily_maintenance
+from memself.records import sort_memories
+from memself.store import MemoryStore, render_lines
+from tests.support.helpers import T0, days, make_store, record, write_records
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+# What the original's strict reader (its daily maintenance) needs of every line, by type.
+_ORIGINAL_FIELDS = {
+    "id": str,
+    "text": str,
+    "confidence": (int, float),
+    "category": str,
+    "firstSeen": str,
+    "lastSeen": str,
+    "deprecated": bool,
+    "createdAt": str,
+}
+
+
+def _original_reads(path: Path) -> list[dict]:
+    out = []
+    for line in path.read_text("utf-8").splitlines():
+        raw = json.loads(line)
+        for key, kind in _ORIGINAL_FIELDS.items():
+            assert isinstance(raw.get(key), kind), (key, line)
+        out.append(raw)
+    return out
+
+
+def _seed(store: MemoryStore, count: int) -> None:
+    records = [
+        record(f"s-{i:03d}", f"种子项目事实第 {i} 条，内容互不相同", 0.5 + i / 100, "project")
+        for i in range(count)
+    ]
+    write_records(store, "project", records)
+
+
+_ADDER = """
+import sys
+from datetime import datetime
+from memself.paths import DataPaths
+from memself.store import MemoryStore
+worker, count, now = int(sys.argv[1]), int(sys.argv[2]), datetime.fromisoformat(sys.argv[3])
+store = MemoryStore(DataPaths.default())
+for k in range(count):
+    added = store.add(f"进程 {worker} 追加的第 {k} 条项目事实", "project", now)
+    assert not added.duplicate
+    print(added.memory.id, flush=True)
+"""
+
+
+def test_processes_adding_at_once_lose_no_line_and_tear_none() -> None:
+    store = make_store()
+    _seed(store, 20)
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _ADDER, str(w), "25", T0.isoformat()],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=REPO_ROOT,
+            env=os.environ.copy(),
+        )
+        for w in range(6)
+    ]
+    acked: list[str] = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, err[-2000:]
+        acked += out.split()
+    assert len(acked) == 6 * 25
+    loaded = store.load_group("project")
+    assert loaded.bad_lines == []
+    ids = [m.id for m in loaded.memories]
+    assert sorted(ids) == sorted({*acked, *(f"s-{i:03d}" for i in range(20))})
+    raw = store.paths.group_file("project").read_bytes()
+    assert raw.endswith(b"\n") and len(raw.splitlines()) == 20 + 6 * 25
+    assert len(_original_reads(store.paths.group_file("project"))) == 170
+
+
+def test_out_of_order_file_reads_whole_and_compaction_restores_the_original_order() -> None:
+    store = make_store()
+    _seed(store, 10)
+    added = store.add("后来追加的项目事实，置信度 0.5", "project", T0)
+    store.reinforce("s-000", T0)  # rewritten in place: 0.6 now sits above lower ones
+    store.delete(["s-005"], T0)
+    path = store.paths.group_file("project")
+    on_disk = [json.loads(line)["id"] for line in path.read_text("utf-8").splitlines()]
+    assert on_disk[-1] == added.memory.id and on_disk[0] == "s-000"  # appended, edited in place
+    read = store.read_group("project")
+    assert [m.id for m in read] == [m.id for m in sort_memories(read)]
+    assert {m.id for m in read} == {added.memory.id, *(f"s-{i:03d}" for i in range(10) if i != 5)}
+    _original_reads(path)
+
+    run_daily_maintenance(store.paths, 30, T0)
+    expected = render_lines(m.to_json() for m in sort_memories(store.load_group("project").memories))
+    assert path.read_bytes() == expected
+    _original_reads(path)
+    # The sidecar followed the compaction: it still matches the file.
+    sidecar = dedupkeys.sidecar_path(store.paths, "project")
+    assert dedupkeys.load(sidecar, store.load_group("project").stamp) is not None
+
+
+def test_duplicate_check_holds_with_a_fresh_stale_or_missing_sidecar() -> None:
+    store = make_store()
+    _seed(store, 5)
+    first = store.add("灰度开关在 Apollo 的 pay.gray 命名空间", "project", T0)
+    again = store.add("灰度开关在 Apollo 的 pay.gray 命名空间。", "project", T0 + days(1))
+    assert again.duplicate and again.memory.id == first.memory.id
+    # The original appends a line itself: the sidecar no longer matches, the check still holds.
+    path = store.paths.group_file("project")
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write(
+            json.dumps(record("orig-1", "原插件追加的一条项目事实", 0.6, "project"), ensure_ascii=False)
+            + "\n"
+        )
+    assert store.add("原插件追加的一条项目事实！", "project", T0 + days(2)).memory.id == "orig-1"
+    dedupkeys.sidecar_path(store.paths, "project").unlink()
+    assert store.add("原插件追加的一条项目事实", "project", T0 + days(3)).memory.id == "orig-1"
+    # A deleted memory's key may stay in the sidecar: the full check decides, nothing is lost.
+    store.delete(["orig-1"], T0 + days(3))
+    revived = store.add("原插件追加的一条项目事实", "project", T0 + days(3))
+    assert not revived.duplicate and revived.trashed_twin is not None
+    ids = [m.id for m in store.read_group("project")]
+    assert len(ids) == len(set(ids)) == 7
+
+
+def test_a_torn_last_line_stays_a_line_of_its_own() -> None:
+    store = make_store()
+    _seed(store, 3)
+    path = store.paths.group_file("project")
+    torn = b'{"id":"torn-1","text":"\xe5\x86\x99\xe5\x88\xb0\xe4\xb8\x80\xe5\x8d\x8a'
+    with open(path, "ab") as handle:
+        handle.write(torn)
+    added = store.add("被截断的行之后追加的项目事实", "project", T0)
+    loaded = store.load_group("project")
+    assert [b.raw for b in loaded.bad_lines] == [torn]
+    assert added.memory.id in {m.id for m in loaded.memories} and len(loaded.memories) == 4
+    assert path.read_bytes().endswith(b"\n")
+
+
+def test_a_large_store_maintenance_runs_detached_and_finishes() -> None:
+    store = make_store()
+    write_records(
+        store,
+        "project",
+        [
+            record(f"old-{i}", f"很久没用的项目事实第 {i} 条", 0.8, "project", last=T0 - days(40))
+            for i in range(30)
+        ],
+    )
+    store.add("刚追加的项目事实，不会衰减", "project", T0)
+    # Every store counts as large here: the session start only starts the run and waits for it.
+    assert run_or_start_daily_maintenance(store.paths, 30, T0, wait_s=120, inline_bytes=0)
+    assert ran_today(store.paths, T0)
+    memories = store.load_group("project").memories
+    assert [m.id for m in memories] == [m.id for m in sort_memories(memories)]
+    assert sum(m.id.startswith("old-") and m.confidence < 0.8 for m in memories) == 30
+    # Done for the day: nothing is started again.
+    assert run_or_start_daily_maintenance(store.paths, 30, T0, wait_s=0, inline_bytes=0)
