@@ -3,16 +3,22 @@
 Reads are lenient, line by line: a line that is not valid UTF-8, not JSON, not a usable record
 (no id or text, a confidence that is not a finite number or that rounding cannot take) or
 absurdly long (beyond ``MAX_LINE_BYTES``, which is never parsed) is quarantined. The rest of the
-file loads as usual; quarantined lines are kept byte for byte at the end of the file on every
-rewrite, so nothing a user had is lost, and ``list`` and ``doctor`` name each one.
+file loads as usual; quarantined lines are kept byte for byte on every rewrite, so nothing a
+user had is lost, and ``list`` and ``doctor`` name each one.
 
 Writes: under the write lock, a write first finishes a multi-file write that a killed writer had
-committed (``journal.replay``) and clears crash leftovers, then loads the files it changes,
-noting each one's stamp. Before its commit point it checks that it still holds the lock and that
-no file changed since it read it; otherwise it fails loudly and writes nothing (see
-``memself.lock``). Files that change together (a move between a group file and the trash) are
-replaced as one step (``memself.journal``). A write does not regenerate ``memories.html``: whoever
-shows the page calls ``refresh_snapshot``, and the engine refreshes it a little after writes.
+committed (``journal.replay``) and clears crash leftovers, then reads only the files it changes,
+noting each one's stamp. A write costs what it changes, not what the store holds: a new memory is
+one line appended to its group file (``atomic.append_lines``; the original appends the same way),
+its exact-duplicate check reads a sidecar of key hashes instead of the file
+(``memself.dedupkeys``); a change, removal or restore edits only its lines
+(``memself.grouplines``), and a group file the write does not change is not read at all. Lines
+therefore drift out of the original's order (both readers accept any order) until the daily
+maintenance writes them back sorted. Before its commit point a write checks that it still holds
+the lock and that no file changed since it read it; otherwise it fails loudly and writes nothing
+(see ``memself.lock``). Files that change together (a move between a group file and the trash)
+are replaced as one step (``memself.journal``). A write does not regenerate ``memories.html``:
+whoever shows the page calls ``refresh_snapshot``, and the engine refreshes it a little after writes.
 """
 
 from __future__ import annotations
