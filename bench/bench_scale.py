@@ -2,7 +2,7 @@
 
 Each sample is a real ``memself`` process (or the hook command setup registers), timed from
 start to exit; the table gives the median of ``--runs`` samples and the largest max RSS among
-them (``os.wait4`` of that process: the engine's own memory is not in the hook rows).
+them (``/usr/bin/time`` of that process: the engine's own memory is not in the hook rows).
 
 Rows:
 - ``project add`` / ``rule add``: a new memory (an append); ``delete`` / ``restore`` of one memory;
@@ -17,7 +17,8 @@ Rows:
   store is encoded, i.e. sizes up to ``--encode-max`` (encoding 100k memories takes a long time on
   a small machine); the table says which rows were skipped.
 
-    .venv/bin/python bench/bench_scale.py [--sizes 1000,10000,100000] [--runs 5] [--encode-max 10000]
+    TMPDIR=/dev/shm .venv/bin/python bench/bench_scale.py [--sizes 1000,10000,100000] [--runs 5] \
+        [--encode-max 10000]
 
 Uses temporary data directories with the offline model (multilingual-e5-small) and the shared
 model cache (``MEMSELF_MODEL_CACHE``, default ``<repo>/.cache/models``); nothing of the user's.
@@ -74,21 +75,25 @@ def generate(home: Path, count: int) -> list[str]:
 def run(
     args: list[str], env: dict[str, str], stdin: bytes = b"", cwd: Path | None = None
 ) -> tuple[float, int]:
-    """Milliseconds from start to exit and max RSS (MiB) of one process."""
-    started = time.perf_counter()
-    proc = subprocess.Popen(
-        args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=cwd
-    )
-    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
-    proc.stdin.write(stdin)
-    proc.stdin.close()
-    out, err = proc.stdout.read(), proc.stderr.read()
-    _, status, usage = os.wait4(proc.pid, 0)
-    elapsed = (time.perf_counter() - started) * 1000
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    if proc.returncode != 0:
-        raise SystemExit(f"{args} exited {proc.returncode}: {err[-800:]!r} {out[-300:]!r}")
-    return elapsed, usage.ru_maxrss // 1024
+    """Milliseconds from start to exit and max RSS (MiB) of one process.
+
+    The RSS comes from ``/usr/bin/time``: Linux carries a parent's peak RSS into a child it
+    starts (across the exec), so ``wait4`` from this process would report this process's own
+    peak for every child."""
+    with tempfile.NamedTemporaryFile("r", suffix=".rss") as rss:
+        started = time.perf_counter()
+        result = subprocess.run(
+            ["/usr/bin/time", "-f", "%M", "-o", rss.name, *args],
+            input=stdin,
+            capture_output=True,
+            env=env,
+            cwd=cwd,
+            check=False,
+        )
+        elapsed = (time.perf_counter() - started) * 1000
+        if result.returncode != 0:
+            raise SystemExit(f"{args} exited {result.returncode}: {result.stderr[-800:]!r}")
+        return elapsed, int(rss.read().split()[-1]) // 1024
 
 
 def memself(env: dict[str, str], *args: str) -> None:
