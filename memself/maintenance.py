@@ -148,7 +148,7 @@ def run_daily_maintenance(paths: DataPaths, decay_days: int, now: datetime) -> M
 def _maintain(store: MemoryStore, lock: LockHandle, decay_days: int, now: datetime) -> MaintenanceResult:
     paths = store.paths
     decayed = deprecated = clamped = 0
-    changed_groups = []
+    changed_groups: dict[str, bytes] = {}
     session = WriteSession(store, lock)
     groups = {g: session.parsed(g) for g in GROUPS}
     for group, group_file in groups.items():
@@ -178,18 +178,19 @@ def _maintain(store: MemoryStore, lock: LockHandle, decay_days: int, now: dateti
         # Writes change lines in place and append new ones: a file that is not exactly what a
         # full write gives (the original's order, every record complete) is written again here
         # (compaction), off every command's path.
-        if dirty or session.lines(group).data != _render(group_file.memories):
-            changed_groups.append(group)
+        rendered = _render(group_file.memories)
+        if dirty or session.lines(group).data != rendered:
+            changed_groups[group] = rendered
     session.load_trash()
     trash = session.trash_file
     assert trash is not None
     purged = _purge_trash(session, trash, now)
-    for group in changed_groups:
+    for group, rendered in changed_groups.items():
         group_file = groups[group]
         path = paths.group_file(group)
         session.check_still_ours([(path, group_file.stamp)])
         keys = dedupkeys.load(dedupkeys.sidecar_path(paths, group), group_file.stamp)
-        write_atomic(path, _render(group_file.memories))
+        write_atomic(path, rendered)
         _carry_dedup_keys(paths, group, keys)
     return MaintenanceResult(decayed, deprecated, clamped, purged)
 
