@@ -97,8 +97,13 @@ class GroupLines:
         return out
 
 
+# One encoder for every record: ``json.dumps`` with options builds a new one per call, which is
+# a large share of writing a big file.
+RECORD_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+
+
 def render_record(memory: Memory) -> bytes:
-    return json.dumps(memory.to_json(), ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
+    return RECORD_ENCODER.encode(memory.to_json()).encode("utf-8") + b"\n"
 
 
 def _needles(mem_id: str) -> list[bytes]:

@@ -35,7 +35,7 @@ from pathlib import Path
 from memself import confidence, dedupkeys, journal
 from memself.atomic import append_lines
 from memself.errors import InvalidInput, LockLost, MemselfError, NotFound, WriteFailed
-from memself.grouplines import Chunk, GroupLines, render_record
+from memself.grouplines import RECORD_ENCODER, Chunk, GroupLines, render_record
 from memself.lock import DEFAULT_WAIT_S, REWARD_WAIT_S, LockHandle, write_lock
 from memself.logs import log
 from memself.paths import DataPaths
@@ -200,7 +200,7 @@ def parse_trash(data: bytes) -> TrashFile:
 
 
 def render_lines(records: Iterable[dict[str, object]], bad_lines: Iterable[BadLine] = ()) -> bytes:
-    lines = [json.dumps(r, ensure_ascii=False, separators=(",", ":")).encode("utf-8") for r in records]
+    lines = [RECORD_ENCODER.encode(r).encode("utf-8") for r in records]
     lines.extend(b.raw for b in bad_lines)
     return b"".join(line + b"\n" for line in lines)
 
