@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -321,6 +321,15 @@ class CachedReadStore(MemoryStore):
         else:
             self._groups[group] = (stamp, memories)
         return list(memories)
+
+    def _by_ids(self, ids: Iterable[str]) -> dict[str, Memory]:
+        # The parsed versions are at hand: no need to search the files' bytes on every prompt.
+        wanted = set(ids)
+        found: dict[str, Memory] = {}
+        for memory in self.all():
+            if memory.id in wanted:
+                found.setdefault(memory.id, memory)
+        return found
 
 
 def _file_stamp(path: Any) -> tuple[int, int, int] | None:
