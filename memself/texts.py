@@ -570,3 +570,27 @@ def confirm_texts(
         model += [f"题面：{QUESTION}", "选项："]
         model += [f"- {label} → {decision}" for label, decision in popup_options(p, name)]
     return "\n".join(visible), "\n".join(model)
+
+
+def backlog_progress(progress: dict[str, Any]) -> str:
+    """The engine's background encoding as ``engine status`` and ``doctor`` show it: done, total,
+    rate, time left (``Backlog.progress``)."""
+    done, total = int(progress.get("done") or 0), int(progress.get("total") or 0)
+    rate = float(progress.get("rate_per_s") or 0.0)
+    eta = progress.get("eta_s")
+    line = f"已编码 {done}/{total} 条"
+    if rate > 0:
+        line += f"，每秒约 {rate:g} 条"
+    if isinstance(eta, (int, float)):
+        return line + f"，预计还需 {_seconds_text(float(eta))}（已编码的记忆已可召回）"
+    line += "，正在估算剩余时间"
+    return line + "（已编码的记忆已可召回）"
+
+
+def _seconds_text(seconds: float) -> str:
+    whole = int(seconds + 0.5)
+    if whole < 60:
+        return f"{whole} 秒"
+    if whole < 3600:
+        return f"{whole // 60} 分 {whole % 60} 秒"
+    return f"{whole // 3600} 小时 {whole % 3600 // 60} 分"

@@ -17,6 +17,7 @@ from memself.engine.client import (
 )
 from memself.engine.protocol import ERR_NOT_READY, ERR_TIMEOUT, ERR_WARM_UP_FAILED, OP_PING
 from memself.paths import DataPaths
+from memself.texts import backlog_progress
 
 STATE_TEXT = {"ready": "就绪", "loading": "正在加载模型", "failed": "加载失败"}
 NOT_RUNNING = "召回引擎未运行（下次会话开始或提问时会自动启动）"
@@ -63,6 +64,10 @@ def render_status(info: dict, same_code: bool) -> list[str]:
     ]
     if info.get("warm_up_s") is not None:
         lines.append(f"  加载耗时  {info['warm_up_s']} 秒")
+    service = info.get("service")
+    backlog = service.get("backlog") if isinstance(service, dict) else None
+    if isinstance(backlog, dict):
+        lines.append(f"  后台编码  {backlog_progress(backlog)}")
     fallback = info.get("runtime_fallback")
     if isinstance(fallback, dict):
         lines.append(

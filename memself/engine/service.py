@@ -21,6 +21,7 @@ global ones only); without it every memory counts.
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
@@ -37,6 +38,7 @@ from memself.timeutil import parse_iso
 
 if TYPE_CHECKING:
     from memself.encoder import Encoder
+    from memself.engine.backlog import Backlog
     from memself.hook.run import Handler, RewardSink
     from memself.hosts.base import HookEvent, HookReply
     from memself.index.sync import VectorIndex
@@ -47,6 +49,9 @@ if TYPE_CHECKING:
 # Scored once at warm-up (no reward, nothing written): it builds what the first real prompt
 # would otherwise build while the host waits, Chinese runs and identifiers included.
 WARM_UP_PROMPT = "帮我看下 payment-service 的灰度开关配置，上线前要检查什么"
+# At most this many memories without a vector are encoded before a reload returns (a memory just
+# added is searchable at once); more go to the background backlog.
+INLINE_ENCODE = 64
 
 
 def make_service(paths: DataPaths) -> RecallService:
@@ -68,6 +73,10 @@ class RecallService:
         self.pool: RecallPool | None = None  # the indexed memories
         # The reward of the hook just answered, until the engine learns whether it was delivered.
         self._deferred: Callable[[], None] | None = None
+        # Guards what ops read (memories, pool, index): the backlog's thread swaps them too.
+        self._lock = threading.RLock()
+        self._backlog: Backlog | None = None
+        self._store_stamps: tuple[object, ...] = ()
 
     # ----- lifecycle (called by the engine) -----
 
@@ -113,22 +122,93 @@ class RecallService:
         return self.memory_encoder, self.index
 
     def reload(self) -> None:
-        """Re-read memories; encode new or changed ones (a model change re-encodes everything)."""
+        """Re-read memories; encode a few new or changed ones now and hand a larger number (a
+        model change re-encodes everything) to the backlog, serving the encoded ones meanwhile."""
         from memself.recall.pool import indexed_pool
 
-        config = load_config(self.paths)
-        if config.model != self.model or self.memory_encoder is None or self.index is None:
-            memory_encoder, index = self._load_model(config)
-        else:
-            memory_encoder, index = self.memory_encoder, self.index
-        memories = self.store.all()
-        self.memories = {m.id: m for m in memories}
-        result = index.sync(memories, memory_encoder)
-        if result.failed:
-            log(self.paths, "index-encode-failed", count=len(result.failed))
-        # Matched once per reload: memories and index rows change nowhere else, and matching them
-        # is a Python loop over every memory that prompts need not pay.
-        self.pool = indexed_pool(list(self.memories.values()), index)
+        with self._lock:
+            config = load_config(self.paths)
+            stamps = self._stamps()
+            if (
+                config.model == self.model
+                and self.index is not None
+                and stamps == self._store_stamps
+                and self._index_current(self.index)
+            ):
+                return  # only the backlog's own index write changed: it publishes that itself
+            if config.model != self.model or self.memory_encoder is None or self.index is None:
+                memory_encoder, index = self._load_model(config)
+            else:
+                memory_encoder, index = self.memory_encoder, self.index
+            memories = self.store.all()
+            self.memories = {m.id: m for m in memories}
+            self._store_stamps = stamps
+            backlog = self._backlog_of()
+            with backlog.write_lock:
+                plan = index.plan(memories, memory_encoder)
+                busy = backlog.known()
+                new = [item for item in plan.todo if item[0] not in busy]
+                inline = new if len(new) <= INLINE_ENCODE else []
+                fresh = index.encode(inline, memory_encoder, plan.result) if inline else {}
+                result = index.commit(plan, memory_encoder, fresh)
+                backlog.assign(plan, memory_encoder, leave_out={item[0] for item in inline})
+            if result.failed:
+                log(self.paths, "index-encode-failed", count=len(result.failed))
+            if len(plan.todo) > len(inline):
+                log(self.paths, "index-backlog", count=len(plan.todo) - len(inline), indexed=len(index))
+            # Matched once per reload: memories and index rows change nowhere else, and matching
+            # them is a Python loop over every memory that prompts need not pay.
+            self.pool = indexed_pool(list(self.memories.values()), index)
+
+    def _stamps(self) -> tuple[object, ...]:
+        return tuple(_file_stamp(self.paths.group_file(group)) for group in GROUPS)
+
+    def _index_current(self, index: VectorIndex) -> bool:
+        """Whether the index on disk is the one loaded, or the backlog's latest (on its way)."""
+        from memself.index.files import header_generation
+
+        disk = header_generation(index.directory)
+        return bool(disk) and disk in (index.generation, self._backlog_of().last_written)
+
+    def _backlog_of(self) -> Backlog:
+        from memself.engine.backlog import Backlog
+
+        if self._backlog is None:
+            self._backlog = Backlog(self.paths, self._publish)
+        return self._backlog
+
+    def _publish(self, writer: VectorIndex) -> None:
+        """Serve the rows the backlog just wrote (on the backlog's thread): the pool is rebuilt
+        and scored once off the request path, then swapped in between requests."""
+        from memself.index.files import header_generation
+        from memself.recall.pool import indexed_pool
+
+        with self._lock:
+            memories, encoder = self.memories, self.memory_encoder
+        if encoder is None or writer.model_id != encoder.model_id:
+            return
+        pool = indexed_pool(list(memories.values()), writer)  # the writer is this thread's own
+        with self._lock:
+            index = self.index
+            if index is None or memories is not self.memories or encoder is not self.memory_encoder:
+                return  # reloaded meanwhile: that reload built its own pool
+            if header_generation(index.directory) != writer.generation:
+                return  # written over since (a reload or another process): the next reload reads it
+            index.adopt(writer)
+            self.pool = pool
+            self._prime_pool()
+
+    def _prime_pool(self) -> None:
+        """Build the new pool's lexical postings and row norms now, not on the next prompt."""
+        if self.recaller is None or self.pool is None or self.index is None:
+            return
+        index = self.index
+        self.recaller.score(WARM_UP_PROMPT, self.pool, index.matrix, matrix_key=index.generation)
+
+    def close(self) -> None:
+        """Stop the backlog's thread (what it has not written is encoded again next time)."""
+        if self._backlog is not None:
+            self._backlog.close()
 
     def _loaded(self) -> tuple[Recaller, RecallPool, VectorIndex]:
         """What every op scores with, which warm_up loads before the engine sends any op."""
@@ -140,7 +220,11 @@ class RecallService:
         from memself.model.runtime import heavy_modules_loaded
 
         prepared = getattr(self.encoder, "prepared", None)
+        backlog = self._backlog.progress() if self._backlog is not None else None
         return {
+            # Memories still waiting for a vector, encoded in the background: done, total,
+            # rate_per_s, eta_s (None when there are none).
+            "backlog": backlog,
             "model": self.model,
             "memories": len(self.memories),
             "indexed": len(self.index) if self.index is not None else 0,
@@ -153,6 +237,11 @@ class RecallService:
     # ----- ops -----
 
     def handle(self, op: str, payload: dict[str, Any]) -> dict[str, Any]:
+        """One op; the backlog starts no chunk until it is answered."""
+        with self._backlog_of().serving(), self._lock:
+            return self._handle(op, payload)
+
+    def _handle(self, op: str, payload: dict[str, Any]) -> dict[str, Any]:
         text, workspace = str(payload.get("text", "")), _workspace(payload)
         if op == OP_RECALL:
             return self.recall(text, _now(payload), workspace)

@@ -71,6 +71,9 @@ class HasText(Protocol):
     def text(self) -> str: ...
 
 
+Vectors = dict[str, tuple["np.ndarray", bytes]]  # row id -> (vector, hash of the text it encodes)
+
+
 @dataclass
 class SyncResult:
     """What one sync or rebuild did; ``failed`` ids stay unindexed until a later sync."""
@@ -82,6 +85,20 @@ class SyncResult:
     rebuilt_reason: str = ""  # why the whole index was re-encoded ("", "model", "corrupt", ...)
     backup: Path | None = None
     written: bool = False
+
+
+@dataclass
+class SyncPlan:
+    """What ``VectorIndex.plan`` found: the rows wanted (id -> (text, hash)), the ones to encode
+    (id, text, hash; shortest text first), the original's vectors to import and the loaded
+    generation whose rows are kept (none when another model made it)."""
+
+    wanted: dict[str, tuple[str, bytes]]
+    todo: list[tuple[str, str, bytes]]
+    legacy: Vectors
+    states: list[IndexState]
+    result: SyncResult
+    current: bool = False  # the index already holds exactly ``wanted``
 
 
 class VectorIndex:
@@ -168,13 +185,23 @@ class VectorIndex:
     ) -> SyncResult:
         """Make the index hold exactly ``memories`` (pass every memory of both groups); see the
         module doc. Writes nothing when the index already matches."""
+        plan = self.plan(memories, encoder)
+        if plan.current:
+            return plan.result  # the common case: nothing to do, no lock, no write
+        fresh = self._encode(plan.todo, encoder, plan.result, progress)
+        return self._commit(
+            plan.wanted, [fresh, plan.legacy], plan.states, encoder, plan.result, backup_stamp=None
+        )
+
+    def plan(self, memories: Iterable[HasText], encoder: Encoder) -> SyncPlan:
+        """What a sync to ``memories`` has to encode, without encoding or writing anything."""
         wanted = _wanted(memories, wants_views(encoder))
         result = SyncResult()
         self.reload_if_changed()
         base = self._state
         usable = base.matches(encoder.model_id, encoder.dim)
         if usable and len(base) == len(wanted) and not base.stale(wanted):
-            return result  # the common case: nothing to do, no lock, no write
+            return SyncPlan(wanted, [], {}, [base], result, current=True)
         if self.problem:
             result.rebuilt_reason = "corrupt"
             log(self._paths, "index.corrupt", reason=self.problem)
@@ -186,10 +213,35 @@ class VectorIndex:
             legacy = self._legacy_rows(wanted, encoder, result)
         stale = base.stale(wanted) if usable else list(wanted)
         todo = [(mid, wanted[mid][0], wanted[mid][1]) for mid in stale if mid not in legacy]
-        fresh = self._encode(todo, encoder, result, progress)
-        return self._commit(
-            wanted, [fresh, legacy], [base] if usable else [], encoder, result, backup_stamp=None
-        )
+        # Texts of similar length go together: a batch is padded to its longest.
+        todo.sort(key=lambda item: len(item[1]))
+        return SyncPlan(wanted, todo, legacy, [base] if usable else [], result)
+
+    def commit(self, plan: SyncPlan, encoder: Encoder, fresh: Vectors | None = None) -> SyncResult:
+        """Write what ``plan`` needs no (more) encoding for: removed rows dropped, the original's
+        vectors imported, another model's rows cleared, and ``fresh`` vectors of some of its
+        ``todo`` added; the rest of ``todo`` is left for ``add_encoded``."""
+        if plan.current:
+            return plan.result
+        plan.result.encoded = len(fresh or {})
+        loose = [fresh or {}, plan.legacy]
+        return self._commit(plan.wanted, loose, plan.states, encoder, plan.result, backup_stamp=None)
+
+    def encode(self, todo: list[tuple[str, str, bytes]], encoder: Encoder, result: SyncResult) -> Vectors:
+        """Vectors of ``todo`` items (id, text, hash), batched; failures land in ``result.failed``."""
+        return self._encode(todo, encoder, result)
+
+    def add_encoded(
+        self, wanted: dict[str, tuple[str, bytes]], fresh: Vectors, encoder: Encoder
+    ) -> SyncResult:
+        """Merge ``fresh`` vectors into the index on disk, keeping only rows of ``wanted`` (the
+        memories now); each call is one crash-safe generation switch."""
+        result = SyncResult(encoded=len(fresh))
+        return self._commit(wanted, [fresh], [], encoder, result, backup_stamp=None)
+
+    def adopt(self, other: VectorIndex) -> None:
+        """Take the generation another ``VectorIndex`` of this directory loaded or wrote."""
+        self._set(other._state)
 
     def rebuild(
         self,
@@ -221,7 +273,7 @@ class VectorIndex:
 
         Texts of similar length go together (sorted by length): a batch is padded to its longest.
         """
-        fresh: dict[str, tuple[np.ndarray, bytes]] = {}
+        fresh: Vectors = {}
         streak = 0  # consecutive single-text failures: the encoder itself is broken
         todo = sorted(todo, key=lambda item: len(item[1]))
         for start in range(0, len(todo), _BATCH):

@@ -19,6 +19,7 @@ from memself.installers import INSTALLERS
 from memself.installers.base import InstallContext, default_skill_source
 from memself.installers.claude_cli import find_claude
 from memself.paths import DataPaths
+from memself.texts import backlog_progress
 
 if TYPE_CHECKING:
     from memself.records import Memory
@@ -305,6 +306,10 @@ def check_engine(paths: DataPaths, wait_s: float = _ENGINE_WAIT_S) -> Check:
     started = "本次检查启动了它，" if spawns else ""
     detail = f"运行中（{started}pid {status.get('pid')}，{status.get('transport', '')}"
     detail += f"，预热 {warm:.1f} 秒）" if isinstance(warm, (int, float)) else "）"
+    service = status.get("service")
+    backlog = service.get("backlog") if isinstance(service, dict) else None
+    if isinstance(backlog, dict):
+        detail += f"；后台编码：{backlog_progress(backlog)}"
     return Check("召回进程", True, detail)
 
 
