@@ -36,6 +36,7 @@ class EngineService(Protocol):
       ``reload`` may also follow the service's own writes (an index it saved), so it should be
       incremental (content hashes) rather than start from scratch.
     - Optional: ``describe() -> dict`` adds service details to the ``status`` op;
+      ``progress() -> dict`` (lock-free) the part of them still told while a request holds the lock;
       ``watched_paths() -> list[Path]`` replaces the default watched files; ``close()`` runs
       when the engine exits.
     """

@@ -628,9 +628,9 @@ class EngineServer:
         describe = getattr(self._service, "describe", None)
         if not callable(describe) or self._state != STATE_READY:
             return {}
-        # Never make status wait behind a long request.
+        # Never make status wait behind a long request; what needs no lock is still told.
         if not self._service_lock.acquire(timeout=0.05):
-            return {"busy": True}
+            return {"busy": True, **self._service_progress()}
         try:
             result = describe()
             return result if isinstance(result, dict) else {}
@@ -638,6 +638,16 @@ class EngineServer:
             return {}
         finally:
             self._service_lock.release()
+
+    def _service_progress(self) -> dict[str, Any]:
+        progress = getattr(self._service, "progress", None)
+        if not callable(progress):
+            return {}
+        try:
+            result = progress()
+            return result if isinstance(result, dict) else {}
+        except Exception:
+            return {}
 
 
 def _send(conn: socket.socket, response: dict[str, Any], timeout: float = _WRITE_TIMEOUT_S) -> bool:

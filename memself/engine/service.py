@@ -220,11 +220,8 @@ class RecallService:
         from memself.model.runtime import heavy_modules_loaded
 
         prepared = getattr(self.encoder, "prepared", None)
-        backlog = self._backlog.progress() if self._backlog is not None else None
         return {
-            # Memories still waiting for a vector, encoded in the background: done, total,
-            # rate_per_s, eta_s (None when there are none).
-            "backlog": backlog,
+            **self.progress(),
             "model": self.model,
             "memories": len(self.memories),
             "indexed": len(self.index) if self.index is not None else 0,
@@ -233,6 +230,12 @@ class RecallService:
             # What the runtime must never load (torch and friends); a test asserts it is empty.
             "heavy_modules": heavy_modules_loaded(),
         }
+
+    def progress(self) -> dict[str, Any]:
+        """Lock-free: ``backlog``, the memories still waiting for a vector, encoded in the
+        background (done, total, rate_per_s, eta_s), or None when there are none."""
+        backlog = self._backlog
+        return {"backlog": backlog.progress() if backlog is not None else None}
 
     # ----- ops -----
 
