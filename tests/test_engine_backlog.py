@@ -161,3 +161,28 @@ def test_progress_counts_rate_and_time_left_on_the_given_clock(paths, published)
     wait_idle(backlog)
     backlog.close()
     assert len(read_state(paths.index_dir, mmap=False)) == 20
+
+
+def test_rows_of_a_failed_write_are_kept_and_written_by_a_later_one(paths, published, monkeypatch) -> None:
+    """A full disk fails a write: its rows stay in hand and land with a later write, with no
+    reload of the memories needed."""
+    encoder = FakeEncoder()
+    index = VectorIndex.for_paths(paths)
+    mems = memories(24)
+    failures = []
+    real = VectorIndex.add_encoded
+
+    def full_disk_once(self, wanted, fresh, enc):
+        if not failures:
+            failures.append(len(fresh))
+            raise OSError(28, "No space left on device")
+        return real(self, wanted, fresh, enc)
+
+    monkeypatch.setattr(VectorIndex, "add_encoded", full_disk_once)
+    backlog = start(paths, published, chunk=4, min_interval_s=0.05)
+    backlog.assign(index.plan(mems, encoder), encoder, leave_out=set())
+    wait_idle(backlog)
+    backlog.close()
+    assert failures and failures[0] > 0
+    assert sorted(read_state(paths.index_dir, mmap=False).id_list()) == [m.id for m in mems]
+    assert "index-backlog-write-failed" in paths.log_file.read_text()

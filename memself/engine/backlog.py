@@ -36,6 +36,7 @@ MIN_WRITE_INTERVAL_S = 2.0
 _WRITE_COST_FACTOR = 10.0
 
 Item = tuple[str, str, bytes]  # row id, text, text hash
+_WRITTEN, _STALE, _FAILED = "written", "stale", "failed"
 
 
 class Backlog:
@@ -195,31 +196,39 @@ class Backlog:
                     self.failed += len(result.failed)
             if pending and (not more or self._clock() - last_write >= interval):
                 began = self._clock()
-                if self._write(writer, pending, pending_encoder):
+                outcome = self._write(writer, pending, pending_encoder)
+                last_write = self._clock()
+                if outcome == _FAILED:
+                    # Kept for the next try (a full disk may clear); until then nothing is lost
+                    # but time, and the loop must not spin on a disk that stays full.
+                    with self._cond:
+                        self._cond.wait(self._min_interval_s)
+                    continue
+                if outcome == _WRITTEN:
                     try:
                         self._publish(writer)
                     except Exception as exc:  # the rows are on disk; the next reload serves them
                         log(self._paths, "index-backlog-publish-failed", error=type(exc).__name__)
                 pending = {}
-                last_write = self._clock()
                 interval = max(self._min_interval_s, _WRITE_COST_FACTOR * (last_write - began))
                 with self._cond:
                     self._known = {item[0] for item in self._queue}
                     self._busy = bool(self._queue)
 
-    def _write(self, writer: VectorIndex, pending: Vectors, encoder: Encoder | None) -> bool:
-        """Write ``pending`` into the index with the rows the service wants now; False when they
-        belong to a replaced model or the write failed (they are encoded again later)."""
+    def _write(self, writer: VectorIndex, pending: Vectors, encoder: Encoder | None) -> str:
+        """Write ``pending`` into the index with the rows the service wants now: ``_WRITTEN``;
+        ``_STALE`` when they belong to a replaced model (dropped); ``_FAILED`` when the write
+        failed (kept for another try)."""
         with self.write_lock:
             with self._cond:
                 wanted, current = self._wanted, self._encoder
             if encoder is None or encoder is not current:
-                return False
+                return _STALE
             try:
                 result = writer.add_encoded(wanted, pending, encoder)
             except Exception as exc:  # a full disk or a stuck lock must not end the engine
                 log(self._paths, "index-backlog-write-failed", error=type(exc).__name__)
-                return False
+                return _FAILED
             if result.written:
                 self.last_written = writer.generation
-            return True
+            return _WRITTEN
