@@ -186,3 +186,18 @@ def test_rows_of_a_failed_write_are_kept_and_written_by_a_later_one(paths, publi
     assert failures and failures[0] > 0
     assert sorted(read_state(paths.index_dir, mmap=False).id_list()) == [m.id for m in mems]
     assert "index-backlog-write-failed" in paths.log_file.read_text()
+
+
+def test_a_plan_that_only_adds_rows_writes_nothing_until_they_are_encoded(paths) -> None:
+    """A reload during a backlog (the store changed) must not rewrite the whole index for
+    nothing; a deleted memory's row is dropped at once."""
+    encoder = FakeEncoder()
+    index = VectorIndex.for_paths(paths)
+    mems = memories(10)
+    index.sync(mems[:6], encoder)
+    generation = index.generation
+    assert not index.commit(index.plan(mems, encoder), encoder).written
+    assert index.generation == generation
+    dropped = index.commit(index.plan(mems[1:], encoder), encoder)
+    assert dropped.written and dropped.removed == 1 and index.generation != generation
+    assert sorted(index.ids) == [m.id for m in mems[1:6]]

@@ -99,6 +99,9 @@ class SyncPlan:
     states: list[IndexState]
     result: SyncResult
     current: bool = False  # the index already holds exactly ``wanted``
+    # Something changes without encoding (rows dropped, the original's vectors, another model's
+    # or a corrupt index replaced): ``commit`` writes even with no fresh vectors.
+    known_changes: bool = True
 
 
 class VectorIndex:
@@ -215,14 +218,17 @@ class VectorIndex:
         todo = [(mid, wanted[mid][0], wanted[mid][1]) for mid in stale if mid not in legacy]
         # Texts of similar length go together: a batch is padded to its longest.
         todo.sort(key=lambda item: len(item[1]))
-        return SyncPlan(wanted, todo, legacy, [base] if usable else [], result)
+        dropped = not usable or any(mid not in wanted for mid in base.id_list())
+        return SyncPlan(
+            wanted, todo, legacy, [base] if usable else [], result, known_changes=dropped or bool(legacy)
+        )
 
     def commit(self, plan: SyncPlan, encoder: Encoder, fresh: Vectors | None = None) -> SyncResult:
         """Write what ``plan`` needs no (more) encoding for: removed rows dropped, the original's
         vectors imported, another model's rows cleared, and ``fresh`` vectors of some of its
         ``todo`` added; the rest of ``todo`` is left for ``add_encoded``."""
-        if plan.current:
-            return plan.result
+        if plan.current or (not fresh and not plan.known_changes):
+            return plan.result  # only rows still to encode: nothing to write yet
         plan.result.encoded = len(fresh or {})
         loose = [fresh or {}, plan.legacy]
         return self._commit(plan.wanted, loose, plan.states, encoder, plan.result, backup_stamp=None)
