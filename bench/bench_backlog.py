@@ -1,0 +1,167 @@
+"""Benchmark: an engine meeting a large store with no vectors (first start, model change, a store
+brought over from the original), on the real offline model.
+
+    .venv/bin/python bench/bench_backlog.py [--count 30000] [--prompts 20]
+
+Writes ``--count`` distinct synthetic project facts into a temporary data directory (no index),
+starts a real engine process (``python -m memself.engine serve``) and measures:
+
+- ready: from spawning the engine until its ping says ready (model loaded, the store read, the
+  encoded memories served);
+- fully searchable: until ``status`` reports no backlog and every memory indexed;
+- the prompt hook (``hooks/entry.py`` as a host runs it) during the backlog and after it, wall
+  time per run, and how many of the prompt's own facts it recalled.
+
+The model cache is ``$MEMSELF_MODEL_CACHE`` or ``<repo>/.cache/models``. Prints a markdown table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from memself.engine.client import engine_status, stop_engine  # noqa: E402
+from memself.paths import DataPaths  # noqa: E402
+
+ENTRY = REPO / "memself" / "hooks" / "entry.py"
+SERVICES = ["支付", "订单", "库存", "用户中心", "消息推送", "风控", "结算", "搜索", "推荐", "网关"]
+THINGS = ["灰度开关", "超时时间", "重试次数", "连接池", "缓存过期时间", "限流阈值", "日志级别", "告警阈值"]
+PLACES = ["配置中心", "环境变量", "部署脚本", "Helm values", "README", "运维手册"]
+# A prompt about one fact, shorter than the synthetic ones: the backlog encodes the shortest texts
+# first, so it is served early, long before the whole store is searchable.
+PROMPT = "支付页新流程的灰度开关叫什么"
+FACT = "支付灰度开关是 pay_new_flow"
+
+
+def synthetic_facts(count: int) -> list[str]:
+    """``count`` distinct facts of varied wording and length."""
+    out = []
+    for i in range(count):
+        service = SERVICES[i % len(SERVICES)]
+        thing = THINGS[(i // len(SERVICES)) % len(THINGS)]
+        place = PLACES[(i // 7) % len(PLACES)]
+        tail = "，改动前要在群里通知值班同学" * (i % 3)
+        out.append(f"{service}服务第 {i} 号集群的{thing}写在{place}里，当前取值 {i % 97}{tail}")
+    return out
+
+
+def write_store(paths: DataPaths, texts: list[str]) -> None:
+    paths.ensure()
+    stamp = "2026-11-01T08:00:00.000Z"
+    with open(paths.group_file("project"), "w", encoding="utf-8") as handle:
+        for i, text in enumerate(texts):
+            record = {
+                "id": f"bench{i:06d}",
+                "text": text,
+                "confidence": 0.7,
+                "category": "project",
+                "evidence": "",
+                "firstSeen": stamp,
+                "lastSeen": stamp,
+                "deprecated": False,
+                "createdAt": stamp,
+            }
+            handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+    (paths.root / "config.json").write_text(json.dumps({"model": "multilingual-e5-small"}), "utf-8")
+
+
+def hook_once(env: dict[str, str], cwd: Path) -> tuple[float, str]:
+    payload = {
+        "hook_event_name": "UserPromptSubmit",
+        "session_id": "bench",
+        "prompt": PROMPT,
+        "cwd": str(cwd),
+    }
+    began = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-I", "-S", str(ENTRY), "--agent", "claude"],
+        input=json.dumps(payload).encode(),
+        capture_output=True,
+        env=env,
+        timeout=60,
+    )
+    return time.perf_counter() - began, done.stdout.decode("utf-8", "replace")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--count", type=int, default=30000)
+    parser.add_argument("--prompts", type=int, default=20)
+    args = parser.parse_args()
+    cache = os.environ.get("MEMSELF_MODEL_CACHE") or str(REPO / ".cache" / "models")
+    with tempfile.TemporaryDirectory() as tmp:
+        home = Path(tmp)
+        root = home / ".memory-self-evolution"
+        env = {**os.environ, "HOME": str(home), "MEMSELF_MODEL_CACHE": cache, "MEMSELF_JUDGE": "off"}
+        env.pop("MEMSELF_ENGINE_SERVICE", None)
+        os.environ.update({"HOME": str(home), "MEMSELF_MODEL_CACHE": cache})
+        paths = DataPaths(root)
+        write_store(paths, [FACT, *synthetic_facts(args.count - 1)])
+        began = time.perf_counter()
+        engine = subprocess.Popen(
+            [sys.executable, "-m", "memself.engine", "serve", "--data-dir", str(root), "--idle-minutes", "9"],
+            env=env,
+            cwd=str(REPO),
+        )
+        try:
+            status = None
+            while not (status and status.get("ready")):
+                time.sleep(0.02)
+                status = engine_status(paths, 1.0)
+            ready = time.perf_counter() - began
+            during: list[float] = []
+            found_during = 0
+            progress: list[str] = []
+            while True:
+                status = engine_status(paths, 5.0) or {}
+                service = status.get("service") or {}
+                backlog = service.get("backlog")
+                if backlog is None and not service.get("busy") and service.get("indexed") == args.count:
+                    break
+                if backlog and len(progress) < 3:
+                    progress.append(f"{backlog['done']}/{backlog['total']} at {backlog['rate_per_s']}/s")
+                if len(during) < args.prompts:
+                    took, out = hook_once(env, home)
+                    during.append(took)
+                    found_during += "pay_new_flow" in out
+                time.sleep(0.5)
+            searchable = time.perf_counter() - began
+            after = []
+            found_after = 0
+            for _ in range(args.prompts):
+                took, out = hook_once(env, home)
+                after.append(took)
+                found_after += "pay_new_flow" in out
+        finally:
+            stop_engine(paths)
+            engine.wait(30)
+
+    def ms(values: list[float]) -> str:
+        if not values:
+            return "-"
+        return f"{statistics.median(values) * 1000:.0f} ms (max {max(values) * 1000:.0f})"
+
+    print(f"| {args.count} unencoded memories, multilingual-e5-small, {os.cpu_count()} cores | |")
+    print("|---|---|")
+    print(f"| engine ready | {ready:.2f} s |")
+    print(f"| fully searchable | {searchable:.1f} s ({args.count / max(searchable - ready, 1e-9):.0f}/s) |")
+    print(f"| prompt hook during the backlog (median, {len(during)} runs) | {ms(during)} |")
+    print(f"| the prompt's fact recalled during the backlog | {found_during}/{len(during)} |")
+    print(f"| prompt hook after it (median, {len(after)} runs) | {ms(after)} |")
+    print(f"| the prompt's fact recalled after it | {found_after}/{len(after)} |")
+    print(f"| progress seen | {'; '.join(progress)} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
