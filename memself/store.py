@@ -298,6 +298,14 @@ class WriteSession:
             out += [lines.located[i].memory for i in lines.changed]
         return out
 
+    def changed_in_place(self, group: str) -> list[Memory] | None:
+        """The memories whose lines this session rewrote in place, when that is all it did to the
+        group file (no line added or removed); None otherwise."""
+        lines = self._lines.get(group)
+        if lines is None or lines.removed or lines.appended or self.appends.get(group):
+            return None
+        return [lines.located[i].memory for i in lines.changed]
+
     def only_appends(self, group: str) -> bool:
         return group not in self._lines or not self._lines[group].dirty
 
@@ -419,8 +427,13 @@ class MemoryStore:
                 session = WriteSession(self, lock)
                 yield session
                 self._commit(session, now)
+                self._committed(session)
         except OSError as exc:
             raise WriteFailed(f"写入记忆失败，原文件保持不变：{exc.strerror or exc}") from exc
+
+    def _committed(self, session: WriteSession) -> None:
+        """Called under the lock right after a write: a reader that caches what it parsed can
+        bring itself up to date here (``memself.engine.service.CachedReadStore``)."""
 
     def _commit(self, session: WriteSession, now: datetime) -> None:
         changed = session.changed_groups()

@@ -33,7 +33,7 @@ from memself.errors import InvalidInput
 from memself.logs import log
 from memself.paths import DataPaths
 from memself.records import GROUPS, Memory
-from memself.store import MemoryStore
+from memself.store import MemoryStore, WriteSession
 from memself.timeutil import parse_iso
 
 if TYPE_CHECKING:
@@ -77,6 +77,7 @@ class RecallService:
         self._lock = threading.RLock()
         self._backlog: Backlog | None = None
         self._store_stamps: tuple[object, ...] = ()
+        self.store.on_patched = self._own_write
 
     # ----- lifecycle (called by the engine) -----
 
@@ -159,6 +160,16 @@ class RecallService:
             # Matched once per reload: memories and index rows change nowhere else, and matching
             # them is a Python loop over every memory that prompts need not pay.
             self.pool = indexed_pool(list(self.memories.values()), index)
+
+    def _own_write(self, group: str, before: object, after: object) -> None:
+        """A write of this engine's (a recall reward) changed only fields recall does not score,
+        and the cached memories already carry it: the version read at the last reload moves on,
+        so the next prompt does not re-read and re-match every memory."""
+        stamps = list(self._store_stamps)
+        index = GROUPS.index(group)
+        if len(stamps) == len(GROUPS) and stamps[index] == before:
+            stamps[index] = after
+            self._store_stamps = tuple(stamps)
 
     def _stamps(self) -> tuple[object, ...]:
         return tuple(_file_stamp(self.paths.group_file(group)) for group in GROUPS)
@@ -399,6 +410,33 @@ class CachedReadStore(MemoryStore):
     def __init__(self, paths: DataPaths) -> None:
         super().__init__(paths)
         self._groups: dict[str, tuple[tuple[int, int, int], list[Memory]]] = {}
+        # Told (group, version before, version after) when a write of this process was applied to
+        # the cached memories instead of dropping them.
+        self.on_patched: Callable[[str, object, object], None] | None = None
+
+    def _committed(self, session: WriteSession) -> None:
+        """Under the write lock, right after a write of this process: when it only rewrote lines
+        of a group cached at the version the write started from, and changed nothing recall
+        scores or filters on (text, requests, group, workspace, whether active), the new field
+        values are copied onto the cached memories, which stay current; otherwise the group's
+        cache is dropped and re-read on next use."""
+        for group in session.changed_groups():
+            cached = self._groups.pop(group, None)
+            changed = session.changed_in_place(group)
+            before = _as_cache_stamp(session.stamp(group))
+            after = _file_stamp(self.paths.group_file(group))
+            if cached is None or changed is None or before is None or after is None or cached[0] != before:
+                continue
+            by_id = {m.id: m for m in cached[1]}
+            pairs = [(by_id.get(m.id), m) for m in changed]
+            if not all(old is not None and _same_for_recall(old, new) for old, new in pairs):
+                continue
+            for old, new in pairs:
+                assert old is not None
+                vars(old).update(vars(new))
+            self._groups[group] = (after, cached[1])
+            if self.on_patched is not None:
+                self.on_patched(group, before, after)
 
     def read_group(self, group: str) -> list[Memory]:
         stamp = _file_stamp(self.paths.group_file(group))
@@ -422,6 +460,21 @@ class CachedReadStore(MemoryStore):
             if memory.id in wanted:
                 found.setdefault(memory.id, memory)
         return found
+
+
+def _same_for_recall(old: Memory, new: Memory) -> bool:
+    return (old.text, old.appliesWhen, old.category, old.workspace, old.active) == (
+        new.text,
+        new.appliesWhen,
+        new.category,
+        new.workspace,
+        new.active,
+    )
+
+
+def _as_cache_stamp(stamp: tuple[int, int, int] | None) -> tuple[int, int, int] | None:
+    """The journal's (inode, mtime ns, size) as this cache's (mtime ns, size, inode)."""
+    return None if stamp is None else (stamp[1], stamp[2], stamp[0])
 
 
 def _file_stamp(path: Any) -> tuple[int, int, int] | None:
