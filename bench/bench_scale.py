@@ -8,17 +8,22 @@ Rows:
 - ``project add`` / ``rule add``: a new memory (an append); ``delete`` / ``restore`` of one memory;
 - ``project add, first after an outside change``: one sample, the add that rebuilds the duplicate
   sidecar after another program (the original) wrote the file;
-- ``list``: the default view;
+- ``list``: the default view, right after a write (a ``restore``: the group file was just
+  rewritten, so anything cached of it is stale); ``list, nothing changed``: a second ``list`` at once;
 - ``daily maintenance``: the detached run a session start starts (``python -m memself.maintenance``),
   decay state removed before each sample so it does the day's work;
 - ``session start, engine cold`` and ``..., first of the day`` (maintenance due): the hook with no
   engine running (it starts one, stopped again after each sample);
-- ``engine ready``, ``session start, warm engine``, ``prompt hook, warm engine``: only where the
-  store is encoded, i.e. sizes up to ``--encode-max`` (encoding 100k memories takes a long time on
-  a small machine); the table says which rows were skipped.
+- ``engine ready``, ``session start, warm engine``, ``prompt hook, warm engine``: with every memory
+  indexed (the engine waited for until its status shows no backlog, then checked to have answered
+  the prompt hook itself). Up to ``--encode-max`` memories the engine encodes them with the model;
+  above it (encoding 100k memories takes a long time on a small machine) these rows are skipped,
+  or with ``--synthetic-vectors`` measured on an index of random unit vectors written through
+  ``memself.index`` under the engine's own model key, so the engine has nothing to encode.
+  Scoring time does not depend on the vectors' values; the table's notes say which sizes used them.
 
     TMPDIR=/dev/shm .venv/bin/python bench/bench_scale.py [--sizes 1000,10000,100000] [--runs 5] \
-        [--encode-max 10000]
+        [--encode-max 10000] [--synthetic-vectors]
 
 Uses temporary data directories with the offline model (multilingual-e5-small) and the shared
 model cache (``MEMSELF_MODEL_CACHE``, default ``<repo>/.cache/models``); nothing of the user's.
@@ -37,13 +42,16 @@ import tempfile
 import time
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
 
 from bench.bench_hooks import synthetic_memories  # noqa: E402
+from memself.engine.client import engine_status  # noqa: E402
 from memself.hooks.command import hook_command  # noqa: E402
 from memself.hosts.base import EventKind  # noqa: E402
+from memself.paths import DataPaths  # noqa: E402
 from memself.records import Memory, sort_memories  # noqa: E402
 from memself.store import render_lines  # noqa: E402
 from memself.timeutil import iso  # noqa: E402
@@ -70,6 +78,70 @@ def generate(home: Path, count: int) -> list[str]:
         if group == "project":
             project_ids = [m.id for m in memories]
     return project_ids
+
+
+class RandomVectors:
+    """Stands in for the engine's memory-side encoder when writing the index: the same model key,
+    dimension and appliesWhen views (so the rows are the ones the engine looks for), random unit
+    vectors instead of encodings."""
+
+    def __init__(self, side: Any, seed: int) -> None:
+        import numpy as np
+
+        self.model_id, self.dim, self.views = side.model_id, side.dim, side.views
+        self._rng = np.random.default_rng(seed)
+
+    def encode_passages(self, texts: list[str]) -> Any:
+        vectors = self._rng.standard_normal((len(texts), self.dim)).astype("float32")
+        return vectors / ((vectors**2).sum(axis=1, keepdims=True) ** 0.5)
+
+    encode_queries = encode_passages
+
+
+def write_synthetic_index(home: Path, cache: Path) -> int:
+    """Index every memory of ``home`` as the engine would, with random vectors; returns the rows
+    written. The model is loaded only for its key and dimension."""
+    from memself.config import load_config
+    from memself.encoder import load_encoder
+    from memself.index.sync import VectorIndex
+    from memself.recall.memory_side import memory_side
+    from memself.store import MemoryStore
+
+    paths = DataPaths(home)
+    side = memory_side(load_encoder(load_config(paths).model, cache_dir=cache))
+    index = VectorIndex.for_paths(paths)
+    result = index.sync(MemoryStore(paths).all(), RandomVectors(side, seed=len(index)))
+    if result.failed:
+        raise SystemExit(f"synthetic index: {len(result.failed)} rows failed")
+    return len(index)
+
+
+def wait_fully_indexed(home: Path, timeout_s: float) -> dict[str, Any]:
+    """The engine's status once nothing is left to encode (no backlog, every memory indexed)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        service = (engine_status(DataPaths(home), 5.0) or {}).get("service") or {}
+        if (
+            service.get("backlog") is None
+            and not service.get("busy")
+            and service.get("memories")
+            and service.get("indexed", 0) >= service["memories"]
+        ):
+            return service
+        if time.monotonic() > deadline:
+            raise SystemExit(f"engine still encoding after {timeout_s:.0f} s: {service}")
+        time.sleep(0.5)
+
+
+def last_hook_note(home: Path) -> str:
+    """The note of the last ``hook-run`` line of the data directory's log ("engine": the engine
+    answered the hook)."""
+    lines = [
+        line for line in DataPaths(home).log_file.read_text("utf-8").splitlines() if " hook-run " in line
+    ]
+    if not lines:
+        return ""
+    return str(json.loads(lines[-1].split(" hook-run ", 1)[1]).get("note", ""))
 
 
 def run(
@@ -119,8 +191,10 @@ def payload(kind: str, cwd: Path) -> bytes:
 
 
 def measure(
-    count: int, runs: int, encode: bool, work: Path
+    count: int, runs: int, vectors: str, work: Path
 ) -> tuple[dict[str, tuple[float, int]], list[str]]:
+    """``vectors``: "model" (the engine encodes the store), "synthetic" (random vectors written
+    before the engine rows) or "" (the engine rows are skipped)."""
     home = work / f"data-{count}"
     ids = generate(home, count)
     env = {**os.environ, "MEMSELF_HOME": str(home), "HOME": str(work)}
@@ -145,6 +219,7 @@ def measure(
         add("delete", run([*cli, "delete", victim], env, cwd=work))
         add("restore", run([*cli, "restore", victim], env, cwd=work))
         add("list", run([*cli, "list"], env, cwd=work))
+        add("list, nothing changed", run([*cli, "list"], env, cwd=work))
         (home / "decay-state.json").unlink(missing_ok=True)
         now = iso(datetime.now(timezone.utc))
         add(
@@ -157,16 +232,36 @@ def measure(
         (home / "decay-state.json").unlink(missing_ok=True)
         add("session start, engine cold, first of the day", run(hook, env, start))
         memself(env, "engine", "stop")
-    if encode:
+    if vectors:
+        if vectors == "synthetic":
+            rows = write_synthetic_index(home, Path(env["MEMSELF_MODEL_CACHE"]))
+            print(f"{count}: synthetic index of {rows} rows written", file=sys.stderr, flush=True)
+        else:
+            memself(env, "engine", "start", "--timeout", "3600")
+            wait_fully_indexed(home, 3600)
+            memself(env, "engine", "stop")
         for _ in range(max(1, runs // 2)):
             add("engine ready", run([*cli, "engine", "start", "--timeout", "3600"], env))
             memself(env, "engine", "stop")
         memself(env, "engine", "start", "--timeout", "3600")
-        run(hook, env, payload("prompt", work))  # the first answer gives the day's rewards
         try:
+            # Synthetic vectors: nothing may be left to encode the moment the engine is ready (a
+            # wrong model key would send every memory to the backlog).
+            status = wait_fully_indexed(home, 60 if vectors == "model" else 0)
+            print(
+                f"{count}: engine status: backlog {status.get('backlog')}, "
+                f"indexed {status.get('indexed')} of {status.get('memories')} memories",
+                file=sys.stderr,
+                flush=True,
+            )
+            run(hook, env, payload("prompt", work))  # the first answer gives the day's rewards
+            if last_hook_note(home) != "engine":
+                raise SystemExit(f"{count}: the prompt hook was not answered by the engine")
             for _ in range(runs):
                 add("session start, warm engine", run(hook, env, start))
                 add("prompt hook, warm engine", run(hook, env, payload("prompt", work)))
+                if last_hook_note(home) != "engine":
+                    raise SystemExit(f"{count}: the prompt hook was not answered by the engine")
         finally:
             memself(env, "engine", "stop")
     else:
@@ -183,21 +278,36 @@ def main() -> None:
     parser.add_argument("--sizes", default="1000,10000,100000")
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--encode-max", type=int, default=10000)
+    parser.add_argument(
+        "--synthetic-vectors",
+        action="store_true",
+        help="above --encode-max, index random unit vectors instead of skipping the engine rows",
+    )
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     work = Path(tempfile.mkdtemp(prefix="memself-bench-scale-"))
     results: dict[int, dict[str, tuple[float, int]]] = {}
     notes = []
+    loads = [os.getloadavg()]
     try:
         for size in sizes:
-            results[size], skipped = measure(size, args.runs, size <= args.encode_max, work)
+            vectors = "model" if size <= args.encode_max else "synthetic" if args.synthetic_vectors else ""
+            results[size], skipped = measure(size, args.runs, vectors, work)
             if skipped:
                 notes.append(f"{size}: not encoded, skipped {', '.join(skipped)}")
+            if vectors == "synthetic":
+                notes.append(
+                    f"{size}: engine ready, session start and prompt hook with a warm engine measured on"
+                    " synthetic vectors (random unit vectors of the model's dimension, written through"
+                    " memself.index under the engine's model key; the engine had nothing to encode)"
+                )
             print(f"{size} done", file=sys.stderr, flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     rows = list(dict.fromkeys(name for table in results.values() for name in table))
-    print(f"runs: {args.runs}; load average {os.getloadavg()[0]:.1f}; {os.cpu_count()} cores\n")
+    loads.append(os.getloadavg())
+    load = " -> ".join("/".join(f"{x:.2f}" for x in one) for one in loads)
+    print(f"runs: {args.runs}; load average (1/5/15 min) at start -> end {load}; {os.cpu_count()} cores\n")
     print("| what | " + " | ".join(f"{s // 1000}k: ms / MiB" for s in sizes) + " |")
     print("|---|" + "---:|" * len(sizes))
     for name in rows:
