@@ -8,8 +8,9 @@ Rows:
 - ``project add`` / ``rule add``: a new memory (an append); ``delete`` / ``restore`` of one memory;
 - ``project add, first after an outside change``: one sample, the add that rebuilds the duplicate
   sidecar after another program (the original) wrote the file;
-- ``list``: the default view, right after a write (a ``restore``: the group file was just
-  rewritten, so anything cached of it is stale); ``list, nothing changed``: a second ``list`` at once;
+- ``list``: the default view, right after a ``delete`` and a ``restore`` (the delete cut a line out
+  of the group file, so its cached summary is rebuilt); ``list, nothing changed``: a second
+  ``list`` at once;
 - ``daily maintenance``: the detached run a session start starts (``python -m memself.maintenance``),
   decay state removed before each sample so it does the day's work;
 - ``session start, engine cold`` and ``..., first of the day`` (maintenance due): the hook with no
