@@ -87,3 +87,14 @@ def test_the_engine_keeps_its_version_after_its_own_reward(paths: DataPaths) -> 
     assert service.memories["p0"].confidence == pytest.approx(0.65)
     MemoryStore(paths).reward_recall(["p1"], T0)
     assert service._store_stamps != service._stamps()  # another process's write: re-read
+
+
+def test_reward_lookups_follow_each_version_of_the_file(paths: DataPaths) -> None:
+    store = CachedReadStore(paths)
+    assert store.recall_gains(["p1"], T0) == {"p1": 0.05}
+    store.reward_recall(["p1"], T0)
+    assert store.recall_gains(["p1", "p0"], T0) == {"p0": 0.05}  # p1 had its reward today
+    MemoryStore(paths).delete(["p2"], T0)
+    assert store.recall_gains(["p2", "p3"], T0) == {"p3": 0.05}  # the new version: p2 is gone
+    MemoryStore(paths).restore("p2", T0)
+    assert store.recall_gains(["p2"], T0) == {"p2": 0.05}

@@ -413,6 +413,8 @@ class CachedReadStore(MemoryStore):
         # Told (group, version before, version after) when a write of this process was applied to
         # the cached memories instead of dropping them.
         self.on_patched: Callable[[str, object, object], None] | None = None
+        # Per group, the version an id table was built for, and the table (first line wins).
+        self._tables: dict[str, tuple[tuple[int, int, int] | None, dict[str, Memory]]] = {}
 
     def _committed(self, session: WriteSession) -> None:
         """Under the write lock, right after a write of this process: when it only rewrote lines
@@ -435,6 +437,9 @@ class CachedReadStore(MemoryStore):
                 assert old is not None
                 vars(old).update(vars(new))
             self._groups[group] = (after, cached[1])
+            table = self._tables.get(group)
+            if table is not None and table[0] == before:
+                self._tables[group] = (after, table[1])  # the same memories, patched in place
             if self.on_patched is not None:
                 self.on_patched(group, before, after)
 
@@ -453,12 +458,24 @@ class CachedReadStore(MemoryStore):
         return list(memories)
 
     def _by_ids(self, ids: Iterable[str]) -> dict[str, Memory]:
-        # The parsed versions are at hand: no need to search the files' bytes on every prompt.
-        wanted = set(ids)
+        # The parsed versions are at hand: no need to search the files' bytes on every prompt,
+        # nor to walk every memory for the few recalled ones (an id table per version).
+        wanted = list(dict.fromkeys(ids))
         found: dict[str, Memory] = {}
-        for memory in self.all():
-            if memory.id in wanted:
-                found.setdefault(memory.id, memory)
+        for group in GROUPS:
+            memories = self.read_group(group)
+            cached = self._groups.get(group)
+            table = self._tables.get(group)
+            if cached is None or table is None or table[0] != cached[0]:
+                ids_of: dict[str, Memory] = {}
+                for memory in memories:
+                    ids_of.setdefault(memory.id, memory)
+                table = (cached[0] if cached is not None else None, ids_of)
+                if cached is not None:
+                    self._tables[group] = table
+            for mem_id in wanted:
+                if mem_id not in found and mem_id in table[1]:
+                    found[mem_id] = table[1][mem_id]
         return found
 
 
