@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 
@@ -12,6 +11,7 @@ from memself.paths import DataPaths
 from memself.store import MemoryStore
 from memself.workspaces import workspace_of
 from tests.support.helpers import T0
+from tests.support.original_reader import original_reads
 
 FIXTURE = Path(__file__).parent / "fixtures" / "original-store"
 
@@ -58,32 +58,6 @@ def test_reinforcing_a_legacy_record_keeps_evidence_and_drops_observations() -> 
     assert "observations" not in paths.group_file("project").read_text("utf-8")
 
 
-# What the original's strict reader (its daily maintenance) needs of every line, by type.
-_ORIGINAL_FIELDS = {
-    "id": str,
-    "text": str,
-    "confidence": (int, float),
-    "category": str,
-    "firstSeen": str,
-    "lastSeen": str,
-    "deprecated": bool,
-    "createdAt": str,
-}
-
-
-def _original_reads(path: Path) -> list[dict]:
-    records = []
-    for line in path.read_text("utf-8").splitlines():
-        if not line.strip():
-            continue
-        raw = json.loads(line)
-        assert isinstance(raw, dict) and raw.get("text"), line
-        for key, kind in _ORIGINAL_FIELDS.items():
-            assert isinstance(raw.get(key), kind), (key, line)
-        records.append(raw)
-    return records
-
-
 def test_workspaces_change_nothing_for_an_original_store_and_scoped_writes_stay_readable(
     tmp_path: Path,
 ) -> None:
@@ -113,8 +87,8 @@ def test_workspaces_change_nothing_for_an_original_store_and_scoped_writes_stay_
         "这个仓库的灰度开关在 Apollo 的 pay.gray 命名空间", "project", T0, workspace=workspace_of(str(repo))
     )
     store.move("mem-mtg0a1b2-k3l4m5", workspace_of(str(repo)), T0)
-    records = {r["id"]: r for r in _original_reads(paths.group_file("project"))}
-    records.update({r["id"]: r for r in _original_reads(paths.group_file("rule"))})
+    records = {r["id"]: r for r in original_reads(paths.group_file("project"))}
+    records.update({r["id"]: r for r in original_reads(paths.group_file("rule"))})
     assert records[added.memory.id]["workspace"] == str(repo)
     assert records["mem-mtg0a1b2-k3l4m5"]["workspaceName"] == "pay-service"
     assert not any(

@@ -18,30 +18,9 @@ from memself.maintenance import ran_today, run_daily_maintenance, run_or_start_d
 from memself.records import sort_memories
 from memself.store import MemoryStore, render_lines
 from tests.support.helpers import T0, days, make_store, record, write_records
+from tests.support.original_reader import original_reads
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-
-# What the original's strict reader (its daily maintenance) needs of every line, by type.
-_ORIGINAL_FIELDS = {
-    "id": str,
-    "text": str,
-    "confidence": (int, float),
-    "category": str,
-    "firstSeen": str,
-    "lastSeen": str,
-    "deprecated": bool,
-    "createdAt": str,
-}
-
-
-def _original_reads(path: Path) -> list[dict]:
-    out = []
-    for line in path.read_text("utf-8").splitlines():
-        raw = json.loads(line)
-        for key, kind in _ORIGINAL_FIELDS.items():
-            assert isinstance(raw.get(key), kind), (key, line)
-        out.append(raw)
-    return out
 
 
 def _seed(store: MemoryStore, count: int) -> None:
@@ -92,7 +71,7 @@ def test_processes_adding_at_once_lose_no_line_and_tear_none() -> None:
     assert sorted(ids) == sorted({*acked, *(f"s-{i:03d}" for i in range(20))})
     raw = store.paths.group_file("project").read_bytes()
     assert raw.endswith(b"\n") and len(raw.splitlines()) == 20 + 6 * 25
-    assert len(_original_reads(store.paths.group_file("project"))) == 170
+    assert len(original_reads(store.paths.group_file("project"))) == 170
 
 
 def test_out_of_order_file_reads_whole_and_compaction_restores_the_original_order() -> None:
@@ -107,12 +86,12 @@ def test_out_of_order_file_reads_whole_and_compaction_restores_the_original_orde
     read = store.read_group("project")
     assert [m.id for m in read] == [m.id for m in sort_memories(read)]
     assert {m.id for m in read} == {added.memory.id, *(f"s-{i:03d}" for i in range(10) if i != 5)}
-    _original_reads(path)
+    original_reads(path)
 
     run_daily_maintenance(store.paths, 30, T0)
     expected = render_lines(m.to_json() for m in sort_memories(store.load_group("project").memories))
     assert path.read_bytes() == expected
-    _original_reads(path)
+    original_reads(path)
     # The sidecar followed the compaction: it still matches the file.
     sidecar = dedupkeys.sidecar_path(store.paths, "project")
     assert dedupkeys.load(sidecar, store.load_group("project").stamp) is not None
