@@ -150,6 +150,8 @@ HOST_WORDS = re.compile(
 CORE_DIRS = ("memself", "hooks")
 NOT_CORE = ("memself/hosts", "memself/installers")
 SKILL_MD = "memself/skills/memory-self-evolution-manage/SKILL.md"
+PAGE_STYLE = "memself/snapshot_assets.py"
+_CSS_CURSOR = re.compile(r"\bcursor: (pointer|default);")
 # What may stay, each with why: (file, the line, stripped).
 ALLOWED = {
     # ``memself config``'s description of showRecall names the client that shows it (the README's).
@@ -160,6 +162,12 @@ ALLOWED = {
         (SKILL_MD, line.strip())
         for line in (REPO / SKILL_MD).read_text(encoding="utf-8").splitlines()
         if HOST_WORDS.search(line)
+    ),
+    # The page's style sheet: CSS's ``cursor`` property, not the client.
+    *(
+        (PAGE_STYLE, line.strip())
+        for line in (REPO / PAGE_STYLE).read_text(encoding="utf-8").splitlines()
+        if _CSS_CURSOR.search(line)
     ),
 }
 
