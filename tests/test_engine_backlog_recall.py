@@ -4,34 +4,24 @@ and ``doctor``, and in the end every memory searchable."""
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
-
-import pytest
 from click.testing import CliRunner
 
 from memself.cli.app import main
-from memself.engine.client import stop_engine
 from memself.index.files import read_state
 from memself.installers.doctor import check_engine
 from memself.paths import DataPaths
 from tests.support.backlog_helpers import (
     backlog_of,
+    engine_home,
     prompt_hook,
     start_engine,
     wait_status,
     write_unencoded_store,
 )
 
+__all__ = ["engine_home"]  # a fixture: pytest finds it here
+
 COUNT = 1000
-
-
-@pytest.fixture
-def engine_home(model_cache) -> Iterator[DataPaths]:
-    paths = DataPaths.default()
-    os.environ.pop("MEMSELF_ENGINE_SERVICE", None)
-    yield paths
-    stop_engine(paths)
 
 
 def test_a_prompt_is_answered_from_encoded_memories_while_the_backlog_runs(engine_home: DataPaths) -> None:

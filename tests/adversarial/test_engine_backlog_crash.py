@@ -8,28 +8,26 @@ from __future__ import annotations
 import os
 import signal
 import time
-from collections.abc import Iterator
 from datetime import datetime, timezone
 
 import numpy as np
-import pytest
 
-from memself.engine.client import call_engine, stop_engine
+from memself.engine.client import call_engine
 from memself.index.files import HEADER, read_state
 from memself.paths import DataPaths
 from memself.store import MemoryStore
-from tests.support.backlog_helpers import backlog_of, start_engine, wait_status, write_unencoded_store
+from tests.support.backlog_helpers import (
+    backlog_of,
+    engine_home,
+    start_engine,
+    wait_status,
+    write_unencoded_store,
+)
 
 NOW = datetime(2026, 11, 30, 9, 0, tzinfo=timezone.utc)
+__all__ = ["engine_home"]  # a fixture: pytest finds it here
+
 COUNT = 800
-
-
-@pytest.fixture
-def engine_home(model_cache) -> Iterator[DataPaths]:
-    paths = DataPaths.default()
-    os.environ.pop("MEMSELF_ENGINE_SERVICE", None)
-    yield paths
-    stop_engine(paths)
 
 
 def _kill(pid: int) -> None:

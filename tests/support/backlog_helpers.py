@@ -7,11 +7,14 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from memself.config import set_config_value
-from memself.engine.client import engine_status, ensure_started
+from memself.engine.client import engine_status, ensure_started, stop_engine
 from memself.paths import DataPaths
 
 ENTRY = Path(__file__).resolve().parents[2] / "memself" / "hooks" / "entry.py"
@@ -20,6 +23,15 @@ FACT = "支付灰度开关是 pay_new_flow"
 PROMPT = "支付页新流程的灰度开关叫什么"
 _SERVICES = ["订单", "库存", "用户中心", "消息推送", "风控", "结算", "搜索", "推荐", "网关"]
 _THINGS = ["超时时间", "重试次数", "连接池大小", "缓存过期时间", "限流阈值", "日志级别"]
+
+
+@pytest.fixture
+def engine_home(model_cache: Path) -> Iterator[DataPaths]:
+    """The test's data directory for a real engine on the prepared model, stopped at the end."""
+    paths = DataPaths.default()
+    os.environ.pop("MEMSELF_ENGINE_SERVICE", None)
+    yield paths
+    stop_engine(paths)
 
 
 def filler(count: int, start: int = 0) -> list[str]:
