@@ -32,6 +32,7 @@ sys.path.insert(0, str(REPO))
 
 from memself.engine.client import engine_status, stop_engine  # noqa: E402
 from memself.paths import DataPaths  # noqa: E402
+from tests.support.backlog_helpers import record  # noqa: E402
 
 ENTRY = REPO / "memself" / "hooks" / "entry.py"
 SERVICES = ["支付", "订单", "库存", "用户中心", "消息推送", "风控", "结算", "搜索", "推荐", "网关"]
@@ -57,21 +58,9 @@ def synthetic_facts(count: int) -> list[str]:
 
 def write_store(paths: DataPaths, texts: list[str]) -> None:
     paths.ensure()
-    stamp = "2026-11-01T08:00:00.000Z"
     with open(paths.group_file("project"), "w", encoding="utf-8") as handle:
         for i, text in enumerate(texts):
-            record = {
-                "id": f"bench{i:06d}",
-                "text": text,
-                "confidence": 0.7,
-                "category": "project",
-                "evidence": "",
-                "firstSeen": stamp,
-                "lastSeen": stamp,
-                "deprecated": False,
-                "createdAt": stamp,
-            }
-            handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+            handle.write(json.dumps(record(f"bench{i:06d}", text), ensure_ascii=False) + "\n")
     (paths.root / "config.json").write_text(json.dumps({"model": "multilingual-e5-small"}), "utf-8")
 
 
