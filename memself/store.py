@@ -35,10 +35,11 @@ from pathlib import Path
 from memself import confidence, dedupkeys, journal
 from memself.atomic import append_lines
 from memself.errors import InvalidInput, LockLost, MemselfError, NotFound, WriteFailed
-from memself.grouplines import RECORD_ENCODER, Chunk, GroupLines, render_record
+from memself.grouplines import Chunk, GroupLines, render_record
 from memself.lock import DEFAULT_WAIT_S, REWARD_WAIT_S, LockHandle, write_lock
 from memself.logs import log
 from memself.paths import DataPaths
+from memself.recordlines import MAX_LINE_BYTES, encode_record
 from memself.records import (
     GROUPS,
     Memory,
@@ -54,9 +55,6 @@ from memself.timeutil import iso, local_day, parse_iso
 from memself.workspaces import Workspace
 
 TRASH_KEEP_DAYS = 30
-# Far above any record memself or the original writes (400 characters of text plus the fields,
-# a few KiB at most); a longer line is quarantined without being decoded or parsed.
-MAX_LINE_BYTES = 64 * 1024
 # How long a reader that finds a killed writer's committed intent waits for the lock to replay it.
 _READ_REPLAY_WAIT_S = 0.3
 
@@ -200,9 +198,8 @@ def parse_trash(data: bytes) -> TrashFile:
 
 
 def render_lines(records: Iterable[dict[str, object]], bad_lines: Iterable[BadLine] = ()) -> bytes:
-    lines = [RECORD_ENCODER.encode(r).encode("utf-8") for r in records]
-    lines.extend(b.raw for b in bad_lines)
-    return b"".join(line + b"\n" for line in lines)
+    """Records as stored lines (``recordlines.encode_record``), then quarantined lines as found."""
+    return b"".join([*(encode_record(r) for r in records), *(b.raw + b"\n" for b in bad_lines)])
 
 
 def read_file(path: Path) -> tuple[bytes, journal.Stamp | None]:

@@ -18,6 +18,7 @@ from memself.config import Config, load_config
 from memself.errors import InvalidInput, KeyEndpointMismatch, KeyFileInvalid, MemselfError
 from memself.judge import jobs, prompts
 from memself.judge.apply import apply_proposal
+from memself.judge.bounds import bounded_proposal
 from memself.judge.http import DEFAULT_TIMEOUT_S, chat
 from memself.judge.parse import DedupAnswer, parse_dedup, parse_remember
 from memself.judge.secrets import key_for_endpoint, read_key_file, shown_base
@@ -167,7 +168,7 @@ def build_proposal(job: jobs.Job, call: ChatFn, nearest_fn: NearestFn) -> dict[s
     merged_when = decision.applies_when or answer.applies_when  # the new statement is in the merge
     if decision.action == "merge" and merged_when:
         proposal["mergedAppliesWhen"] = list(merged_when)
-    return proposal
+    return bounded_proposal(proposal)
 
 
 def _checked(text: str) -> str | None:
