@@ -88,6 +88,13 @@ DEPOSITION_PAUSED_ENDPOINT = (
     "确认新地址可信后，在终端运行 memself key set 重新输入 apiKey 即可恢复；"
     "地址不是自己改的，就运行 memself setup 重新填写判别接口。"
 )
+DEPOSITION_PAUSED_UNCONFIRMED = (
+    "记忆沉淀已暂停：memory-self-evolution 插件的接口密钥 side-secret.json 是原插件的格式，还没有确认"
+    "可以发往哪个判别接口地址（sideApiBase）。为防止密钥和对话被发往别处，插件没有发送任何请求，"
+    "在用户确认地址之前不会记下新内容；已有记忆照常注入和召回。"
+    "用户陈述偏好、规范或要求记住时，请如实告诉用户这句话不会被记下，并请用户亲自核对地址："
+    "在终端运行 memself doctor，按提示确认地址即可恢复；也可以运行 memself key set 重新输入 apiKey。"
+)
 DEPOSITION_KEY_INVALID = (
     "记忆沉淀已暂停：memory-self-evolution 插件的接口密钥文件 side-secret.json 无法读取或内容无效"
     "（可能是磁盘写满时留下的空文件），已有记忆照常注入和召回，但不会记下新内容。"
@@ -109,6 +116,7 @@ _DEPOSITION_NOTICES = {
     "off": DEPOSITION_OFF,
     "legacy": DEPOSITION_OFF_LEGACY,
     "paused-endpoint": DEPOSITION_PAUSED_ENDPOINT,
+    "paused-unconfirmed": DEPOSITION_PAUSED_UNCONFIRMED,
     "key-invalid": DEPOSITION_KEY_INVALID,
     "secret-broken": DEPOSITION_SECRET_BROKEN,
 }
