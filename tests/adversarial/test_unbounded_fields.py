@@ -299,3 +299,26 @@ def test_no_writer_produces_a_line_the_reader_refuses(seed: int, tmp_path: Path)
             assert str(exc), "a refusal says why"
             assert snapshot(paths) == before, "a refused write changes nothing"
         assert_reader_accepts_everything(paths)
+
+
+def test_a_record_over_the_limit_is_trimmed_by_field_priority_or_refused() -> None:
+    paths = DataPaths.default()
+    paths.ensure()
+    store = MemoryStore(paths)
+    with open(paths.group_file("rule"), "ab") as handle:
+        handle.write(hand_record("mem-hand-evidence", MAX_LINE_BYTES, "evidence"))
+        handle.write(hand_record("mem-hand-foreign", MAX_LINE_BYTES - 10, "notes"))
+    # To the trash, the record gains its deletion fields: the evidence is cut to make room.
+    store.delete(["mem-hand-evidence"], NOW)
+    [entry] = store.trash_entries()
+    assert entry.memory.evidence.endswith("…") and entry.reason == "user-delete"
+    assert entry.memory.text == "手写的记忆 mem-hand-evidence，内容足够长"
+    store.restore("mem-hand-evidence", NOW)
+    assert_reader_accepts_everything(paths)
+    # The bulk in a field a hand edit added is not ours to cut: refused, nothing written.
+    before = snapshot(paths)
+    with pytest.raises(MemselfError) as refused:
+        store.delete(["mem-hand-foreign"], NOW)
+    assert "超过单行上限 64 KiB" in str(refused.value) and "没有写入任何文件" in str(refused.value)
+    assert snapshot(paths) == before
+    assert store.get("mem-hand-foreign") is not None
