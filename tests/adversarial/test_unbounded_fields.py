@@ -322,3 +322,16 @@ def test_a_record_over_the_limit_is_trimmed_by_field_priority_or_refused() -> No
     assert "超过单行上限 64 KiB" in str(refused.value) and "没有写入任何文件" in str(refused.value)
     assert snapshot(paths) == before
     assert store.get("mem-hand-foreign") is not None
+
+
+def test_a_lone_surrogate_a_hand_edit_escaped_is_written_back_escaped() -> None:
+    # Python's UTF-8 codec refuses it: the line is written with ASCII escapes, as it was found.
+    paths = DataPaths.default()
+    paths.ensure()
+    record = json.loads(hand_record("mem-hand-surrogate", 400, "evidence"))
+    record["evidence"] = "\ud800 一个落单的代理项"
+    paths.group_file("rule").write_text(json.dumps(record) + "\n", encoding="utf-8")
+    store = MemoryStore(paths)
+    store.reinforce("mem-hand-surrogate", NOW)
+    assert_reader_accepts_everything(paths)
+    assert store.get("mem-hand-surrogate").evidence == "\ud800 一个落单的代理项"
