@@ -25,6 +25,7 @@ MAX_LINE_BYTES = 64 * 1024
 # Fields that may be cut to fit, first to last.
 TRIM_ORDER = ("evidence", "deleteReason")
 _ELLIPSIS = "…"
+_ELLIPSIS_BYTES = len("\\u2026")  # escaped, as the ASCII fallback writes it
 
 # One encoder for every record: ``json.dumps`` with options builds a new one per call, which is
 # a large share of writing a big file.
@@ -43,13 +44,13 @@ def encode_record(record: dict[str, Any]) -> bytes:
         raise InvalidInput(f"记录「{_shown_id(record)}」无法写入（{problem}），没有写入任何文件")
     line = _encode(record)
     for name in TRIM_ORDER:
-        if len(line) <= MAX_LINE_BYTES:
-            break
         value = record.get(name)
-        if isinstance(value, str) and value:
-            # Each character dropped takes at least one byte off the line.
-            keep = len(value) - (len(line) - MAX_LINE_BYTES) - len(_ELLIPSIS.encode("utf-8"))
-            record[name] = value[:keep] + _ELLIPSIS if keep > 0 else ""
+        while len(line) > MAX_LINE_BYTES and isinstance(value, str) and value:
+            # Each character dropped takes at least one byte off the line, and the ellipsis adds
+            # at most its escaped form: a few rounds at most, each one shorter.
+            keep = len(value) - (len(line) - MAX_LINE_BYTES) - _ELLIPSIS_BYTES
+            value = value[:keep] + _ELLIPSIS if keep > 0 else ""
+            record[name] = value
             line = _encode(record)
     if len(line) > MAX_LINE_BYTES:
         raise InvalidInput(
