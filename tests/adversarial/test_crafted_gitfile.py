@@ -102,12 +102,13 @@ def crafted_pointers(repos: dict[str, Path]) -> dict[str, str]:
     """What a crafted ``.git`` file in ``evil`` may say, each naming ``other``'s worktrees."""
     other = repos["other"]
     admin = other / ".git" / "worktrees" / "other-wt"  # real, but it points back at other-wt
+    up = os.pardir
     return {
-        "missing, relative": os.path.join("..", "other", ".git", "worktrees", "x"),
+        "missing, relative": os.path.join(up, "other", ".git", "worktrees", "x"),
         "missing, absolute": str(other / ".git" / "worktrees" / "x"),
-        "real, not pointing back, relative": os.path.join("..", "other", ".git", "worktrees", "other-wt"),
+        "real, not pointing back, relative": os.path.join(up, "other", ".git", "worktrees", admin.name),
         "real, not pointing back, absolute": str(admin),
-        "dotted": str(other / ".git" / "worktrees" / ".." / "worktrees" / "other-wt"),
+        "dotted": str(other / ".git" / "worktrees" / os.pardir / "worktrees" / "other-wt"),
     }
 
 
