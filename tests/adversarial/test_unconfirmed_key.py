@@ -30,6 +30,7 @@ from memself.judge.secrets import write_api_key
 from memself.judge.start import maybe_start_judge
 from memself.paths import DataPaths
 from tests.adversarial.test_key_redirect import prompt, run_judge_process, session_start, wait_jobs_done
+from tests.support.cli import memself as run_memself
 from tests.support.hookproc import hook_data
 from tests.support.judge_helpers import API_KEY, NOW, configure
 from tests.support.judge_server import FakeJudge, plain, remember, sse
@@ -59,14 +60,7 @@ def cli_env() -> dict[str, str]:
 
 
 def memself(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "memself", *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=180,
-        env=cli_env(),
-    )
+    return run_memself(*args, stdin=stdin, env=cli_env())
 
 
 def doctor_at_a_terminal(answer: str) -> str:

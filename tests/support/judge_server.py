@@ -82,6 +82,11 @@ class Recorded:
     raw: str
 
 
+def _set(event: threading.Event) -> threading.Event:
+    event.set()
+    return event
+
+
 @dataclass
 class FakeJudge:
     replies: list[Reply] = field(default_factory=list)
@@ -90,6 +95,9 @@ class FakeJudge:
     sent: list[int] = field(default_factory=list)  # body bytes each huge reply got out
     _release: threading.Event = field(default_factory=threading.Event)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    # Set: requests are answered as they come. A test that must act while a request waits for
+    # its answer clears it, then sets it again.
+    answering: threading.Event = field(default_factory=lambda: _set(threading.Event()))
 
     def script(self, *replies: Reply) -> None:
         with self._lock:
@@ -132,6 +140,7 @@ def _handler(judge: FakeJudge) -> type[BaseHTTPRequestHandler]:
             except ValueError:
                 body = {}
             judge.requests.append(Recorded(self.path, dict(self.headers.items()), body, raw))
+            judge.answering.wait(60)
             reply = judge.next_reply()
             getattr(self, "_" + reply.kind)(reply)
 
@@ -280,6 +289,7 @@ def running_judge() -> Iterator[FakeJudge]:
         yield judge
     finally:
         judge._release.set()
+        judge.answering.set()
         server.shutdown()
         server.server_close()
         thread.join(5)
