@@ -74,8 +74,10 @@ extra=()
 # In CI, show the slowest tests so each group's time stays visible.
 [ "${CI:-}" = "true" ] && extra+=(--durations=15)
 # Workers: most tests wait on child processes (hooks, engines, the CLI), so two per core keep the
-# cores busy; each worker loads the model once, so at most eight. A test file stays on one worker
-# (its module fixtures are built once). Arguments given after these (-n 0) still win.
+# cores busy; each worker loads the model once, so at most eight. worksteal hands each worker a run
+# of neighbouring tests (a file's module fixtures are mostly built once) and lets an idle worker
+# take tests queued on a busy one, so a few long tests do not leave the others waiting at the end.
+# Arguments given after these (-n 0) still win.
 workers="${MEMSELF_TEST_WORKERS:-}"
 if [ -z "$workers" ]; then
     cores="$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 2)"
@@ -84,7 +86,7 @@ if [ -z "$workers" ]; then
 fi
 [ "$e2e" = 1 ] && workers=0
 parallel=()
-[ "$workers" -gt 0 ] && parallel+=(-n "$workers" --dist loadfile)
+[ "$workers" -gt 0 ] && parallel+=(-n "$workers" --dist worksteal)
 .venv/bin/pytest -q "${extra[@]}" "${parallel[@]}" "${args[@]}"
 tests=$?
 if [ "$all" = 1 ]; then
