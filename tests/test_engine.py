@@ -41,7 +41,7 @@ from memself.engine.protocol import MAX_REQUEST_BYTES, read_message
 from memself.engine.server import EngineServer
 from memself.errors import EngineUnavailable
 from memself.paths import DataPaths
-from tests.support.engine_test_service import WARM_UP_ENV, WARM_UP_FAIL_ENV, EngineTestService
+from tests.support.engine_test_service import WARM_UP_ENV, WARM_UP_FAIL_ENV, EngineTestService, HeldService
 from tests.support.engines import start_engine_process
 
 # A failed assertion or request inside a helper thread must fail its test.
@@ -444,27 +444,11 @@ def test_garbage_request_gets_bad_request(paths: DataPaths) -> None:
         assert EngineClient(paths).ping()["ready"] is True
 
 
-class _HeldService(EngineTestService):
-    """Its ``hold`` op answers only once the test sets ``release``."""
-
-    def __init__(self, paths: DataPaths) -> None:
-        super().__init__(paths)
-        self.holding = threading.Event()
-        self.release = threading.Event()
-
-    def handle(self, op: str, payload: dict) -> dict:
-        if op == "hold":
-            self.holding.set()
-            assert self.release.wait(60)
-            return {"held": True}
-        return super().handle(op, payload)
-
-
 def test_slow_request_does_not_block_ping(paths: DataPaths) -> None:
     """Ping and status are answered while a request sits in the service: the test lets that
     request go only after they answered."""
     client = EngineClient(paths)
-    service = _HeldService(paths)
+    service = HeldService(paths)
     with in_process(paths, service):
         slow_result: list[dict] = []
         slow = threading.Thread(target=lambda: slow_result.append(client.request("hold", {}, 60.0)))
