@@ -1582,35 +1582,64 @@ def _json_auth(m: re.Match[str]) -> str:
     return m.group(1) + REDACTED if _machine_made(m.group(2)) else m.group(0)
 
 
+# Words without which no phrase rule can match (every key those rules name contains one): a prompt
+# with none of them never compiles or runs them. Compiling every rule costs the first redaction of
+# a hook process several milliseconds, and most prompts hold no credential word at all.
+_PHRASE_GATE = _Lazy(
+    r"(?i:pass|pwd|pw|pin|secret|token|key|credential|cookie|sess|auth|signature|mnemonic|phrase)|AK|SK|"
+    r"密码|口令|密钥|秘钥|私钥|金钥|令牌|权杖|授权码|验证码|暗号|助记词"
+)
+# Fewer digits than this make no ID, card or phone number.
+_MIN_NUMBER_DIGITS = 8
+
+
 def redact(text: str) -> str:
-    """Replace secrets with ``[已隐去]``; key names stay so the sentence still reads."""
-    text = _PEM_BLOCK.sub(REDACTED, text)
-    text = _URL_CREDENTIALS.sub(lambda m: m.group(1) + REDACTED + m.group(3), text)
-    text = _WEBHOOK_PATH.sub(_webhook_path, text)
-    text = _JWT.sub(REDACTED, text)
+    """Replace secrets with ``[已隐去]``; key names stay so the sentence still reads.
+
+    Each group of rules runs only when the text has what all of them need ("://", "-", "=", a
+    credential word, enough digits), so that a plain prompt compiles and runs few of them.
+    """
+    if "-----BEGIN" in text:
+        text = _PEM_BLOCK.sub(REDACTED, text)
+    if "://" in text:
+        text = _URL_CREDENTIALS.sub(lambda m: m.group(1) + REDACTED + m.group(3), text)
+        text = _WEBHOOK_PATH.sub(_webhook_path, text)
+    if "eyJ" in text:
+        text = _JWT.sub(REDACTED, text)
     text = _PROVIDER_KEYS.sub(REDACTED, text)
-    text = _DOTTED_TOKEN.sub(_dotted_token, text)
+    if "." in text:
+        text = _DOTTED_TOKEN.sub(_dotted_token, text)
     text = _BEARER.sub(_bearer, text)
-    text = _HTTP_USER.sub(_command_value, text)
-    for pattern in _COMMAND_SECRETS:
-        text = pattern.sub(_command_value, text)
-    text = _KV_QUERY.sub(_query_value, text)
-    text = _SIGNED_QUERY.sub(_signed_query_value, text)
-    text = _JSON_AUTH.sub(_json_auth, text)
-    text = _sub_values(_ACCOUNT_PAIR, text, _account_value)
-    text = _sub_values(_EN_SET_TO, text, _set_to_value)
-    text = _sub_values(_KEY_AND_LINK, text, _phrase_value)
-    text = _sub_values(_KEY_GAP_VERB, text, _gap_verb_value)
-    text = _sub_values(_KEY_THEN_NEW, text, _gap_verb_value)
+    if "-" in text:  # every command rule names a flag
+        text = _HTTP_USER.sub(_command_value, text)
+        for pattern in _COMMAND_SECRETS:
+            text = pattern.sub(_command_value, text)
+    if "=" in text:
+        text = _KV_QUERY.sub(_query_value, text)
+        text = _SIGNED_QUERY.sub(_signed_query_value, text)
+    if ":" in text:
+        text = _JSON_AUTH.sub(_json_auth, text)
+    phrases = bool(_PHRASE_GATE.search(text))
+    if phrases:
+        text = _sub_values(_ACCOUNT_PAIR, text, _account_value)
+        text = _sub_values(_EN_SET_TO, text, _set_to_value)
+        text = _sub_values(_KEY_AND_LINK, text, _phrase_value)
+        text = _sub_values(_KEY_GAP_VERB, text, _gap_verb_value)
+        text = _sub_values(_KEY_THEN_NEW, text, _gap_verb_value)
     text = _sub_values(_PROMPT_THEN_TYPE, text, _typed_value)
-    text = _sub_values(_LOGIN_PAIR, text, _login_pair_value)
-    text = _sub_values(_KEY_FAR_LINK, text, _far_value)
-    text = _VALUE_THEN_KEY.sub(_value_then_key, text)
-    text = _USER_PASS_AT_HOST.sub(_pw_group, text)
-    text = _MADE_UP_PAIR.sub(_pw_group, text)
-    text = _NATIONAL_ID.sub(_national_id, text)
-    text = _CARD.sub(_card, text)
-    text = _MOBILE.sub(_mobile, text)
+    if "/" in text or ":" in text:
+        text = _sub_values(_LOGIN_PAIR, text, _login_pair_value)
+    if phrases:
+        text = _sub_values(_KEY_FAR_LINK, text, _far_value)
+        text = _VALUE_THEN_KEY.sub(_value_then_key, text)
+    if "@" in text:
+        text = _USER_PASS_AT_HOST.sub(_pw_group, text)
+    if "/" in text:
+        text = _MADE_UP_PAIR.sub(_pw_group, text)
+    if sum(c.isdigit() for c in text) >= _MIN_NUMBER_DIGITS:
+        text = _NATIONAL_ID.sub(_national_id, text)
+        text = _CARD.sub(_card, text)
+        text = _MOBILE.sub(_mobile, text)
     text = _LONG_HEX.sub(_hex, text)
     return _LONG_B64.sub(_b64, text)
 
