@@ -1535,9 +1535,25 @@ def _dotted_token(m: re.Match[str]) -> str:
     return REDACTED if _looks_random(m.group(0).replace(".", "")) else m.group(0)
 
 
+_UUID = _Lazy(r"[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}")
+_WORD_BREAKS = _Lazy(r"[-_.].*[-_.]")
+
+
+def _made_up_segment(segment: str) -> bool:
+    """A path segment that is a token, not words: random-looking, a UUID, or a long run of letters
+    and digits without word breaks ("user-service-v2" and "setup-guide-2024" are words)."""
+    if _looks_random(segment) or _UUID.fullmatch(segment):
+        return True
+    return (
+        len(segment) >= 20
+        and bool(_HAS_LETTER.search(segment))
+        and any(c.isdigit() for c in segment)
+        and not _WORD_BREAKS.search(segment)
+    )
+
+
 def _webhook_path(m: re.Match[str]) -> str:
-    path = m.group(1)
-    if not (_HAS_LETTER.search(path) and any(c.isdigit() for c in path)):
+    if not any(_made_up_segment(segment) for segment in m.group(1).split("/")):
         return m.group(0)
     return m.group(0)[: m.start(1) - m.start()] + REDACTED
 
