@@ -1247,7 +1247,9 @@ def _far_value(text: str, m: re.Match[str]) -> tuple[int, int] | None:
     if span is None or span[2] == "cjk":
         return None
     start, end, _ = span
-    if not _made_up(text[start:end]):
+    value = text[start:end]
+    # So far from its key, a value without a symbol is as likely a name ("用 Python3 重写").
+    if not _made_up(value) or not (_SYMBOL.search(value) or _looks_random(value)):
         return None
     return start, end
 
@@ -1404,13 +1406,16 @@ _CARD = _Lazy(
     r"|3\d{3}[ -]?\d{6}[ -]?\d{4,5}"
     r")(?![0-9A-Za-z]|\.\d)"
 )
-# "订单号 13812345678", "#4392268312345672": a number labelled as an id is an id.
+# "订单号 13812345678", "#4392268312345672", "构建号 139.2024.1130": a number labelled as an id or a
+# version is that.
 _ID_LABEL = _Lazy(
-    r"(?:订单号?|单号|流水号?|编号|工号|学号|序号|批次号?|运单号?|快递单号|交易号|(?i:order|trace|request|"
-    r"txn|id|no\.?)|#)\s*(?:是|为|[:：=#])?\s*$"
+    r"(?:订单号?|单号|流水号?|编号|工号|学号|序号|批次号?|运单号?|快递单号|交易号|版本号?|构建号?|"
+    r"(?i:order|trace|request|txn|id|no\.?|build|version|ver\.?|v)|#)\s*(?:是|为|[:：=#])?\s*$"
 )
 # "13800138000 元", "340000000000009 纳秒": an amount or a quantity, not a personal number.
-_AMOUNT_AFTER = _Lazy(r"\s*(?:元|块|万|亿|纳秒|微秒|毫秒|秒|字节|次|(?i:rmb|cny|usd|ns|us|μs|ms|bytes)\b)")
+_AMOUNT_AFTER = _Lazy(
+    r"\s*(?:元|块|万|亿|纳秒|微秒|毫秒|秒|字节|次|条|行|件|项|(?i:rmb|cny|usd|ns|us|μs|ms|bytes|rows|items)\b)"
+)
 
 
 def _digits(m: re.Match[str]) -> str:
