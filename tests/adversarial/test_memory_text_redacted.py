@@ -8,12 +8,15 @@ every request body goes through the same redaction, whoever built it.
 
 from __future__ import annotations
 
+import ast
 import json
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
+import memself
 from memself.cli import main
 from memself.config import load_config
 from memself.judge import jobs, prompts
@@ -112,3 +115,26 @@ def test_the_judges_prompts_pass_redaction_unchanged(judge, system: str) -> None
     chat(judge.url, "fake-judge", API_KEY, system, "回答一律使用中文", timeout=5.0)
     [request] = judge.requests
     assert [m["content"] for m in request.body["messages"]] == [system, "回答一律使用中文"]
+
+
+_HTTP_CLIENTS = ("httpx", "requests", "aiohttp", "urllib.request", "http.client", "urllib3")
+# The judge's one request builder, and the model hub's HEAD probe (no body, no memory text).
+_ALLOWED_CLIENT_USERS = {"judge/http.py", "model/hub.py"}
+
+
+def test_only_the_request_builder_talks_to_an_endpoint() -> None:
+    """A second module with an HTTP client could send text around ``request_body``."""
+    root = Path(memself.__file__).parent
+    users = set()
+    for path in root.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
+            if any(n == c or n.startswith(c + ".") for n in names for c in _HTTP_CLIENTS):
+                users.add(path.relative_to(root).as_posix())
+    assert users == _ALLOWED_CLIENT_USERS
