@@ -157,9 +157,15 @@ def test_batches_keep_to_one_workspace_and_the_workspace_stays(judge: FakeJudge,
 
 
 def test_the_daily_maintenance_starts_the_background_run(
-    judge: FakeJudge, monkeypatch: pytest.MonkeyPatch
+    judge: FakeJudge, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.setenv("MEMSELF_VIEWS_DELAY_S", "0")
+    # The session starts in a repository that ships a package of the same name: never imported.
+    planted = tmp_path / "repo" / "memself"
+    planted.mkdir(parents=True)
+    (planted / "__init__.py").write_text(f"open({str(tmp_path / 'hijacked')!r}, 'w')\n", "utf-8")
+    monkeypatch.chdir(planted.parent)
+    monkeypatch.setenv("PYTHONPATH", str(planted.parent))
     paths, store = _store(4)
     run_daily_maintenance(paths, 30, NOW)  # no endpoint: nothing starts
     time.sleep(0.5)
@@ -172,3 +178,4 @@ def test_the_daily_maintenance_starts_the_background_run(
         time.sleep(0.2)
     assert all(m.appliesWhen for m in store.all()) and len(judge.requests) == 1
     assert "views-fill-done" in paths.log_file.read_text("utf-8")
+    assert not (tmp_path / "hijacked").exists()

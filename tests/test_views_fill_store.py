@@ -82,7 +82,8 @@ def _dry_run_messages(output: str) -> list[str]:
     return out
 
 
-def fill_with_a_kill(tmp_path: Path, judge: FakeJudge) -> tuple[DataPaths, dict[str, list[str]], list[dict]]:
+def fill_with_a_kill(tmp_path: Path, judge: FakeJudge) -> tuple[DataPaths, dict[str, dict], list[dict]]:
+    """The store filled through the CLI, killed once mid-request; its records before the fill."""
     paths, table, sets = _store(tmp_path, judge)
     before = records(paths)
 
@@ -117,13 +118,11 @@ def fill_with_a_kill(tmp_path: Path, judge: FakeJudge) -> tuple[DataPaths, dict[
     for request in judge.requests:
         assert not any(s in request.raw for s in SECRETS)
         assert API_KEY not in request.raw and request.headers["Authorization"] == f"Bearer {API_KEY}"
-    return paths, table, sets
+    return paths, before, sets
 
 
 def test_two_hundred_original_memories_get_requests_across_a_kill(tmp_path: Path, judge: FakeJudge) -> None:
-    paths, _, _ = _store(tmp_path, judge)
-    original = records(paths)
-    paths, _, _ = fill_with_a_kill(tmp_path / "run", judge)
+    paths, original, _ = fill_with_a_kill(tmp_path, judge)
 
     final = records(paths)
     assert set(final) == set(original)  # nothing lost, nothing added

@@ -22,6 +22,17 @@ DELAY_ENV = "MEMSELF_VIEWS_DELAY_S"
 DEFAULT_DELAY_S = 120.0
 
 
+def background_command(paths: DataPaths) -> list[str]:
+    """``python -I``: nothing from the working directory (a repository the user has open) or
+    from PYTHONPATH is imported; the package is found where this one was loaded from."""
+    package_parent = str(Path(__file__).resolve().parents[2])
+    code = (
+        "import sys; sys.path.insert(0, sys.argv[1]); "
+        "from memself.views.background import main; sys.exit(main(sys.argv[2:]))"
+    )
+    return [sys.executable, "-I", "-c", code, package_parent, str(paths.root)]
+
+
 def start_background_fill(paths: DataPaths) -> int | None:
     """Spawn the run when an endpoint is configured and the day's budget is not zero; its pid."""
     from memself import children
@@ -37,18 +48,14 @@ def start_background_fill(paths: DataPaths) -> int | None:
         return None
     if config.viewsDailyRequests <= 0 or config.viewsDailyTokens <= 0:
         return None
-    env = dict(os.environ)
-    # The hook runs with -I, which ignores PYTHONPATH: hand the child the package's parent folder.
-    package_parent = str(Path(__file__).resolve().parents[2])
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_parent, env.get("PYTHONPATH", "")) if p)
-    argv = [sys.executable, "-m", "memself.views.background", str(paths.root)]
+    argv = background_command(paths)
     actions: list[tuple[Any, ...]] = [
         (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
         (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
         (os.POSIX_SPAWN_DUP2, 1, 2),
     ]
     try:
-        pid = os.posix_spawn(argv[0], argv, env, file_actions=actions, setsid=True)
+        pid = os.posix_spawn(argv[0], argv, dict(os.environ), file_actions=actions, setsid=True)
     except OSError as exc:
         log(paths, "views-fill-start-failed", error=str(exc))
         return None
