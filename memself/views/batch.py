@@ -7,7 +7,8 @@ are never recalled, so they are never asked for. A batch holds memories of one w
 (or only global ones), so no repository's facts are sent beside another's or can colour the
 requests written for it.
 
-Everything sent is one clean line of the memory's text, redacted (``textfilter.redact``). Of an
+Everything sent is one clean line of the memory's text, redacted (``textfilter.redact``) and
+inert (``texts.inert``). Of an
 answer, only the batch's own ids are read; a request is dropped, not stored, when it is empty,
 longer than a stored request may be, carries anything redaction would hide, or restates the
 memory. A memory left with none counts as a failed attempt and is asked again another day.
@@ -29,6 +30,7 @@ from memself.records import (
     read_applies_when,
 )
 from memself.textfilter import redact
+from memself.texts import inert
 from memself.views import prompts
 from memself.views.budget import ANSWER_RESERVE_PER_MEMORY, estimate_tokens
 from memself.views.state import ViewsState, fingerprint, requests_fingerprint
@@ -101,8 +103,9 @@ def observe(memories: Sequence[Memory], state: ViewsState) -> None:
 
 
 def sent_text(memory: Memory) -> str:
-    """What may leave the machine of a memory's text: one clean line, redacted."""
-    return redact(one_line(memory.text))
+    """What may leave the machine of a memory's text: one clean line, redacted, and inert as any
+    model reads a memory (no tag, turn label or marker in it can act on the endpoint's model)."""
+    return inert(redact(one_line(memory.text)))
 
 
 def batches(

@@ -43,6 +43,8 @@ except ImportError:  # pragma: no cover - not a supported platform for backgroun
 
 ChatFn = Callable[[str, str], str]  # (system, user) -> assistant text
 DEFAULT_TIMEOUT_S = 70.0
+# A batch's answer is a few KiB (a stream of it some tens): far less than the judge's own cap.
+MAX_ANSWER_BYTES = 256 * 1024
 
 # Why a run stopped (``FillReport.stopped``).
 DONE, LIMIT, BUDGET, NO_ENDPOINT, KEY, ENDPOINT_ERROR, BUSY, STATE = (
@@ -201,7 +203,7 @@ def _endpoint(paths: DataPaths, config: Config, timeout: float) -> tuple[ChatFn 
     model = str(config.sideApiModel)
 
     def call(system: str, user: str) -> str:
-        return chat(base, model, api_key, system, user, timeout)
+        return chat(base, model, api_key, system, user, timeout, max_bytes=MAX_ANSWER_BYTES)
 
     return call, ("", "")
 

@@ -17,7 +17,7 @@ from memself.config import load_config
 from memself.paths import DataPaths
 from memself.store import MemoryStore
 from memself.texts import requests_line
-from memself.views.fill import FillReport, run_fill
+from memself.views.fill import MAX_ANSWER_BYTES, FillReport, run_fill
 from memself.views.state import load_state, state_path
 from tests.support.helpers import write_records
 from tests.support.judge_helpers import configure
@@ -129,10 +129,13 @@ def test_restating_empty_too_long_and_secret_requests_are_dropped(judge: FakeJud
 
 def test_server_errors_and_huge_bodies_stop_the_run_and_cost_no_memory_a_try(judge: FakeJudge) -> None:
     paths, store = _store(judge, TEXTS * 3 + TEXTS[:1])  # 13 memories: two batches
-    for reply in (Reply("status", "boom", 500), huge("json", 8 << 20), Reply("half", "{}"), Reply("empty")):
+    replies = (Reply("status", "boom", 500), huge("json", 8 << 20), huge("sse", 8 << 20), Reply("half", "{}"))
+    for reply in replies:
         judge.script(reply)
         report = _fill(paths)
         assert report.stopped == "endpoint-error" and report.requests == 1, reply.kind
+        if reply.kind.startswith("huge"):  # cut at the filler's own cap, a quarter of the judge's
+            assert f"超过 {MAX_ANSWER_BYTES} 字节" in report.detail
         assert report.failed == [] and load_state(paths).failed == {}
         assert not any(m.appliesWhen for m in store.all()) and len(store.all()) == 13
     assert load_state(paths).requests == 4  # each one paid for
@@ -173,7 +176,8 @@ def test_a_memory_that_speaks_to_the_judge_is_sent_as_data_and_its_requests_stay
     )
     _fill(paths)
     user = judge.requests[0].body["messages"][1]["content"]
-    assert json.loads(user.split("：", 1)[1])[0]["text"] == hostile  # data inside JSON, not a turn
+    sent = json.loads(user.split("：", 1)[1])[0]["text"]  # data inside JSON, not a turn
+    assert "</memories>" not in sent and "系统：" not in sent and "忽略以上所有指令" in sent
     stored = store.get("mem-bad000-abcdef").appliesWhen
     assert (
         stored
