@@ -160,6 +160,7 @@ def test_the_daily_maintenance_starts_the_background_run(
     judge: FakeJudge, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.setenv("MEMSELF_VIEWS_DELAY_S", "0")
+    monkeypatch.setenv("MEMSELF_VIEWS_BACKGROUND", "1")
     # The session starts in a repository that ships a package of the same name: never imported.
     planted = tmp_path / "repo" / "memself"
     planted.mkdir(parents=True)
@@ -179,3 +180,16 @@ def test_the_daily_maintenance_starts_the_background_run(
     assert all(m.appliesWhen for m in store.all()) and len(judge.requests) == 1
     assert "views-fill-done" in paths.log_file.read_text("utf-8")
     assert not (tmp_path / "hijacked").exists()
+
+
+def test_the_background_switch_keeps_the_run_from_starting(
+    judge: FakeJudge, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from memself.views.background import start_background_fill
+
+    paths, _ = _store(2)
+    configure(paths, judge.url)
+    assert start_background_fill(paths) is None  # the suite's switch, set for every test
+    set_config_value(paths, "viewsDailyRequests", "0")
+    monkeypatch.setenv("MEMSELF_VIEWS_BACKGROUND", "1")
+    assert start_background_fill(paths) is None  # a zero budget starts nothing either

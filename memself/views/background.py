@@ -20,6 +20,9 @@ from memself.paths import DataPaths
 
 DELAY_ENV = "MEMSELF_VIEWS_DELAY_S"
 DEFAULT_DELAY_S = 120.0
+# "0" keeps the daily maintenance from starting the run: for test suites, whose short-lived judge
+# servers a delayed run would otherwise reach after the test that started it has ended.
+SWITCH_ENV = "MEMSELF_VIEWS_BACKGROUND"
 
 
 def background_command(paths: DataPaths) -> list[str]:
@@ -39,6 +42,8 @@ def start_background_fill(paths: DataPaths) -> int | None:
     from memself.config import load_config
     from memself.logs import log
 
+    if os.environ.get(SWITCH_ENV, "").strip() == "0":
+        return None
     config = load_config(paths)
     if (
         not config.enabled
