@@ -7,22 +7,26 @@ bad is stored, and what failed is asked again another day, within the budget."""
 from __future__ import annotations
 
 import json
+import random
+import signal
+import time
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
 
-from memself.config import load_config
+from memself.config import load_config, set_config_value
 from memself.paths import DataPaths
 from memself.store import MemoryStore
 from memself.texts import requests_line
 from memself.views.fill import MAX_ANSWER_BYTES, FillReport, run_fill
-from memself.views.state import load_state, state_path
+from memself.views.state import load_state, save_state, state_path
 from tests.support.helpers import write_records
 from tests.support.judge_helpers import configure
 from tests.support.judge_server import FakeJudge, Reply, huge, plain, running_judge, sse
-from tests.support.views_helpers import WritingJudge, original_record, sent_memories
+from tests.support.original_reader import original_reads
+from tests.support.views_helpers import WritingJudge, cli, original_record, run_cli, sent_memories
 
 TODAY = datetime.now(timezone.utc)
 TEXTS = [
@@ -205,3 +209,36 @@ def test_a_second_run_at_the_same_time_is_refused(judge: FakeJudge) -> None:
     with fill_lock(paths) as held:
         assert held
         assert _fill(paths).stopped == "busy" and judge.requests == []
+
+
+def test_a_batch_written_before_its_run_was_killed_is_not_asked_again(judge: FakeJudge) -> None:
+    paths, store = _store(judge)
+    judge.responder = WritingJudge()
+    assert len(_fill(paths).filled) == 4
+    state = load_state(paths)
+    state.inflight = _ids(store)  # killed after the store write, before the state was saved
+    save_state(paths, state)
+    asked = len(judge.requests)
+    assert _fill(paths).requests == 0 and len(judge.requests) == asked
+    assert load_state(paths).inflight == []
+
+
+def test_repeated_kills_at_random_moments_lose_and_duplicate_nothing(judge: FakeJudge) -> None:
+    texts = [f"服务 svc{i} 的日志在 /var/log/svc{i}，告警发到 #ops-{i}" for i in range(60)]
+    paths, _ = _store(judge, texts)
+    set_config_value(paths, "viewsDailyRequests", "40")
+    judge.responder = WritingJudge(delay=0.15)
+    rng = random.Random(7)
+    for _ in range(5):
+        proc = cli(paths, "views", "fill")
+        time.sleep(rng.uniform(0.6, 1.6))
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+    code, _, err = run_cli(paths, "views", "fill")
+    assert code == 0, err
+    final = {r["id"]: r for r in original_reads(paths.group_file("rule"))}
+    assert not paths.group_file("project").exists()
+    assert sorted(final) == sorted(f"mem-bad{i:03d}-abcdef" for i in range(60))
+    assert all(1 <= len(r["appliesWhen"]) <= 4 for r in final.values())
+    assert len(final) == 60 == len(paths.group_file("rule").read_text("utf-8").splitlines())
+    assert load_state(paths).requests <= 40 and load_state(paths).inflight == []

@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -37,12 +38,16 @@ def made_up(text: str) -> list[str]:
 
 class WritingJudge:
     """A judge that answers each filler request with requests for every memory it was sent:
-    from ``table`` (text -> requests) when the text is there, else ``made_up``. ``hold_at``: the
-    n-th request (1-based) waits, after ``arrived`` is set, until ``release`` is set."""
+    from ``table`` (text -> requests) when the text is there, else ``made_up``, after ``delay``
+    seconds. ``hold_at``: the n-th request (1-based) waits, after ``arrived`` is set, until
+    ``release`` is set."""
 
-    def __init__(self, table: dict[str, list[str]] | None = None, hold_at: int = 0) -> None:
+    def __init__(
+        self, table: dict[str, list[str]] | None = None, hold_at: int = 0, delay: float = 0.0
+    ) -> None:
         self.table = table or {}
         self.hold_at = hold_at
+        self.delay = delay
         self.count = 0
         self.arrived = threading.Event()
         self.release = threading.Event()
@@ -52,6 +57,7 @@ class WritingJudge:
         with self._lock:
             self.count += 1
             number = self.count
+        time.sleep(self.delay)
         if number == self.hold_at:
             self.arrived.set()
             self.release.wait(30)
