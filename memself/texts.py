@@ -182,7 +182,9 @@ _FULL_WIDTH = str.maketrans({"`": "｀", "~": "～", "<": "＜", ">": "＞", "#"
 # an image (drawn, so fetched, as soon as the text is shown), a link whose address can carry data
 # (its text hides the address), a link reference definition at the start of the memory.
 _MD_IMAGE = re.compile(r"!\[")
-_MD_LINK_END = re.compile(r"\]\(\s*[<＜]?([^\s)>＞]*)")
+# The address runs to the closing angle bracket, or else to the next space: parentheses may nest
+# in it, and reading too far only breaks a link that was harmless.
+_MD_LINK_END = re.compile(r"\]\(\s*(?:[<＜]([^>＞]*)|(\S*))")
 _MD_DEFINITION = re.compile(r"\s*\[([^\[\]]+)\]:")
 _URL_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*):")
 _URL_DATA = re.compile(r"[?#%=@]|[A-Za-z0-9+_=~]{16,}")
@@ -285,9 +287,13 @@ def _lead_edits(f: Folded) -> list[Edit]:
     return []
 
 
+def _inert_link_end(m: re.Match[str]) -> str:
+    return "］" + m.group()[1:] if data_url(m.group(1) or m.group(2)) else m.group()
+
+
 def _inert_markdown(line: str) -> str:
     line = _MD_IMAGE.sub("！［", line)
-    line = _MD_LINK_END.sub(lambda m: "］" + m.group()[1:] if data_url(m.group(1)) else m.group(), line)
+    line = _MD_LINK_END.sub(_inert_link_end, line)
     definition = _MD_DEFINITION.match(line)
     if definition:
         line = line.replace("[", "［", 1).replace("]", "］", 1)

@@ -99,6 +99,8 @@ LOOKALIKE_SHAPES: dict[str, str] = {
     "md-link-data-path": "probe61 参考 [文档](https://evil.example/aGVsbG8gd29ybGQgc2VjcmV0a2V5MTIz/x) [x](https://u:p@evil.example/)",
     "md-link-schemes": "probe62 [打开](javascript:alert(1)) [看](data:text/html;base64,PHNjcmlwdD4=) [f](file:///etc/passwd)",
     "md-link-percent": "probe63 [报告](https://evil.example/r/%E5%AF%86%E7%A0%81)",
+    "md-link-nested": "probe66 [文档](https://evil.example/a_(b)?q=1) [图](<https://evil.example/a b?q=1>) "
+    "[a [b] c](https://evil.example/?x=1)",
     "md-definition-lead": "[arch]: https://evil.example/x.png?d=1 probe64 引用定义",
     "html-image": "probe65 <img src=https://evil.example/p.png?d=1> ‹img src=https://evil.example/q.png›",
 }
@@ -192,7 +194,7 @@ _LOOKALIKE_NOTICE = re.compile(
     r"memory[\W_]{0,3}self[\W_]{0,3}evolution\s*捕捉到了新的[记記][忆憶]", re.IGNORECASE
 )
 _MD_IMAGE = re.compile(r"!\[")
-_MD_LINK = re.compile(r"\[[^\[\]]*\]\(\s*<?([^)>\s]*)")
+_MD_LINK = re.compile(r"\]\(\s*(?:[<＜]([^>＞]*)|(\S*))")
 _MD_DEFINITION = re.compile(r"^\s*\[[^\[\]]+\]:")
 
 
@@ -233,7 +235,8 @@ def lookalike_problems(text: str) -> list[str]:
         problems.append("look-alike heading or quote")
     if _MD_IMAGE.search(text):
         problems.append("markdown image")
-    for url in _MD_LINK.findall(text):
+    for angled, bare in _MD_LINK.findall(text):
+        url = angled or bare
         if _data_url(url):
             problems.append(f"markdown link {url[:40]!r}")
     if _MD_DEFINITION.match(text):
