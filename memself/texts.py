@@ -150,12 +150,13 @@ _TAG = re.compile(r"<(?=\s*(?:[/!?|]|[^\W\d_]))([^<>]*)(>?)")
 _ANGLE_OPENERS = "<＜﹤"
 _LATIN_TAG = re.compile(r"\s*(?:[/!?|]|[A-Za-z])")
 # A speaker label: "Human:", "SYSTEM：", "用户：", "系統：", "ユーザー：" ... (and the popup's own
-# "sessionID："), after folding, so "Ѕystem꞉" and "Ｈｕｍａｎ﹕" are labels too. Found from each colon
-# back: a search for the labels themselves is slow on CJK text.
+# "sessionID："), after folding, so "Ѕystem꞉" and "Ｈｕｍａｎ﹕" are labels too, and so is one in
+# markdown emphasis ("**System**:"). Found from each colon back: a search for the labels themselves
+# is slow on CJK text.
 _COLON = re.compile("[:：]")
 _LABEL_BEFORE = re.compile(
-    r"(?:(?<![A-Za-z0-9_])(?:human|assistant|system|user|developer|ai|bot|tool|sessionid)"
-    r"|用[户戶戸]|使用者|系[统統]|助手|助理|人[类類]|[开開][发發]者|ユーザー?|システム|アシスタント)\s*\Z",
+    r"(?:(?<![A-Za-z0-9])(?<![A-Za-z0-9]_)(?:human|assistant|system|user|developer|ai|bot|tool|sessionid)"
+    r"|用[户戶戸]|使用者|系[统統]|助手|助理|人[类類]|[开開][发發]者|ユーザー?|システム|アシスタント)[\s*_]*\Z",
     re.IGNORECASE,
 )
 _LABEL_REACH = 16
@@ -166,7 +167,7 @@ def _label_colons(text: str) -> list[int]:
     """Where in ``text`` a colon ends a speaker label."""
     found = []
     for m in _COLON.finditer(text):
-        end = len(text[: m.start()].rstrip())
+        end = len(text[: m.start()].rstrip().rstrip("*_"))
         if (
             end
             and text[end - 1] in _LABEL_LAST
