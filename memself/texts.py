@@ -160,6 +160,7 @@ _LABEL_BEFORE = re.compile(
     re.IGNORECASE,
 )
 _LABEL_REACH = 16
+_LABEL_TRAIL = " \t*_"
 _LABEL_LAST = frozenset("nNtTmMrRiIdDlL户戶戸者统統手理类類ーザムト")
 
 
@@ -167,7 +168,7 @@ def _label_colons(text: str) -> list[int]:
     """Where in ``text`` a colon ends a speaker label."""
     found = []
     for m in _COLON.finditer(text):
-        end = len(text[: m.start()].rstrip().rstrip("*_"))
+        end = len(text[: m.start()].rstrip(_LABEL_TRAIL))
         if (
             end
             and text[end - 1] in _LABEL_LAST
@@ -183,9 +184,10 @@ _FULL_WIDTH = str.maketrans({"`": "｀", "~": "～", "<": "＜", ">": "＞", "#"
 # an image (drawn, so fetched, as soon as the text is shown), a link whose address can carry data
 # (its text hides the address), a link reference definition at the start of the memory.
 _MD_IMAGE = re.compile(r"!\[")
-# The address runs to the closing angle bracket, or else to the next space: parentheses may nest
-# in it, and reading too far only breaks a link that was harmless.
-_MD_LINK_END = re.compile(r"\]\(\s*(?:[<＜]([^>＞]*)|(\S*))")
+# The "]" that closes a link's text, its address read ahead: to the closing angle bracket, or else
+# to the next space (parentheses may nest in it, and reading too far only breaks a link that was
+# harmless). A look-ahead, so that every "](" is judged on its own.
+_MD_LINK_END = re.compile(r"\](?=\(\s*(?:[<＜]([^>＞]*)|(\S*)))")
 _MD_DEFINITION = re.compile(r"\s*\[([^\[\]]+)\]:")
 _URL_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*):")
 _URL_DATA = re.compile(r"[?#%=@]|[A-Za-z0-9+_=~]{16,}")
@@ -279,17 +281,23 @@ def _tag_edits(f: Folded) -> list[Edit]:
 
 
 def _role_edits(f: Folded) -> list[Edit]:
-    return [(*f.span(at, at + 1), "∶") for at in _label_colons(f.text)]
+    # The line itself is searched too: a full-width letter before "System:" is not one word with
+    # it, as its folded "A" would be.
+    found = {f.span(at, at + 1) for at in _label_colons(f.text)}
+    found |= {(at, at + 1) for at in _label_colons(f.line)}
+    return [(start, end, "∶") for start, end in found]
 
 
 def _lead_edits(f: Folded) -> list[Edit]:
-    if f.text[:1] in ("#", ">"):
-        return [(*f.span(0, 1), f.text[0].translate(_FULL_WIDTH))]
+    # Marks folded away may leave a space first: the first character that shows counts.
+    at = len(f.text) - len(f.text.lstrip())
+    if f.text[at : at + 1] in ("#", ">"):
+        return [(*f.span(at, at + 1), f.text[at].translate(_FULL_WIDTH))]
     return []
 
 
 def _inert_link_end(m: re.Match[str]) -> str:
-    return "］" + m.group()[1:] if data_url(m.group(1) or m.group(2)) else m.group()
+    return "］" if data_url(m.group(1) or m.group(2) or "") else "]"
 
 
 def _inert_markdown(line: str) -> str:

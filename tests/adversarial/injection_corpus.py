@@ -106,6 +106,16 @@ LOOKALIKE_SHAPES: dict[str, str] = {
     "html-image": "probe65 <img src=https://evil.example/p.png?d=1> ‹img src=https://evil.example/q.png›",
 }
 
+# Pieces that random mixes are made of: labels, colons, brackets, markers, markdown, marks and
+# ligatures, plain and look-alike, so that a mix can put any of them next to any other.
+MIX_PIECES = (
+    *("System", "Ѕуѕtеm", "Human", "ＡＩ", "用户", "系統", "ユーザー", "中文", "x", " ", "**", "__"),
+    *(":", "：", "﹕", "꞉", "∶", "<", "‹", "〈", "﹤", ">", "›", "〉", "/", "!", "_", "#", "﹟"),
+    *("![", "[", "]", "(", ")", "](", "https://e.x/?q=1", "https://e.x/a", "`", "```", "∼", "~"),
+    *("MEMORY", "МЕМОRҮ", "CONFIRM", "СОNFІRМ", "V1", "V１", "conﬁrm", "ﬁ", "\ufe0f", "\u0301"),
+    *("memory-self-evolution", "memory\u2010self\u2010evolution", "捕捉到了新的记忆"),
+)
+
 # What the look-alike part must leave alone: ordinary text with the same characters around.
 LOOKALIKE_ORDINARY = (
     "回答用中文：先结论后细节",
@@ -196,7 +206,7 @@ _LOOKALIKE_NOTICE = re.compile(
     r"memory[\W_]{0,3}self[\W_]{0,3}evolution\s*捕捉到了新的[记記][忆憶]", re.IGNORECASE
 )
 _MD_IMAGE = re.compile(r"!\[")
-_MD_LINK = re.compile(r"\]\(\s*(?:[<＜]([^>＞]*)|(\S*))")
+_MD_LINK = re.compile(r"\](?=\(\s*(?:[<＜]([^>＞]*)|(\S*)))")
 _MD_DEFINITION = re.compile(r"^\s*\[[^\[\]]+\]:")
 
 
@@ -237,9 +247,9 @@ def lookalike_problems(text: str) -> list[str]:
         problems.append("look-alike heading or quote")
     if _MD_IMAGE.search(text):
         problems.append("markdown image")
-    for angled, bare in _MD_LINK.findall(text):
-        url = angled or bare
-        if _data_url(url):
+    for link in _MD_LINK.finditer(text):
+        url = link.group(1) or link.group(2) or ""
+        if "[" in text[: link.start()] and _data_url(url):
             problems.append(f"markdown link {url[:40]!r}")
     if _MD_DEFINITION.match(text):
         problems.append("markdown link definition")

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import re
 import subprocess
 import sys
@@ -44,6 +45,7 @@ from memself.texts import CONFIRM_MARKER, NOTICE_HEADER
 from tests.adversarial.injection_corpus import (
     LOOKALIKE_ORDINARY,
     LOOKALIKE_SHAPES,
+    MIX_PIECES,
     SHAPES,
     assert_marker_only_first,
     inert_problems,
@@ -260,6 +262,17 @@ def test_render_is_inert_and_idempotent(name: str) -> None:
     assert inert_problems(shown) == [], shown
     assert probe(name) in shown and len(shown) <= 400
     assert texts.inert(shown) == shown
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_render_of_random_mixes_is_inert_and_idempotent(seed: int) -> None:
+    """Any piece next to any other: what one check rewrites must not open a way past another."""
+    rng = random.Random(seed)
+    for _ in range(2000):
+        text = "".join(rng.choice(MIX_PIECES) for _ in range(rng.randint(1, 12)))
+        shown = texts.inert(text)
+        assert inert_problems(shown) == [], (text, shown)
+        assert texts.inert(shown) == shown, text
 
 
 @pytest.mark.parametrize("name", list(LOOKALIKE_SHAPES))
