@@ -26,7 +26,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
@@ -575,19 +575,42 @@ class MemoryStore:
             session.touch(memory)
         return Change(memory, gain, memory.text)
 
+    def fill_applies_when(
+        self, fills: Mapping[str, tuple[str, tuple[str, ...], Sequence[str]]], now: datetime
+    ) -> list[str]:
+        """Give memories the requests written for them in the background, in one write:
+        ``{id: (text asked about, requests it had then, new requests)}``. A memory that is gone,
+        whose text changed or whose requests changed since it was asked about is left alone (the
+        answer no longer describes it); nothing else of a memory changes. Returns the ids written."""
+        written: list[str] = []
+        checked = {mem_id: (text, old, check_applies_when(new)) for mem_id, (text, old, new) in fills.items()}
+        with self._writing(now) as session:
+            for mem_id, (text, old, new) in checked.items():
+                found = session.find(mem_id)
+                if found is None or not new:
+                    continue
+                memory = found[1]
+                if memory.text != text or memory.appliesWhen != old:
+                    continue
+                memory.appliesWhen = new
+                session.touch(memory)
+                written.append(mem_id)
+        return written
+
     def merge_into(
         self, mem_id: str, text: str, now: datetime, applies_when: Sequence[str] | None = None
     ) -> Change:
         """The judge's merge: text replaced, +0.1 within the daily cap (none once the day is full).
 
-        ``applies_when``, when given and not empty, replaces the memory's requests (they were
-        written for the new text); otherwise its requests stay."""
+        ``applies_when`` replaces the memory's requests when given and not empty (they were
+        written for the new text); otherwise a changed text drops them, since they described the
+        old one (the background filler asks for new ones)."""
         cleaned = check_text(text)
         requests = check_applies_when(applies_when)
         with self._writing(now) as session:
             memory = session.require(mem_id)
             previous = memory.set_text(cleaned, now)
-            if requests:
+            if requests or previous != memory.text:
                 memory.appliesWhen = requests
             gain = confidence.reinforce(memory, now)
             session.touch(memory)
@@ -624,7 +647,7 @@ class MemoryStore:
         with self._writing(now) as session:
             memory = session.require(mem_id)
             previous = memory.set_text(cleaned, now)
-            if requests:
+            if requests or previous != memory.text:
                 memory.appliesWhen = requests
             session.touch(memory)
         return Change(memory, 0.0, previous)

@@ -444,6 +444,35 @@ def check_judge(
     )
 
 
+def check_views(paths: DataPaths) -> Check | None:
+    """How many memories lack "applies when" requests, and what that costs in recall."""
+    from datetime import datetime, timezone
+
+    from memself.config import load_config
+    from memself.views.status import cost_text, coverage
+
+    cov = coverage(paths, load_config(paths), datetime.now(timezone.utc))
+    if not cov.active:
+        return None
+    if not cov.waiting:
+        return Check("适用场景", True, f"{cov.active} 条可召回的记忆都有适用场景")
+    summary = f"{cov.waiting}/{cov.active} 条可召回的记忆还没有适用场景（或已过时）；{cost_text()}"
+    if not cov.endpoint:
+        return Check(
+            "适用场景",
+            None,
+            summary + "；没有配置旁路判别接口，不会补写",
+            "memself setup 配置接口后，每天在后台按额度补写（memself views status 查看）",
+        )
+    b = cov.budget
+    return Check(
+        "适用场景",
+        None,
+        summary + f"；每天在后台按额度补写，今天已用请求 {b.requests_spent}/{b.requests_allowed} 次",
+        "等待后台补写，或运行 memself views fill",
+    )
+
+
 def check_secrets(paths: DataPaths) -> Check:
     """The local session secret: valid, not made yet, unusable, or replaced after being invalid."""
     from memself.judge.secrets import read_session_secret, session_secret_problem, set_aside_secrets
@@ -491,6 +520,7 @@ def run_checks(
         lambda: check_engine(paths, engine_wait_s),
         lambda: check_runtime_dir(paths),
         lambda: check_judge(paths, chat, confirm),
+        lambda: check_views(paths),
         lambda: check_secrets(paths),
     )
     for check in later:

@@ -13,7 +13,7 @@ import gzip
 import itertools
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -93,6 +93,8 @@ class FakeJudge:
     requests: list[Recorded] = field(default_factory=list)
     url: str = ""
     sent: list[int] = field(default_factory=list)  # body bytes each huge reply got out
+    # With no scripted reply left: the reply computed from the request body, if set.
+    responder: Callable[[dict[str, Any]], Reply] | None = None
     _release: threading.Event = field(default_factory=threading.Event)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     # Set: requests are answered as they come. A test that must act while a request waits for
@@ -104,10 +106,12 @@ class FakeJudge:
             self.replies[:] = list(replies)
             self.requests.clear()
 
-    def next_reply(self) -> Reply:
+    def next_reply(self, body: dict[str, Any] | None = None) -> Reply:
         with self._lock:
             if self.replies:
                 return self.replies.pop(0)
+        if self.responder is not None:
+            return self.responder(body or {})
         return Reply("status", '{"error":"no scripted reply"}', 500)
 
     @property
@@ -141,7 +145,7 @@ def _handler(judge: FakeJudge) -> type[BaseHTTPRequestHandler]:
                 body = {}
             judge.requests.append(Recorded(self.path, dict(self.headers.items()), body, raw))
             judge.answering.wait(60)
-            reply = judge.next_reply()
+            reply = judge.next_reply(body)
             getattr(self, "_" + reply.kind)(reply)
 
         def _send(self, status: int, data: bytes, ctype: str) -> None:
