@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from memself.atomic import write_atomic
+from memself.kept.counts import advice
 from memself.records import DEPRECATION_LINE, GROUP_LABELS, Memory
 from memself.snapshot_assets import CSP, CSS, SCRIPT
 from memself.texts import SCOPE_GLOBAL
@@ -219,9 +220,10 @@ def _data_json(
     """Every memory as one row of a JSON array, in page order (scope, group, confidence).
 
     A row: id, text, confidence, last activity, creation time, evidence, applies-when (joined),
-    scope number, group number, deprecated (0/1). Times stay as stored: the page shows them in
-    the reader's zone. ``<``, ``>`` and ``&`` are written as JSON escapes, so no memory text can
-    close the data block or open markup; the script only ever puts them in as text.
+    scope number, group number, deprecated (0/1), advice ("" or the often-broken advice). Times
+    stay as stored: the page shows them in the reader's zone. ``<``, ``>`` and ``&`` are written
+    as JSON escapes, so no memory text can close the data block or open markup; the script only
+    ever puts them in as text.
     """
     rows: list[list[object]] = []
     for number, (_, _, by_group) in enumerate(scopes):
@@ -241,6 +243,7 @@ def _data_json(
                         number,
                         group_number,
                         int(_is_deprecated(mem)),
+                        advice(mem) if isinstance(mem, Memory) else "",
                     ]
                 )
     data = {

@@ -602,3 +602,17 @@ def _seconds_text(seconds: float) -> str:
     if whole < 3600:
         return f"{whole // 60} 分 {whole % 60} 秒"
     return f"{whole // 3600} 小时 {whole % 3600 // 60} 分"
+
+
+# ---------------------------------------------------------------------------------------------
+# Rules kept or broken, facts used or not (``memself.kept``)
+# ---------------------------------------------------------------------------------------------
+
+BROKEN_NOTICE_LIMIT = 60  # characters of a rule's text in the one-line notice
+OFTEN_BROKEN_ADVICE = "经常被违反：换个说法或写得更具体"
+
+
+def broken_notice(rule_texts: Sequence[str]) -> str:
+    """The one line the next prompt of the session carries when the previous answer broke rules."""
+    named = "；".join(f"「{inert(t, BROKEN_NOTICE_LIMIT)}」" for t in rule_texts if t.strip())
+    return f"记忆提示：上一轮回答没有遵守规则{named}，本轮请遵守。" if named else ""
