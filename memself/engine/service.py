@@ -279,10 +279,10 @@ class RecallService:
         """Per fact, its highest cosine with any of the sentences (``memself.kept.used``)."""
         from memself.kept.similarity import best_cosines, text_list
 
-        self._loaded()
+        recaller, _, _ = self._loaded()
         if self.encoder is None:  # pragma: no cover - _loaded checked it
             raise RuntimeError("the recall service was used before warm_up")
-        return best_cosines(self.encoder, text_list(facts), text_list(sentences))
+        return best_cosines(self.encoder, text_list(facts), text_list(sentences), recaller.space)
 
     def preview(self, text: str, workspace: str | None = None) -> dict[str, Any]:
         """What ``text`` would recall, with each group's line, and no reward."""

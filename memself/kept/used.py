@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 # (facts, sentences) -> per fact, the highest cosine with any sentence.
 SimilarityFn = Callable[[Sequence[str], Sequence[str]], list[float]]
 
-SIMILARITY_LINE = 0.86
+SIMILARITY_LINE = 0.48
 MAX_SENTENCES = 80
 MIN_SENTENCE = 4
 _SPLIT = re.compile(r"(?<=[。！？；!?;])|\n+|(?<=\.)\s+")
