@@ -44,8 +44,11 @@ SCOPE_HINTS = {
 }
 
 
-def render_html(groups: Mapping[str, Sequence[Memory]], now: datetime) -> str:
-    """The whole page for ``groups``, stamped as generated at ``now`` (aware)."""
+def render_html(
+    groups: Mapping[str, Sequence[Memory]], now: datetime, usage: Sequence[str] | None = None
+) -> str:
+    """The whole page for ``groups``, stamped as generated at ``now`` (aware); ``usage``: the
+    lines of ``memself stats`` (``texts.stats_lines``), shown under the overview."""
     # Known groups first, in the records module's order, then any other the files hold.
     order = [g for g in GROUP_LABELS] + [g for g in groups if g not in GROUP_LABELS]
     sorted_groups = {g: _sorted(groups.get(g, ())) for g in order}
@@ -76,6 +79,7 @@ def render_html(groups: Mapping[str, Sequence[Memory]], now: datetime) -> str:
 记忆变更后片刻也会在后台重新生成。生成之后的变更要重新生成才会显示。手动修改会被覆盖，\
 增删改请用 <code>memself</code> 命令或在对话里让助手整理。</p>
 {_scope_overview(scopes, order)}
+{_usage(usage)}
 </header>
 {_controls(scopes, order)}
 <main id="list"><noscript><p class="empty">\
@@ -93,13 +97,25 @@ def render_html(groups: Mapping[str, Sequence[Memory]], now: datetime) -> str:
 
 def write_snapshot(paths: DataPaths, groups: Mapping[str, Sequence[Memory]], now: datetime) -> Path:
     """Atomically (re)write ``memories.html``; the original's ``memories.md`` goes away with it."""
+    from memself.kept.stats import load_stats
+    from memself.texts import stats_lines
+
     paths.ensure()
     target = paths.html
-    write_atomic(target, render_html(groups, now))
+    usage = stats_lines(load_stats(paths, [m for ms in groups.values() for m in ms]))
+    write_atomic(target, render_html(groups, now, usage))
     # The original stopped updating memories.md; a stale copy would mislead whoever opens it.
     with contextlib.suppress(FileNotFoundError):
         paths.legacy_markdown.unlink()
     return target
+
+
+def _usage(lines: Sequence[str] | None) -> str:
+    """The usage section: every line escaped, nested lines as a list under their heading."""
+    if not lines:
+        return ""
+    items = "".join(f"<li>{_e(line.strip())}</li>" for line in lines)
+    return f'<details class="usage"><summary>使用情况（memself stats）</summary><ul>{items}</ul></details>'
 
 
 def _e(value: object) -> str:
