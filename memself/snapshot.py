@@ -102,7 +102,10 @@ def write_snapshot(paths: DataPaths, groups: Mapping[str, Sequence[Memory]], now
 
     paths.ensure()
     target = paths.html
-    usage = stats_lines(load_stats(paths, [m for ms in groups.values() for m in ms]))
+    stats = load_stats(paths, [m for ms in groups.values() for m in ms if isinstance(m, Memory)])
+    # Before any checked turn the page stays as it was: the section would only say "nothing yet".
+    counted = stats["turns"] or stats["shownMost"] or stats["brokenMost"]
+    usage = stats_lines(stats) if counted else None
     write_atomic(target, render_html(groups, now, usage))
     # The original stopped updating memories.md; a stale copy would mislead whoever opens it.
     with contextlib.suppress(FileNotFoundError):
