@@ -54,7 +54,7 @@ def note_shown(
         return
     ensure_kept_dir(paths)
     body = {"turn": turn_id, "ids": list(dict.fromkeys(ids)), "at": iso(now)}
-    write_atomic(shown_path(paths, host, session_key), json.dumps(body) + "\n", mode=0o600)
+    _write_unsynced(shown_path(paths, host, session_key), json.dumps(body) + "\n")
 
 
 def take_shown(paths: DataPaths, host: str, session_key: str, turn_id: str = "") -> list[str]:
@@ -94,6 +94,23 @@ def take_notice(paths: DataPaths, host: str, session_key: str) -> list[str]:
     if not isinstance(rules, list):
         return []
     return [r["text"] for r in rules if isinstance(r, dict) and isinstance(r.get("text"), str)][:NOTICE_LIMIT]
+
+
+def _write_unsynced(path: Path, text: str) -> None:
+    """Whole or not at all (a rename), but without fsync: the engine writes this after every
+    delivered recall, and a note lost in a crash only means one turn goes unchecked."""
+    tmp = path.with_name(f".new-{os.getpid()}-{path.name}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.write(fd, text.encode("utf-8"))
+    finally:
+        os.close(fd)
+    try:
+        os.replace(tmp, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 def _take(path: Path) -> Any:
