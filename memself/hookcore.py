@@ -259,8 +259,10 @@ def _start_check(event: HookEvent, config: Config, now: datetime, paths: DataPat
     from memself.judge.start import deposition_configured
     from memself.kept.start import maybe_start_check
 
+    def rules() -> int:
+        return sum(1 for m in MemoryStore(paths).active("rule") if m.visible_in(event.workspace))
+
     try:
-        rules = sum(1 for m in MemoryStore(paths).active("rule") if m.visible_in(event.workspace))
-        maybe_start_check(paths, event, now, rules, deposition_configured(paths, config))
+        maybe_start_check(paths, event, now, rules, lambda: deposition_configured(paths, config))
     except (MemselfError, OSError) as exc:
         log(paths, "kept-start-failed", error=str(exc))

@@ -135,7 +135,9 @@ def test_a_huge_answer_with_a_secret_leaves_bounded_and_redacted(tmp_path: Path)
     store = rules_store()
     secret = "sk-proj-" + "Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z"
     answer = f"Use this key: {secret}\n" + "x" * 500_000 + "\nThe end."
-    handoff = maybe_start_check(store.paths, stop_event(answer), T0, 2, True, spawn=lambda argv: None)
+    handoff = maybe_start_check(
+        store.paths, stop_event(answer), T0, lambda: 2, lambda: True, spawn=lambda argv: None
+    )
     assert handoff is not None and handoff.stat().st_mode & 0o777 == 0o600
     data = read_handoff(handoff)
     assert not handoff.exists()  # the check removes the answer as soon as it has read it
@@ -154,7 +156,10 @@ def test_a_turn_without_an_answer_starts_no_check_and_counts_nothing() -> None:
     store = rules_store()
     note_shown(store.paths, "claude", "s1", "", ["r-zh"], T0)
     started: list[list[str]] = []
-    assert maybe_start_check(store.paths, stop_event(""), T0, 2, True, spawn=started.append) is None
+    assert (
+        maybe_start_check(store.paths, stop_event(""), T0, lambda: 2, lambda: True, spawn=started.append)
+        is None
+    )
     assert started == []
     assert "kept-no-answer" in store.paths.log_file.read_text("utf-8")
 
@@ -162,8 +167,16 @@ def test_a_turn_without_an_answer_starts_no_check_and_counts_nothing() -> None:
 def test_no_check_without_rules_or_recalled_memories() -> None:
     store = make_store()
     started: list[list[str]] = []
-    assert maybe_start_check(store.paths, stop_event(ENGLISH), T0, 0, True, spawn=started.append) is None
-    assert maybe_start_check(store.paths, stop_event(ENGLISH), T0, 2, False, spawn=started.append) is None
+    assert (
+        maybe_start_check(store.paths, stop_event(ENGLISH), T0, lambda: 0, lambda: True, spawn=started.append)
+        is None
+    )
+    assert (
+        maybe_start_check(
+            store.paths, stop_event(ENGLISH), T0, lambda: 2, lambda: False, spawn=started.append
+        )
+        is None
+    )
     assert started == []
 
 

@@ -163,7 +163,9 @@ def test_a_prompt_through_the_real_engine_then_its_stop_counts_the_fact_used(
     stop = HookEvent(
         "claude", EventKind.STOP, "Stop", "s-e", "", "", "/tmp", False, "", "把 pay_new_flow 关掉即可。"
     )
-    assert maybe_start_check(engine_home, stop, NOW, 0, False, spawn=started.append) is not None
+    assert (
+        maybe_start_check(engine_home, stop, NOW, lambda: 0, lambda: False, spawn=started.append) is not None
+    )
     assert main(started[0][-2:]) == 0
     used = MemoryStore(engine_home).get(fact.id)
     assert used is not None and (counts.count(used, counts.SHOWN), counts.count(used, counts.USED)) == (1, 1)

@@ -60,13 +60,14 @@ def maybe_start_check(
     paths: DataPaths,
     event: HookEvent,
     now: datetime,
-    rules_in_force: int,
-    learning: bool,
+    rules_in_force: Callable[[], int],
+    learning: Callable[[], bool],
     spawn: Spawner | None = None,
 ) -> Path | None:
     """Start the check of this turn's answer; the hand-off file, or None when there is nothing
     to check: no answer, no session, or neither a recalled memory nor a rule the judge could
-    check."""
+    check. ``rules_in_force`` and ``learning`` are asked only when it matters (they read the
+    store and the key)."""
     if os.environ.get(SWITCH_ENV, "").strip() == "0" or not event.session_key:
         return None
     shown = take_shown(paths, event.host, event.session_key, event.turn_id)
@@ -74,7 +75,7 @@ def maybe_start_check(
         if shown:
             log(paths, "kept-no-answer", agent=event.host)
         return None
-    if not shown and not (learning and rules_in_force):
+    if not shown and not (learning() and rules_in_force()):
         return None
     folder = ensure_kept_dir(paths)
     _prune(folder)
