@@ -242,3 +242,22 @@ def test_below_the_line_no_advice() -> None:
     store = rules_store()
     store.add_counts({"r-zh": {counts.BROKEN: counts.OFTEN_BROKEN - 1}}, T0)
     assert check_kept(store.paths) is None
+
+
+def test_files_nobody_took_are_pruned_by_a_later_stop() -> None:
+    import os
+    import time
+
+    from memself.kept.turns import kept_dir, leave_notice
+
+    store = rules_store()
+    note_shown(store.paths, "claude", "gone", "", ["r-zh"], T0)
+    leave_notice(store.paths, "claude", "gone", [("r-zh", RULE_ZH)])
+    stale = kept_dir(store.paths) / "check-1-1.json"
+    stale.write_text("{}", encoding="utf-8")
+    old = time.time() - 2 * 86400
+    for path in kept_dir(store.paths).iterdir():
+        os.utime(path, (old, old))
+    maybe_start_check(store.paths, stop_event(ENGLISH), T0, lambda: 2, lambda: True, spawn=lambda argv: None)
+    names = sorted(p.name for p in kept_dir(store.paths).iterdir() if not p.name.startswith("."))
+    assert len(names) == 1 and names[0].startswith("check-") and names[0] != stale.name

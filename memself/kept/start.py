@@ -29,8 +29,10 @@ from memself.timeutil import iso
 # habit shows), never a megabyte.
 ANSWER_HEAD = 3000
 ANSWER_TAIL = 1000
-# A hand-off nobody took (the check could not start) is removed by the next Stop after this.
+# A hand-off nobody took (the check could not start) is removed by the next Stop after this;
+# a session's note or notice nobody took (the session ended) after a day.
 STALE_AFTER_S = 3600.0
+SESSION_FILES_AFTER_S = 86400.0
 SWITCH_ENV = "MEMSELF_KEPT"  # "0": no check is started (test suites that do not test it)
 
 Spawner = Callable[[list[str]], object]
@@ -114,9 +116,11 @@ def _spawn(argv: list[str]) -> int:
 
 
 def _prune(folder: Path) -> None:
-    cutoff = time.time() - STALE_AFTER_S
+    now = time.time()
+    limits = {"check-": STALE_AFTER_S, "shown-": SESSION_FILES_AFTER_S, "notice-": SESSION_FILES_AFTER_S}
     with contextlib.suppress(OSError):
         for entry in os.scandir(folder):
-            if entry.name.startswith("check-") and entry.stat().st_mtime < cutoff:
+            limit = next((v for k, v in limits.items() if entry.name.startswith(k)), None)
+            if limit is not None and entry.stat().st_mtime < now - limit:
                 with contextlib.suppress(OSError):
                     os.unlink(entry.path)
