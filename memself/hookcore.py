@@ -131,6 +131,7 @@ def prompt_submit(
     verdict = classify_input(event.prompt)
     if verdict.skip_reason in _PLUGIN_TRAFFIC:
         return HookReply()
+    notice = _broken_notice(event, paths)
     from memself.judge.start import LEARNING
 
     deposition = deposition_state(paths, config)
@@ -141,9 +142,20 @@ def prompt_submit(
     if not verdict.skipped:
         block, recalled = _recall_block(recall, verdict.recall_text, now, event.workspace, paths)
     reminder = texts.reminder(adapter.OWN_MEMORY, deposition)
-    context = "\n\n".join(p for p in (block, reminder) if p)
-    user_message = block if block and config.showRecall else ""
+    context = "\n\n".join(p for p in (notice, block, reminder) if p)
+    user_message = "\n\n".join(p for p in (notice, block if config.showRecall else "") if p)
     return HookReply(context=context, user_message=user_message, rewards=recalled)
+
+
+def _broken_notice(event: HookEvent, paths: DataPaths) -> str:
+    """The one line naming the rules the session's previous answer broke, once."""
+    from memself.kept.turns import take_notice
+
+    try:
+        return texts.broken_notice(take_notice(paths, event.host, event.session_key))
+    except (MemselfError, OSError) as exc:
+        log(paths, "kept-notice-failed", error=str(exc))
+        return ""
 
 
 def _restore_hidden_confirmation(event: HookEvent, paths: DataPaths) -> str | None:
@@ -217,6 +229,7 @@ def _recall_block(
 def stop(event: HookEvent, config: Config, now: datetime, paths: DataPaths) -> HookReply:
     if event.stop_active or not event.session_key:
         return HookReply()
+    _start_check(event, config, now, paths)
     from memself.judge.followup import take_followup
 
     adapter = _adapter(event)
@@ -239,3 +252,17 @@ def stop(event: HookEvent, config: Config, now: datetime, paths: DataPaths) -> H
         return HookReply()
     visible, model_text = result
     return HookReply(continuation=model_text, visible=visible)
+
+
+def _start_check(event: HookEvent, config: Config, now: datetime, paths: DataPaths) -> None:
+    """Hand the turn's answer to the detached check of rules kept and facts used."""
+    from memself.judge.start import deposition_configured
+    from memself.kept.start import maybe_start_check
+
+    def rules() -> int:
+        return sum(1 for m in MemoryStore(paths).active("rule") if m.visible_in(event.workspace))
+
+    try:
+        maybe_start_check(paths, event, now, rules, lambda: deposition_configured(paths, config))
+    except (MemselfError, OSError) as exc:
+        log(paths, "kept-start-failed", error=str(exc))

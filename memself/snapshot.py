@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from memself.atomic import write_atomic
+from memself.kept.counts import advice
 from memself.records import DEPRECATION_LINE, GROUP_LABELS, Memory
 from memself.snapshot_assets import CSP, CSS, SCRIPT
 from memself.texts import SCOPE_GLOBAL
@@ -43,8 +44,11 @@ SCOPE_HINTS = {
 }
 
 
-def render_html(groups: Mapping[str, Sequence[Memory]], now: datetime) -> str:
-    """The whole page for ``groups``, stamped as generated at ``now`` (aware)."""
+def render_html(
+    groups: Mapping[str, Sequence[Memory]], now: datetime, usage: Sequence[str] | None = None
+) -> str:
+    """The whole page for ``groups``, stamped as generated at ``now`` (aware); ``usage``: the
+    lines of ``memself stats`` (``texts.stats_lines``), shown under the overview."""
     # Known groups first, in the records module's order, then any other the files hold.
     order = [g for g in GROUP_LABELS] + [g for g in groups if g not in GROUP_LABELS]
     sorted_groups = {g: _sorted(groups.get(g, ())) for g in order}
@@ -75,6 +79,7 @@ def render_html(groups: Mapping[str, Sequence[Memory]], now: datetime) -> str:
 记忆变更后片刻也会在后台重新生成。生成之后的变更要重新生成才会显示。手动修改会被覆盖，\
 增删改请用 <code>memself</code> 命令或在对话里让助手整理。</p>
 {_scope_overview(scopes, order)}
+{_usage(usage)}
 </header>
 {_controls(scopes, order)}
 <main id="list"><noscript><p class="empty">\
@@ -92,13 +97,28 @@ def render_html(groups: Mapping[str, Sequence[Memory]], now: datetime) -> str:
 
 def write_snapshot(paths: DataPaths, groups: Mapping[str, Sequence[Memory]], now: datetime) -> Path:
     """Atomically (re)write ``memories.html``; the original's ``memories.md`` goes away with it."""
+    from memself.kept.stats import load_stats
+    from memself.texts import stats_lines
+
     paths.ensure()
     target = paths.html
-    write_atomic(target, render_html(groups, now))
+    stats = load_stats(paths, [m for ms in groups.values() for m in ms if isinstance(m, Memory)])
+    # Before any checked turn the page stays as it was: the section would only say "nothing yet".
+    counted = stats["turns"] or stats["shownMost"] or stats["brokenMost"]
+    usage = stats_lines(stats) if counted else None
+    write_atomic(target, render_html(groups, now, usage))
     # The original stopped updating memories.md; a stale copy would mislead whoever opens it.
     with contextlib.suppress(FileNotFoundError):
         paths.legacy_markdown.unlink()
     return target
+
+
+def _usage(lines: Sequence[str] | None) -> str:
+    """The usage section: every line escaped, nested lines as a list under their heading."""
+    if not lines:
+        return ""
+    items = "".join(f"<li>{_e(line.strip())}</li>" for line in lines)
+    return f'<details class="usage"><summary>使用情况（memself stats）</summary><ul>{items}</ul></details>'
 
 
 def _e(value: object) -> str:
@@ -219,9 +239,10 @@ def _data_json(
     """Every memory as one row of a JSON array, in page order (scope, group, confidence).
 
     A row: id, text, confidence, last activity, creation time, evidence, applies-when (joined),
-    scope number, group number, deprecated (0/1). Times stay as stored: the page shows them in
-    the reader's zone. ``<``, ``>`` and ``&`` are written as JSON escapes, so no memory text can
-    close the data block or open markup; the script only ever puts them in as text.
+    scope number, group number, deprecated (0/1), advice ("" or the often-broken advice). Times
+    stay as stored: the page shows them in the reader's zone. ``<``, ``>`` and ``&`` are written
+    as JSON escapes, so no memory text can close the data block or open markup; the script only
+    ever puts them in as text.
     """
     rows: list[list[object]] = []
     for number, (_, _, by_group) in enumerate(scopes):
@@ -241,6 +262,7 @@ def _data_json(
                         number,
                         group_number,
                         int(_is_deprecated(mem)),
+                        advice(mem) if isinstance(mem, Memory) else "",
                     ]
                 )
     data = {

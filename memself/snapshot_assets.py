@@ -135,6 +135,7 @@ SCRIPT = r""""use strict";
     bar.append(fill);
     head.append(bar);
     if (r[9]) head.append(el("span", "badge", D.badge));
+    if (r[10]) head.append(el("span", "badge", r[10]));
     li.append(head, el("p", "text", r[1]));
     if (r[5]) li.append(el("p", "evidence", "依据：" + r[5]));
     if (r[6]) li.append(el("p", "when", "适用场景：" + r[6]));

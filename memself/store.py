@@ -724,6 +724,38 @@ class MemoryStore:
             return {}
         return gains
 
+    def add_counts(
+        self,
+        counts: Mapping[str, Mapping[str, int]],
+        now: datetime,
+        stamp_field: str = "",
+        wait_s: float = REWARD_WAIT_S,
+    ) -> list[str]:
+        """Add to optional integer fields of memories (``memself.kept.counts``), kept beside the
+        original's fields in ``extra``; ``stamp_field`` is set to ``now`` on each memory touched.
+        Confidence, lastSeen and everything the original reads stay as they were. The ids
+        written; a busy lock or a failed write is logged and writes nothing."""
+        written: list[str] = []
+        try:
+            with self._writing(now, wait_s) as session:
+                for mem_id, fields in counts.items():
+                    found = session.find(mem_id)
+                    if found is None:
+                        continue
+                    memory = found[1]
+                    for name, add in fields.items():
+                        old = memory.extra.get(name)
+                        base = old if isinstance(old, int) and not isinstance(old, bool) and old >= 0 else 0
+                        memory.extra[name] = base + add
+                    if stamp_field:
+                        memory.extra[stamp_field] = iso(now)
+                    session.touch(memory)
+                    written.append(mem_id)
+        except MemselfError as exc:
+            log(self.paths, "counts-write-failed", ids=",".join(counts), error=str(exc))
+            return []
+        return written
+
     def recall_gains(self, ids: Iterable[str], now: datetime) -> dict[str, float]:
         """What ``reward_recall`` would add per id right now, without writing anything: recall
         shows confidences as they will be once the recalled text has reached the host, and the

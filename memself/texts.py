@@ -734,3 +734,62 @@ def _seconds_text(seconds: float) -> str:
     if whole < 3600:
         return f"{whole // 60} 分 {whole % 60} 秒"
     return f"{whole // 3600} 小时 {whole % 3600 // 60} 分"
+
+
+# ---------------------------------------------------------------------------------------------
+# Rules kept or broken, facts used or not (``memself.kept``)
+# ---------------------------------------------------------------------------------------------
+
+BROKEN_NOTICE_LIMIT = 60  # characters of a rule's text in the one-line notice
+OFTEN_BROKEN_ADVICE = "经常被违反：换个说法或写得更具体"
+
+
+def broken_notice(rule_texts: Sequence[str]) -> str:
+    """The one line the next prompt of the session carries when the previous answer broke rules."""
+    named = "；".join(f"「{inert(t, BROKEN_NOTICE_LIMIT)}」" for t in rule_texts if t.strip())
+    return f"记忆提示：上一轮回答没有遵守规则{named}，本轮请遵守。" if named else ""
+
+
+STATS_EMPTY = "还没有统计：回答结束后才会统计这一轮注入的记忆有没有被用上、规则有没有被遵守。"
+
+
+def _pct(share: object) -> str:
+    return f"{float(share) * 100:.0f}%" if isinstance(share, (int, float)) else "—"
+
+
+def _num(value: object) -> str:
+    return f"{value:g}" if isinstance(value, (int, float)) else "—"
+
+
+def stats_lines(stats: dict[str, Any]) -> list[str]:
+    """``memself stats`` and the page's usage section, line by line (``memself.kept.stats``)."""
+    if not stats.get("turns") and not stats.get("shownMost") and not stats.get("brokenMost"):
+        return [STATS_EMPTY]
+    rule, project = stats["groups"]["rule"], stats["groups"]["project"]
+    lines = [
+        f"统计了 {stats['turns']} 轮回答。",
+        f"rule：每轮召回 {_num(rule['perTurn'])} 条（会话开始另有全量注入），被违反共 {rule['broken']} 次",
+        f"project：每轮召回 {_num(project['perTurn'])} 条，注入 {project['shown']} 次，"
+        f"用上 {project['used']} 次（{_pct(project['usedShare'])}）",
+        "按范围：",
+    ]
+    for row in stats["workspaces"]:
+        where = scope_text(row["workspace"] or "", row["workspaceName"] or "")
+        lines.append(
+            f"  {where}：{row['turns']} 轮，每轮 rule {_num(row['rulesPerTurn'])} 条、"
+            f"project {_num(row['factsPerTurn'])} 条，事实用上 {_pct(row['usedShare'])}，"
+            f"违反规则 {row['rulesBroken']} 次"
+        )
+    for title, key in (("注入最多的记忆：", "shownMost"), ("注入了却最少用上的记忆：", "usedLeast")):
+        if stats[key]:
+            lines.append(title)
+            lines += [
+                f"  {inert(m['text'], 60)}（注入 {m['shown']} 次，用上 {m['used']} 次，id {m['id']}）"
+                for m in stats[key]
+            ]
+    if stats["brokenMost"]:
+        lines.append("被违反最多的规则：")
+        for m in stats["brokenMost"]:
+            advice = f"，{m['advice']}" if m["advice"] else ""
+            lines.append(f"  {inert(m['text'], 60)}（被违反 {m['broken']} 次{advice}，id {m['id']}）")
+    return lines

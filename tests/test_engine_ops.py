@@ -45,11 +45,13 @@ def test_the_service_handles_every_service_op_and_nothing_else(isolated_home: Pa
     service.recall = lambda text, now, workspace: {"rule": [], "project": []}  # type: ignore[method-assign]
     service.preview = lambda text, workspace: {"groups": []}  # type: ignore[method-assign]
     service.nearest = lambda text, k, workspace: []  # type: ignore[method-assign]
+    service.similarity = lambda facts, sentences: []  # type: ignore[method-assign]
     stop = json.dumps({"hook_event_name": "Stop", "session_id": "s"}).encode()
     payloads = {
         protocol.OP_RECALL: {"text": "t", "now": "2026-11-30T09:00:00+00:00"},
         protocol.OP_NEAREST: {"text": "t", "k": 1},
         protocol.OP_PREVIEW: {"text": "t"},
+        protocol.OP_SIMILARITY: {"facts": ["f"], "sentences": ["s"]},
         protocol.OP_HOOK_FORWARD: {"host": "claude", "stdin": base64.b64encode(stop).decode(), "env": {}},
     }
     assert set(payloads) == protocol.SERVICE_OPS

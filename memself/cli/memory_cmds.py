@@ -146,10 +146,13 @@ def _file_name(store: MemoryStore, summary_name: str) -> str:
 
 
 def _list_line(memory: Memory) -> str:
+    from memself.kept.counts import advice
+
     mark = "[已废弃] " if not memory.active else ""
+    note = f"{advice(memory)}，" if advice(memory) else ""
     return (
         f"[{memory.category}] {mark}{one_line(memory.text)}（置信度 {fmt_confidence(memory.confidence)}，"
-        f"{scope_text(memory.workspace, memory.workspaceName)}，id {memory.id}）"
+        f"{scope_text(memory.workspace, memory.workspaceName)}，{note}id {memory.id}）"
     )
 
 

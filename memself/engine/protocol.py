@@ -45,7 +45,9 @@ OP_PREVIEW = "preview"  # {text}: recall with the gate's explanation, no rewards
 # {host, stdin, env, home, started, utcoffset, zone}: a whole session-start or prompt hook from
 # the raw stdin the hook process read (``memself.hook.process``), answered by ``memself.hook.run``.
 OP_HOOK_FORWARD = "hook-forward"
-SERVICE_OPS = frozenset({OP_RECALL, OP_NEAREST, OP_PREVIEW, OP_HOOK_FORWARD})
+# {facts, sentences}: per fact its highest cosine with any sentence (whether an answer used it)
+OP_SIMILARITY = "similarity"
+SERVICE_OPS = frozenset({OP_RECALL, OP_NEAREST, OP_PREVIEW, OP_HOOK_FORWARD, OP_SIMILARITY})
 # After a reply whose delivery matters: the client sends this byte once it handed the answer to
 # the host; the engine waits for it this long, then drops what depended on it.
 ACK = b"\x06"

@@ -28,7 +28,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from memself.config import Config, load_config
-from memself.engine.protocol import OP_HOOK_FORWARD, OP_NEAREST, OP_PREVIEW, OP_RECALL
+from memself.engine.protocol import OP_HOOK_FORWARD, OP_NEAREST, OP_PREVIEW, OP_RECALL, OP_SIMILARITY
 from memself.errors import InvalidInput
 from memself.logs import log
 from memself.paths import DataPaths
@@ -264,6 +264,8 @@ class RecallService:
         if op == OP_NEAREST:
             nearest = self.nearest(text, int(payload.get("k", 3)), workspace)
             return {"items": [{"id": m.id, "score": s} for m, s in nearest]}
+        if op == OP_SIMILARITY:
+            return {"best": self.similarity(payload.get("facts"), payload.get("sentences"))}
         if op == OP_HOOK_FORWARD:
             return run_forwarded(payload, self.paths, self.hook_core, rewards_to=self.defer_rewards)
         raise InvalidInput(f"召回引擎不支持的操作「{op}」")
@@ -272,6 +274,15 @@ class RecallService:
         """The k nearest active memories, ungated and unrewarded (the judge's dedup)."""
         recaller, pool, index = self._loaded()
         return recaller.top_k(text, pool, index.matrix, k, matrix_key=index.generation, workspace=workspace)
+
+    def similarity(self, facts: object, sentences: object) -> list[float]:
+        """Per fact, its highest cosine with any of the sentences (``memself.kept.used``)."""
+        from memself.kept.similarity import best_cosines, text_list
+
+        recaller, _, _ = self._loaded()
+        if self.encoder is None:  # pragma: no cover - _loaded checked it
+            raise RuntimeError("the recall service was used before warm_up")
+        return best_cosines(self.encoder, text_list(facts), text_list(sentences), recaller.space)
 
     def preview(self, text: str, workspace: str | None = None) -> dict[str, Any]:
         """What ``text`` would recall, with each group's line, and no reward."""
@@ -316,10 +327,11 @@ class RecallService:
             store=self.store,
         )
 
-    def defer_rewards(self, ids: tuple[str, ...], now: datetime) -> None:
-        """Keep a forwarded hook's reward for ``take_deferred``."""
+    def defer_rewards(self, ids: tuple[str, ...], now: datetime, event: HookEvent) -> None:
+        """Keep a forwarded hook's reward, and the note of what its turn was shown, for
+        ``take_deferred``."""
         store = self.store
-        self._deferred = lambda: _reward_delivered(store, ids, now)
+        self._deferred = lambda: _reward_delivered(store, ids, now, event)
 
     def take_deferred(self) -> Callable[[], None] | None:
         """What the engine runs once the client confirms the host got the reply to the op just
@@ -328,8 +340,11 @@ class RecallService:
         return deferred
 
 
-def _reward_delivered(store: MemoryStore, ids: tuple[str, ...], now: datetime) -> None:
+def _reward_delivered(store: MemoryStore, ids: tuple[str, ...], now: datetime, event: HookEvent) -> None:
+    from memself.hook.run import note_shown
+
     store.reward_recall(ids, now)
+    note_shown(store.paths, event, ids, now)
 
 
 def run_forwarded(
@@ -379,7 +394,7 @@ def run_forwarded(
     return {"stdout": binascii.b2a_base64(out.getvalue(), newline=False).decode("ascii")}
 
 
-def _no_reward(ids: tuple[str, ...], now: datetime) -> None:
+def _no_reward(ids: tuple[str, ...], now: datetime, event: HookEvent) -> None:
     """Answers the engine serves without a way to learn they were delivered earn nothing."""
 
 

@@ -29,7 +29,8 @@ from memself.timeutil import parse_iso
 
 Handler = Callable[[HookEvent, datetime, DataPaths], HookReply]
 # Takes the ids of the memories recalled into an answer once that answer is written, and when.
-RewardSink = Callable[[tuple[str, ...], datetime], None]
+# (ids recalled into a delivered answer, now, the event): rewards them, notes what the turn saw.
+RewardSink = Callable[[tuple[str, ...], datetime, HookEvent], None]
 
 # What the engine answers; everything else (Stop may wait seconds for judge jobs, bad input)
 # runs in the hook process.
@@ -128,9 +129,10 @@ def run(stdin: Stdin, context: RunContext) -> bool:
             # A recall is rewarded only when its text was actually handed over: not when the
             # watchdog or the deadline answered "nothing" first.
             if context.rewards_to is not None:
-                context.rewards_to(reply.rewards, now)
+                context.rewards_to(reply.rewards, now, event)
             else:
                 _reward(paths, reply.rewards, now)
+                note_shown(paths, event, reply.rewards, now)
     except BaseException as exc:  # a hook must answer whatever went wrong
         record.error = _describe(exc)
         if record.adapter is not None:
@@ -252,6 +254,19 @@ def _local_core(record: _Record, engine_error: str | None) -> Handler:
         return handle(event, now, paths)
 
     return core
+
+
+def note_shown(paths: DataPaths, event: HookEvent, ids: tuple[str, ...], now: datetime) -> None:
+    """What the prompt was shown, for the Stop-side check (``memself.kept``); after the answer
+    reached the host, so the host never waits for it. A failure is logged, never raised."""
+    from memself.kept.turns import note_shown as write
+
+    try:
+        write(paths, event.host, event.session_key, event.turn_id, ids, now)
+    except OSError as exc:
+        from memself.logs import log
+
+        log(paths, "kept-note-failed", error=str(exc))
 
 
 def _reward(paths: DataPaths, ids: tuple[str, ...], now: datetime) -> None:

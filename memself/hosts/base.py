@@ -33,6 +33,8 @@ class HookEvent(NamedTuple):
     stop_active: bool  # the host is already continuing because of a Stop hook
     # The key of the workspace of ``cwd`` (``memself.workspaces``), "" when there is none.
     workspace: str = ""
+    # Stop only: the assistant's final answer as the host gives it ("" when it gives none).
+    answer: str = ""
 
 
 class HookReply(NamedTuple):

@@ -71,6 +71,7 @@ def parse_event(
         cwd=cwd,
         stop_active=_stop_active(payload),
         workspace=workspace.key if workspace else "",
+        answer=first_text(payload, "last_assistant_message") if kind is EventKind.STOP else "",
     )
 
 

@@ -501,6 +501,27 @@ def check_secrets(paths: DataPaths) -> Check:
     return Check("本地会话密钥", True, f"{target}（权限 600，不显示）")
 
 
+def check_kept(paths: DataPaths) -> Check | None:
+    """Rules the answers broke again and again: advice to reword them (never deleted)."""
+    from memself.kept.counts import BROKEN, advice, count
+    from memself.records import one_line
+    from memself.store import MemoryStore
+
+    if not paths.root.is_dir():
+        return None
+    flagged = [m for m in MemoryStore(paths).active("rule") if advice(m)]
+    if not flagged:
+        return None
+    flagged.sort(key=lambda m: count(m, BROKEN), reverse=True)
+    named = "；".join(f"「{one_line(m.text)[:40]}」（{count(m, BROKEN)} 次，id {m.id}）" for m in flagged[:5])
+    return Check(
+        "规则遵守",
+        None,
+        f"{len(flagged)} 条规则{advice(flagged[0])}：{named}",
+        "在对话里让助手把这条规则改写得更具体，或 memself rule add 一条新的说法后 memself delete 旧的 id",
+    )
+
+
 def run_checks(
     paths: DataPaths,
     home: Path,
@@ -521,6 +542,7 @@ def run_checks(
         lambda: check_runtime_dir(paths),
         lambda: check_judge(paths, chat, confirm),
         lambda: check_views(paths),
+        lambda: check_kept(paths),
         lambda: check_secrets(paths),
     )
     for check in later:

@@ -165,6 +165,9 @@ def _base_env(home: Path, memself_home: Path) -> dict[str, str]:
         "LANG": "C.UTF-8",
         "TERM": "dumb",
         "TMPDIR": str(home / "tmp"),
+        # No Stop-side check of answers unless a test asks for one: it would send the fake judge
+        # requests that tests counting the judge's requests do not expect.
+        "MEMSELF_KEPT": "0",
     }
 
 
@@ -226,6 +229,63 @@ def run_claude(
         "env": env,
         "cwd": str(cwd),
         "mode": "plain",
+        "timeout": timeout,
+        "files": dict(files or {}),
+        "rules": [dict(r) for r in rules],
+    }
+    return _drive(spec, "claude runs")
+
+
+def run_claude_turns(
+    clients: Clients,
+    home: Path,
+    prompts: Sequence[str],
+    *,
+    cwd: Path,
+    memself_home: Path,
+    idle_s: float = 3.0,
+    extra_env: Mapping[str, str] | None = None,
+    timeout: float = 120,
+    files: Mapping[str, str] | None = None,
+    rules: Sequence[Mapping[str, Any]] = (),
+) -> ClientRun:
+    """One ``claude -p`` session in stream-json mode: each prompt is sent once the session has
+    been idle for ``idle_s`` after the previous one's result, so what a turn's Stop left behind
+    (a detached check) has finished before the next prompt, against the same fake API."""
+    (home / "tmp").mkdir(parents=True, exist_ok=True)
+    env = (
+        _base_env(home, memself_home)
+        | {
+            "ANTHROPIC_BASE_URL": "{base}",
+            "ANTHROPIC_API_KEY": "sk-ant-fake",
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+            "DISABLE_AUTOUPDATER": "1",
+            "DISABLE_TELEMETRY": "1",
+            "DISABLE_ERROR_REPORTING": "1",
+        }
+        | dict(extra_env or {})
+    )
+    messages = [
+        json.dumps({"type": "user", "message": {"role": "user", "content": [{"type": "text", "text": p}]}})
+        + "\n"
+        for p in prompts
+    ]
+    spec = {
+        "argv": [
+            *clients.claude,
+            "-p",
+            "--input-format",
+            "stream-json",
+            "--output-format",
+            "stream-json",
+            "--verbose",
+        ],
+        "env": env,
+        "cwd": str(cwd),
+        "mode": "stream-json",
+        "stdin": messages[0],
+        "followups": messages[1:],
+        "idle_s": idle_s,
         "timeout": timeout,
         "files": dict(files or {}),
         "rules": [dict(r) for r in rules],

@@ -5,7 +5,9 @@ fake API and the client share a namespace that has only loopback. Standard libra
 
 SPEC: ``argv``, ``env``, ``cwd``, ``files`` (path -> text, written first), ``stdin`` (text),
 ``mode`` (``plain``: write stdin and close; ``stream-json``: write stdin, keep it open until the
-session has been idle for ``idle_s`` after a ``result`` message), ``timeout``, ``netns`` (bring
+session has been idle for ``idle_s`` after a ``result`` message; ``followups``: further stdin
+texts, each written once the session has been idle that long after the previous one's result),
+``timeout``, ``netns`` (bring
 ``lo`` up first), ``rules`` (scripted replies of the fake API, see ``fakeapi.match_rule``).
 ``{base}`` in env values, argv and files becomes the fake API's address.
 """
@@ -84,6 +86,8 @@ def run_stream(spec: dict, argv: list[str], env: dict[str, str], api: FakeAPI) -
     proc.stdin.flush()
     deadline = time.monotonic() + spec.get("timeout", 120)
     idle_s = spec.get("idle_s", 3.0)
+    followups: list[str] = list(spec.get("followups", []))
+    sent = 0
     seen = 0
     while time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.1)
@@ -92,6 +96,12 @@ def run_stream(spec: dict, argv: list[str], env: dict[str, str], api: FakeAPI) -
             seen = count
             last["t"] = time.monotonic()
         if last["results"] and time.monotonic() - last["t"] > idle_s:
+            if sent < len(followups) and last["results"] > sent:
+                proc.stdin.write(followups[sent].encode())
+                proc.stdin.flush()
+                sent += 1
+                last["t"] = time.monotonic()
+                continue
             break
     proc.stdin.close()
     try:
