@@ -13,10 +13,7 @@ so even then this process stays lean.
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
-import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -24,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from memself.errors import MemselfError, ModelUnavailable
 from memself.model import unigram
 from memself.model.cache import Prepared, PreparedInvalid, find_prepared
+from memself.model.prepare_child import prepare_in_child
 from memself.models import ModelSettings, resolve_model
 
 if TYPE_CHECKING:
@@ -217,28 +215,6 @@ def check_hub_first(model: str, settings: ModelSettings) -> None:
             f"向量模型 {model} 还没有准备好，下载它要连的模型仓库连不上（{unreachable}）："
             f"请先运行 memself setup，连不上时它会改用随包的离线模型；"
             f"在中国大陆也可以先设镜像，如 HF_ENDPOINT={hub.MIRROR} memself setup"
-        )
-
-
-def prepare_in_child(model: str, cache_dir: Path | None) -> None:
-    """Run preparation (torch, sentence-transformers) in a child process: it needs a few GB
-    that this process, often the long-lived engine, should never hold. Its own messages and
-    progress reach the same terminal; its error comes back through a file."""
-    fd, error_file = tempfile.mkstemp(prefix="memself-prepare-", suffix=".txt")
-    os.close(fd)
-    command = [sys.executable, "-m", "memself.model.prepare", model, "--error-file", error_file]
-    if cache_dir is not None:
-        command += ["--cache-dir", str(cache_dir)]
-    try:
-        code = subprocess.run(command, stdin=subprocess.DEVNULL, check=False).returncode
-        message = Path(error_file).read_text(encoding="utf-8").strip()
-    except OSError as exc:
-        raise ModelUnavailable(f"无法启动向量模型的准备进程：{exc}") from exc
-    finally:
-        Path(error_file).unlink(missing_ok=True)
-    if code != 0:
-        raise ModelUnavailable(
-            message or f"准备向量模型 {model} 失败（退出码 {code}）：运行 memself model prepare 查看详情"
         )
 
 
