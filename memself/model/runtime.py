@@ -22,6 +22,7 @@ from memself.errors import MemselfError, ModelUnavailable
 from memself.model import unigram
 from memself.model.cache import Prepared, PreparedInvalid, find_prepared
 from memself.model.prepare_child import prepare_in_child
+from memself.model.row_table import RowTable
 from memself.models import ModelSettings, resolve_model
 
 if TYPE_CHECKING:
@@ -39,7 +40,6 @@ class LeanEncoder:
     """An ``Encoder`` (``memself.encoder``) over a prepared model."""
 
     def __init__(self, prepared: Prepared, settings: ModelSettings, threads: int) -> None:
-        import numpy as np
         import onnxruntime as ort
 
         manifest = prepared.manifest
@@ -52,11 +52,7 @@ class LeanEncoder:
         self._input = str(manifest["input"])
         self._pad_id = int(manifest["pad_id"])
         self._tokenizer = load_tokenizer(prepared)
-        self._table = (
-            np.load(prepared.path("embeddings.npy"), mmap_mode="r", allow_pickle=False)
-            if self._input == "inputs_embeds"
-            else None
-        )
+        self._table = RowTable(prepared.path("embeddings.npy")) if self._input == "inputs_embeds" else None
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
@@ -126,7 +122,7 @@ class LeanEncoder:
             ids[i, : len(row)] = row
             mask[i, : len(row)] = 1
         if self._table is not None:
-            feed = {"inputs_embeds": np.take(self._table, ids, axis=0), "attention_mask": mask}
+            feed = {"inputs_embeds": self._table.take(ids), "attention_mask": mask}
         else:
             feed = {"input_ids": ids, "attention_mask": mask}
         hidden = self._session.run(None, feed, self._batch_run if len(batch) > 1 else None)[0]
