@@ -1,7 +1,8 @@
 """The engine lives for hours and sees a new prompt, workspace and session every few seconds:
 nothing it holds may grow with what it has seen. One test per thing that grew:
 
-- the word-embedding table's pages: a memory map kept every row any text touched resident;
+- the word-embedding table's pages: a memory map kept every row any text touched resident (now
+  rows are read into a fixed number of slots);
 - glibc's malloc arenas: one per connection thread, each keeping what it freed;
 - the IDF memo of the lexical signal: one entry per distinct word, up to 65,536.
 
@@ -95,3 +96,20 @@ def test_idf_memo_is_bounded() -> None:
     for _ in range(limit + 500):
         lexical.idf(random_han(rng, 3))
     assert memo.cache_info().currsize <= limit  # type: ignore[attr-defined]
+
+
+def test_row_cache_is_bounded_and_exact(shared_model_cache: Path) -> None:
+    import numpy as np
+
+    from memself.model.row_table import RowTable
+
+    table_file = next(shared_model_cache.rglob("embeddings.npy"))
+    reference = np.load(table_file, mmap_mode="r")
+    table = RowTable(table_file, cached_rows=64)
+    rng = np.random.default_rng(3)
+    for _ in range(200):
+        ids = rng.integers(0, 400, size=(int(rng.integers(1, 4)), int(rng.integers(1, 100))))
+        assert np.array_equal(table.take(ids), np.take(reference, ids, axis=0))
+        assert table.cached <= 64
+    with pytest.raises(IndexError):
+        table.take(np.array([[reference.shape[0]]]))
