@@ -2,14 +2,17 @@
 # The one test command: installs what the tests need, then ruff (lint and format), mypy, then pytest.
 #
 #   ./scripts/test.sh              # the everyday suite: everything but the full and e2e groups
-#   ./scripts/test.sh --all        # everything except the e2e group (the full group included)
+#   ./scripts/test.sh --all        # everything except the e2e group (then the full group, serially)
 #   ./scripts/test.sh -m e2e       # only the end-to-end group (real npm clients)
 #   ./scripts/test.sh tests/test_snapshot.py -k chromium
+#   MEMSELF_TEST_WORKERS=0 ./scripts/test.sh    # serially, in this process (no pytest-xdist workers)
 #
-# Other arguments go to pytest. What the tests need, on top of ./scripts/install.sh: the test
-# extra (pytest, ruff, mypy, build) and, for the memories.html screenshot test, Chromium and a CJK font
-# (installed with apt-get when running as root; otherwise that test is skipped, saying why, except
-# with CI=true, where it fails).
+# Other arguments go to pytest. The tests run in parallel worker processes (pytest-xdist), two per
+# core, at most eight; the e2e group runs serially (it installs the real clients once per session
+# and reports their timings at the end). What the tests need, on top of ./scripts/install.sh: the test extra (pytest, pytest-xdist, ruff,
+# mypy, build) and, for the memories.html screenshot test, Chromium and a CJK font (installed
+# with apt-get when running as root; otherwise that test is skipped, saying why, except with
+# CI=true, where it fails).
 set -uo pipefail
 
 cd "$(dirname "$0")/.."
@@ -19,7 +22,7 @@ cd "$(dirname "$0")/.."
 stamp_file=.venv/.memself-test-stamp
 stamp="$(sha256sum pyproject.toml | cut -d' ' -f1)"
 if [ ! -x .venv/bin/pytest ] || [ "$(cat "$stamp_file" 2>/dev/null)" != "$stamp" ]; then
-    echo "test.sh: installing the test extra (pytest, ruff, mypy, build)"
+    echo "test.sh: installing the test extra (pytest, pytest-xdist, ruff, mypy, build)"
     .venv/bin/python -m pip install --quiet -e ".[offline,test]" || exit 1
     printf '%s' "$stamp" > "$stamp_file"
 fi
@@ -57,15 +60,46 @@ else
 fi
 
 args=()
+all=0
+e2e=0
+previous=""
 for arg in "$@"; do
-    # --all: the addopts' marker expression minus the full exclusion (a later -m wins).
-    if [ "$arg" = "--all" ]; then args+=(-m "not e2e"); else args+=("$arg"); fi
+    # --all: the everyday run, then the full group (below).
+    if [ "$arg" = "--all" ]; then all=1; else args+=("$arg"); fi
+    # A marker expression that selects the e2e group (not one that excludes it).
+    if [ "$previous" = "-m" ] && [[ "$arg" == *e2e* ]] && [[ "$arg" != *"not e2e"* ]]; then e2e=1; fi
+    previous="$arg"
 done
 extra=()
 # In CI, show the slowest tests so each group's time stays visible.
 [ "${CI:-}" = "true" ] && extra+=(--durations=15)
-.venv/bin/pytest -q "${extra[@]}" "${args[@]}"
+# Workers: most tests wait on child processes (hooks, engines, the CLI), so two per core keep the
+# cores busy; each worker loads the model once, so at most eight. worksteal hands each worker a run
+# of neighbouring tests (a file's module fixtures are mostly built once) and lets an idle worker
+# take tests queued on a busy one, so a few long tests do not leave the others waiting at the end.
+# Arguments given after these (-n 0) still win.
+workers="${MEMSELF_TEST_WORKERS:-}"
+if [ -z "$workers" ]; then
+    cores="$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 2)"
+    workers=$((cores * 2))
+    [ "$workers" -gt 8 ] && workers=8
+fi
+[ "$e2e" = 1 ] && workers=0
+parallel=()
+[ "$workers" -gt 0 ] && parallel+=(-n "$workers" --dist worksteal)
+.venv/bin/pytest -q "${extra[@]}" "${parallel[@]}" "${args[@]}"
 tests=$?
+if [ "$all" = 1 ]; then
+    # The full group serially: its kill loops and real lock timings want the cores to themselves.
+    # A later -m wins over the addopts' marker expression.
+    .venv/bin/pytest -q "${extra[@]}" "${args[@]}" -m "full and not e2e"
+    full=$?
+    # Exit 5 (nothing selected) only when neither run selected anything.
+    if [ $tests -eq 5 ] && [ $full -eq 5 ]; then tests=5
+    elif [ $tests -eq 5 ]; then tests=$full
+    elif [ $full -ne 5 ] && [ $full -ne 0 ]; then tests=$full
+    fi
+fi
 
 if [ $tests -eq 5 ]; then
     echo "test.sh: pytest selected no tests (exit 5); that counts as a failure" >&2

@@ -4,9 +4,7 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -16,20 +14,11 @@ from memself.paths import DataPaths
 from memself.records import Memory, sort_memories
 from memself.store import MemoryStore, render_lines
 from memself.workspaces import Workspace
+from tests.support.cli import memself
 
 NOW = datetime(2026, 12, 1, 9, 0, tzinfo=timezone.utc)
 PAY = Workspace(key="/home/dev/code/pay-service", name="pay-service")
 SHOP = Workspace(key="/home/dev/code/shop", name="shop")
-
-
-def memself(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "memself", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=os.environ.copy(),
-    )
 
 
 def ok(result: subprocess.CompletedProcess[str]) -> str:

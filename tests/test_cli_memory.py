@@ -7,15 +7,7 @@ import os
 import subprocess
 import sys
 
-
-def memself(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "memself", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=os.environ.copy(),
-    )
+from tests.support.cli import memself
 
 
 def test_rule_add_read_delete_trash_restore_round_trip() -> None:

@@ -11,12 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.cli import memself as run_memself
+
 
 def memself(*args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    return subprocess.run(
-        [sys.executable, "-m", "memself", *args], capture_output=True, text=True, timeout=300, env=env
-    )
+    return run_memself(*args, env={**os.environ, "HF_HUB_OFFLINE": "1"}, timeout=300)
 
 
 def test_recall_json_and_rebuild_index_with_the_offline_model(model_cache: Path) -> None:

@@ -4,6 +4,7 @@ and ``doctor``, and in the end every memory searchable."""
 
 from __future__ import annotations
 
+import pytest
 from click.testing import CliRunner
 
 from memself.cli.app import main
@@ -20,6 +21,11 @@ from tests.support.backlog_helpers import (
 )
 
 __all__ = ["engine_home"]  # a fixture: pytest finds it here
+
+# The test must meet the real model's backlog part way: minutes on a loaded machine, and a race
+# on a fast one, so the full group. tests/test_engine_backlog.py covers the steps on a scripted
+# encoder, every run.
+pytestmark = pytest.mark.full
 
 COUNT = 1000
 

@@ -314,7 +314,9 @@ def test_stuck_core_answers_before_the_host_kills_the_hook(
     elapsed = time.monotonic() - started
     proc = HookProc(done.returncode, done.stdout, done.stderr, elapsed)
     assert proc.rc == 0 and proc.answer() == {}
-    assert 3.5 < elapsed < 5.0, elapsed  # Cursor's prompt hook has 5 s
+    # Well before the core's 30 s sleep ends: the deadline cut it. That the answer also beats
+    # Cursor's 5 s on a starved machine is the full group's (tests/adversarial/test_hook_deadline.py).
+    assert 3.5 < elapsed < 15.0, elapsed
     assert [r.get("note") for r in hook_runs(hook_data)] == [note]
 
 

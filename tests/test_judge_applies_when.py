@@ -8,41 +8,20 @@ from datetime import timedelta
 
 import pytest
 
-from memself.config import load_config, set_config_value
-from memself.judge import jobs
+from memself.config import set_config_value
 from memself.judge.resolve import resolve
-from memself.judge.worker import run_job
 from memself.paths import DataPaths
 from memself.store import MemoryStore
-from tests.support.judge_helpers import NOW, clock, configure, overlap_nearest, start_job, stop
-from tests.support.judge_server import dedup, plain, remember, running_judge, sse
+from tests.support.judge_helpers import NOW, judge, start_job, stop
+from tests.support.judge_helpers import judged_data as setup
+from tests.support.judge_helpers import run_judge_job as run
+from tests.support.judge_server import dedup, plain, remember, sse
+
+__all__ = ["judge"]
 
 RULE = "所有存库的时间一律使用 UTC"
 WHEN = ["记一下快递员取件的时间点", "给订单表加个创建时间字段", "日志里的时间怎么显示"]
 LINE = "适用场景：记一下快递员取件的时间点；给订单表加个创建时间字段；日志里的时间怎么显示"
-
-
-@pytest.fixture
-def judge():
-    with running_judge() as server:
-        yield server
-
-
-def setup(judge, confirm: bool) -> tuple[DataPaths, MemoryStore]:
-    paths = DataPaths.default()
-    configure(paths, judge.url, confirm)
-    return paths, MemoryStore(paths)
-
-
-def run(paths: DataPaths, store: MemoryStore, sid: str):
-    return run_job(
-        jobs.job_path(paths, sid),
-        clock(NOW + timedelta(seconds=3)),
-        overlap_nearest(store),
-        store,
-        load_config(paths),
-        timeout=5.0,
-    )
 
 
 def records(paths: DataPaths, group: str = "rule") -> list[dict]:
@@ -175,7 +154,7 @@ def test_merge_without_its_own_requests_takes_the_new_statements(judge) -> None:
     assert store.get(old.id).appliesWhen == ("提交一下", "写个 commit message")
 
 
-def test_replace_takes_the_new_requests_and_keeps_old_ones_when_there_are_none(judge) -> None:
+def test_replace_takes_the_new_requests_and_drops_old_ones_when_there_are_none(judge) -> None:
     paths, store = setup(judge, confirm=False)
     a = existing(store, "代码缩进统一用 2 个空格", ("格式化一下这个文件",))
     b = existing(store, "回答问题时一律使用英文", ("解释一下这个报错",))
@@ -190,7 +169,7 @@ def test_replace_takes_the_new_requests_and_keeps_old_ones_when_there_are_none(j
     judge.script(sse(remember("回答问题时一律使用中文")), sse(dedup("replace", b.id)))
     run(paths, store, sid)
     assert store.get(b.id).text == "回答问题时一律使用中文"
-    assert store.get(b.id).appliesWhen == ("解释一下这个报错",)
+    assert store.get(b.id).appliesWhen == ()  # written for the old text: the filler asks anew
 
 
 def test_reinforce_fills_only_a_memory_that_has_none(judge) -> None:

@@ -7,15 +7,12 @@ import time
 import pytest
 
 from memself.judge.http import ResponseTooLarge, SideApiError, chat, endpoint, parse_body
-from tests.support.judge_server import Reply, huge, plain, running_judge, sse
+from tests.support.judge_helpers import judge
+from tests.support.judge_server import Reply, huge, plain, sse
+
+__all__ = ["judge"]
 
 KEY = "sk-live-XYZ123456789"
-
-
-@pytest.fixture
-def judge():
-    with running_judge() as server:
-        yield server
 
 
 def call(judge, timeout: float = 5.0) -> str:

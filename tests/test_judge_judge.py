@@ -6,36 +6,15 @@ from datetime import timedelta
 
 import pytest
 
-from memself.config import load_config
 from memself.judge import jobs
-from memself.judge.worker import run_job
 from memself.paths import DataPaths
 from memself.store import MemoryStore
-from tests.support.judge_helpers import API_KEY, NOW, clock, configure, overlap_nearest, start_job
-from tests.support.judge_server import Reply, dedup, not_memory, plain, remember, running_judge, sse
+from tests.support.judge_helpers import API_KEY, NOW, clock, judge, overlap_nearest, start_job
+from tests.support.judge_helpers import judged_data as setup
+from tests.support.judge_helpers import run_judge_job as run
+from tests.support.judge_server import Reply, dedup, not_memory, plain, remember, sse
 
-
-@pytest.fixture
-def judge():
-    with running_judge() as server:
-        yield server
-
-
-def setup(judge, confirm: bool) -> tuple[DataPaths, MemoryStore]:
-    paths = DataPaths.default()
-    configure(paths, judge.url, confirm)
-    return paths, MemoryStore(paths)
-
-
-def run(paths: DataPaths, store: MemoryStore, sid: str, timeout: float = 5.0):
-    return run_job(
-        jobs.job_path(paths, sid),
-        clock(NOW + timedelta(seconds=3)),
-        overlap_nearest(store),
-        store,
-        load_config(paths),
-        timeout=timeout,
-    )
+__all__ = ["judge"]
 
 
 def assert_secret_free(paths: DataPaths, judge) -> None:

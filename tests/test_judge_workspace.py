@@ -10,45 +10,25 @@ from datetime import timedelta
 
 import pytest
 
-from memself.config import load_config
 from memself.judge import jobs, prompts
 from memself.judge.parse import parse_remember
 from memself.judge.resolve import MSG_TAMPERED, ResolveRejected, resolve
-from memself.judge.worker import engine_nearest, run_job
+from memself.judge.worker import engine_nearest
 from memself.paths import DataPaths
 from memself.records import Memory
 from memself.store import MemoryStore
 from memself.workspaces import Workspace
-from tests.support.judge_helpers import NOW, clock, configure, overlap_nearest, start_job, stop
-from tests.support.judge_server import dedup, remember, running_judge, sse
+from tests.support.judge_helpers import NOW, judge, start_job, stop
+from tests.support.judge_helpers import judged_data as setup
+from tests.support.judge_helpers import run_judge_job as run
+from tests.support.judge_server import dedup, remember, sse
+
+__all__ = ["judge"]
 
 PAY = Workspace("/srv/repos/pay-service", "pay-service")
 SHOP = Workspace("/srv/repos/web-shop", "web-shop")
 FACT = "支付回调的签名校验在 callback/verify.py 里实现"
 NEAR = "支付回调签名校验的代码位置是 callback/verify.py"
-
-
-@pytest.fixture
-def judge():
-    with running_judge() as server:
-        yield server
-
-
-def setup(judge, confirm: bool) -> tuple[DataPaths, MemoryStore]:
-    paths = DataPaths.default()
-    configure(paths, judge.url, confirm)
-    return paths, MemoryStore(paths)
-
-
-def run(paths: DataPaths, store: MemoryStore, sid: str, nearest=None):
-    return run_job(
-        jobs.job_path(paths, sid),
-        clock(NOW + timedelta(seconds=3)),
-        nearest or overlap_nearest(store),
-        store,
-        load_config(paths),
-        timeout=5.0,
-    )
 
 
 def system_prompts(judge) -> list[str]:

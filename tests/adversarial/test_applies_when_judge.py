@@ -9,37 +9,21 @@ from datetime import timedelta
 
 import pytest
 
-from memself.config import load_config
 from memself.judge import jobs
 from memself.judge.resolve import MSG_TAMPERED, ResolveRejected, resolve
-from memself.judge.worker import run_job
 from memself.paths import DataPaths
 from memself.store import MemoryStore
 from memself.texts import session_start
 from tests.adversarial.injection_corpus import SHAPES, assert_marker_only_first, inert_problems, probe
-from tests.support.judge_helpers import NOW, clock, configure, overlap_nearest, start_job, stop
-from tests.support.judge_server import remember, running_judge, sse
+from tests.support.judge_helpers import NOW, configure, judge, start_job, stop
+from tests.support.judge_helpers import run_judge_job as run
+from tests.support.judge_server import remember, sse
+
+__all__ = ["judge"]
 
 RULE = "数据库连接信息统一放在 .env 文件里"
 PASSWORD = "Xy7kq9Lm2w"
 TOKEN = "ghp_" + "Z9y8X7w6V5u4T3s2R1q0P9o8N7m6L5k4J3i2"
-
-
-@pytest.fixture
-def judge():
-    with running_judge() as server:
-        yield server
-
-
-def run(paths: DataPaths, store: MemoryStore, sid: str):
-    return run_job(
-        jobs.job_path(paths, sid),
-        clock(NOW + timedelta(seconds=3)),
-        overlap_nearest(store),
-        store,
-        load_config(paths),
-        timeout=5.0,
-    )
 
 
 def every_file_text(paths: DataPaths) -> str:

@@ -4,9 +4,6 @@ byte on every rewrite, reported, and the rest of the group loads, is injected an
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 
@@ -14,6 +11,7 @@ from memself.hookcore import handle
 from memself.hosts.base import EventKind, HookEvent
 from memself.records import fmt_confidence, round_conf, sort_memories
 from memself.store import MemoryStore
+from tests.support.cli import memself as _memself
 from tests.support.helpers import T0, make_store, record
 
 GOOD_A = record("a", "回答一律使用中文", 0.8)
@@ -131,16 +129,6 @@ def test_a_record_with_a_line_separator_in_its_text_is_one_record(store: MemoryS
     loaded = store.load_group("rule")
     assert not loaded.bad_lines and len(loaded.memories) == 2
     assert sort_memories(loaded.memories)
-
-
-def _memself(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "memself", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=os.environ.copy(),
-    )
 
 
 def test_list_names_file_line_and_reason(store: MemoryStore) -> None:

@@ -60,8 +60,9 @@ def test_stop_does_not_wait_for_a_killed_judge(hook_data: DataPaths) -> None:
         proc = run_entry("claude", stop_payload(), timeout=60)
         elapsed = time.monotonic() - started
     assert proc.rc == 0
-    # sideWaitMs is 12 s: a Stop that waited for the dead judge would take all of it.
-    assert elapsed < 4.0, f"Stop took {elapsed:.1f} s"
+    # sideWaitMs is 12 s: a Stop that waited for the dead judge would take all of it (the margin
+    # below it is for a loaded machine's process start).
+    assert elapsed < 10.0, f"Stop took {elapsed:.1f} s"
     job = jobs.load_job(paths, sid)
     assert (job["status"], job["reason"]) == (jobs.NONE, "judge-died"), job
 

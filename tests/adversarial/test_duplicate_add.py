@@ -11,9 +11,6 @@ brought back silently: the new one is created and the output says the trash hold
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from datetime import timedelta
 
 import pytest
@@ -22,21 +19,10 @@ from memself.judge.apply import apply_proposal
 from memself.judge.resolve import resolve
 from memself.paths import DataPaths
 from memself.store import MemoryStore
+from tests.support.cli import memself
 from tests.support.judge_helpers import NOW, configure, proposal, ready, stop
 
 LATER = NOW + timedelta(days=2)
-
-
-def memself(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "memself", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=os.environ.copy(),
-        stdin=subprocess.DEVNULL,
-        check=False,
-    )
 
 
 def records(group: str) -> list[dict]:

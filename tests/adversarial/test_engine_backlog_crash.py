@@ -11,6 +11,7 @@ import time
 from datetime import datetime, timezone
 
 import numpy as np
+import pytest
 
 from memself.engine.client import call_engine
 from memself.index.files import HEADER, read_state
@@ -26,6 +27,11 @@ from tests.support.backlog_helpers import (
 
 NOW = datetime(2026, 11, 30, 9, 0, tzinfo=timezone.utc)
 __all__ = ["engine_home"]  # a fixture: pytest finds it here
+
+# The real model's backlog must still be running when the test kills or edits: that takes a
+# backlog long enough for a fast machine and minutes on a loaded one, so the full group.
+# tests/test_engine_backlog.py covers the same steps on a scripted encoder, every run.
+pytestmark = pytest.mark.full
 
 COUNT = 800
 

@@ -10,7 +10,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,6 +19,7 @@ import pytest
 from memself.engine.client import EngineClient, call_engine, ensure_started
 from memself.engine.location import RUNTIME_ENV
 from memself.paths import DataPaths
+from tests.support.engines import start_engine_process
 from tests.support.hookcore_service import RECALLED_RULE
 from tests.support.hookproc import hook_data, hook_runs, run_entry
 
@@ -60,17 +60,7 @@ def test_a_second_runtime_dir_reaches_the_one_engine(
     engine_pid = call_engine(paths, "echo", {}, timeout_s=30)["pid"]
     try:
         monkeypatch.setenv(variable, str(second))
-        command = [
-            sys.executable,
-            "-m",
-            "memself.engine",
-            "serve",
-            "--data-dir",
-            str(paths.root),
-            "--idle-minutes",
-            "1",
-        ]
-        other = subprocess.Popen(command, stdin=subprocess.DEVNULL)
+        other = start_engine_process(paths)
         try:
             code = other.wait(timeout=10)
         except subprocess.TimeoutExpired:

@@ -14,22 +14,13 @@ import pytest
 
 from memself.maintenance import run_daily_maintenance
 from memself.store import MemoryStore
+from tests.support.cli import memself as _memself
 from tests.support.helpers import T0, make_store
 
 
 @pytest.fixture
 def store() -> MemoryStore:
     return make_store()
-
-
-def _memself(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "memself", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=os.environ.copy(),
-    )
 
 
 def _dead_pid() -> int:

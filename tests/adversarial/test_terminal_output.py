@@ -5,21 +5,11 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
+
+from tests.support.cli import memself
 
 ESCAPES = "\x1b]0;pwned\x07\x1b[2J\x1b[8m隐藏\x1b[0m\r"
 TEXT = "提交前先跑单元测试" + ESCAPES + "然后再推送"
-
-
-def memself(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "memself", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=os.environ.copy(),
-    )
 
 
 def _write(group: str, text: str) -> str:

@@ -58,5 +58,23 @@ class EngineTestService:
         return {"name": "engine-test-service", "reloads": self.reloads}
 
 
+class HeldService(EngineTestService):
+    """For in-process servers: its ``hold`` op answers only once the test sets ``release``, and
+    ``holding`` is set while a hold is inside the service. A test waits on these, not on time."""
+
+    def __init__(self, paths: DataPaths) -> None:
+        super().__init__(paths)
+        self.holding = threading.Event()
+        self.release = threading.Event()
+
+    def handle(self, op: str, payload: dict) -> dict:
+        if op == "hold":
+            self.holding.set()
+            if not self.release.wait(120):
+                raise RuntimeError("the test never released the hold")
+            return {"held": True}
+        return super().handle(op, payload)
+
+
 def make(paths: DataPaths) -> EngineTestService:
     return EngineTestService(paths)

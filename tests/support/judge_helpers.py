@@ -1,12 +1,15 @@
-"""Builders shared by the judge tests: a configured data dir, a deterministic nearest, jobs that
-are running or ready with a proposal, and a Stop on a clock the test controls."""
+"""Builders shared by the judge tests: a fake judge server (the ``judge`` fixture), a configured
+data dir, a deterministic nearest, the judge's run in-process on a fixed clock, jobs that are
+running or ready with a proposal, and a Stop on a clock the test controls."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+
+import pytest
 
 from memself.config import load_config, set_config_value
 from memself.hosts import HOSTS
@@ -14,9 +17,11 @@ from memself.judge import jobs
 from memself.judge.followup import followup
 from memself.judge.secrets import write_api_key
 from memself.judge.start import maybe_start_judge
+from memself.judge.worker import run_job
 from memself.paths import DataPaths
 from memself.records import Memory
 from memself.store import MemoryStore
+from tests.support.judge_server import FakeJudge, running_judge
 
 API_KEY = "sk-fake-0123456789abcdefSECRET"
 NOW = datetime(2026, 11, 30, 10, 0, 0, tzinfo=timezone.utc)
@@ -28,6 +33,32 @@ def configure(paths: DataPaths, url: str, confirm: bool = True) -> None:
     set_config_value(paths, "sideApiModel", "fake-judge")
     set_config_value(paths, "confirm", "true" if confirm else "false")
     write_api_key(paths, API_KEY, url)
+
+
+@pytest.fixture
+def judge() -> Iterator[FakeJudge]:
+    """A fake judge on a free port of 127.0.0.1 for one test (import it to use it)."""
+    with running_judge() as server:
+        yield server
+
+
+def judged_data(judge: FakeJudge, confirm: bool) -> tuple[DataPaths, MemoryStore]:
+    """The test's data dir configured for ``judge``, and its store."""
+    paths = DataPaths.default()
+    configure(paths, judge.url, confirm)
+    return paths, MemoryStore(paths)
+
+
+def run_judge_job(paths: DataPaths, store: MemoryStore, sid: str, nearest=None, timeout: float = 5.0):
+    """The judge process's body, in-process, three seconds after ``NOW``."""
+    return run_job(
+        jobs.job_path(paths, sid),
+        clock(NOW + timedelta(seconds=3)),
+        nearest or overlap_nearest(store),
+        store,
+        load_config(paths),
+        timeout=timeout,
+    )
 
 
 def overlap_nearest(store: MemoryStore):

@@ -13,7 +13,7 @@ import gzip
 import itertools
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -82,24 +82,36 @@ class Recorded:
     raw: str
 
 
+def _set(event: threading.Event) -> threading.Event:
+    event.set()
+    return event
+
+
 @dataclass
 class FakeJudge:
     replies: list[Reply] = field(default_factory=list)
     requests: list[Recorded] = field(default_factory=list)
     url: str = ""
     sent: list[int] = field(default_factory=list)  # body bytes each huge reply got out
+    # With no scripted reply left: the reply computed from the request body, if set.
+    responder: Callable[[dict[str, Any]], Reply] | None = None
     _release: threading.Event = field(default_factory=threading.Event)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    # Set: requests are answered as they come. A test that must act while a request waits for
+    # its answer clears it, then sets it again.
+    answering: threading.Event = field(default_factory=lambda: _set(threading.Event()))
 
     def script(self, *replies: Reply) -> None:
         with self._lock:
             self.replies[:] = list(replies)
             self.requests.clear()
 
-    def next_reply(self) -> Reply:
+    def next_reply(self, body: dict[str, Any] | None = None) -> Reply:
         with self._lock:
             if self.replies:
                 return self.replies.pop(0)
+        if self.responder is not None:
+            return self.responder(body or {})
         return Reply("status", '{"error":"no scripted reply"}', 500)
 
     @property
@@ -132,7 +144,8 @@ def _handler(judge: FakeJudge) -> type[BaseHTTPRequestHandler]:
             except ValueError:
                 body = {}
             judge.requests.append(Recorded(self.path, dict(self.headers.items()), body, raw))
-            reply = judge.next_reply()
+            judge.answering.wait(60)
+            reply = judge.next_reply(body)
             getattr(self, "_" + reply.kind)(reply)
 
         def _send(self, status: int, data: bytes, ctype: str) -> None:
@@ -280,6 +293,7 @@ def running_judge() -> Iterator[FakeJudge]:
         yield judge
     finally:
         judge._release.set()
+        judge.answering.set()
         server.shutdown()
         server.server_close()
         thread.join(5)

