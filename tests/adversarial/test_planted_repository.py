@@ -266,3 +266,22 @@ def test_console_script_with_the_sh_preamble_gets_isolated_too() -> None:
     assert b'\'\'\'exec\' "/opt/my tools/venv/bin/python3" -I "$0" "$@"\n' in changed
     assert isolated_text(changed) is None
     assert isolated_text(b"#!/bin/sh\necho not python\n") is None
+
+
+def test_views_filler_spawn_runs_none_of_the_repository(
+    in_planted: Planted, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from memself.views.background import DELAY_ENV, SWITCH_ENV, start_background_fill
+
+    monkeypatch.setenv(SWITCH_ENV, "1")
+    monkeypatch.setenv(DELAY_ENV, "0")
+    paths = DataPaths.default()
+    paths.ensure()
+    config = {"sideApiBase": "http://127.0.0.1:9/v1", "sideApiModel": "m", "enabled": True}
+    paths.config.write_text(json.dumps(config), encoding="utf-8")
+    pid = start_background_fill(paths)
+    assert pid is not None
+    wait_pid(pid)
+    assert in_planted.found() == []
+    logged = paths.log_file.read_text(encoding="utf-8")
+    assert "views-fill-done" in logged or "views-fill-failed" in logged, logged  # the child ran memself
