@@ -73,7 +73,9 @@ CACHE_FORMAT = 1
 _MAGIC = b"MSLXIDF1"
 _HEADER = struct.Struct("<8s32s32sIII")  # magic, source key, sha256 of the body, words, slots, max probe
 _EMPTY = 0xFFFFFFFF
-_MEMO_SIZE = 1 << 16
+# IDF lookups remembered: prompts bring new words for as long as the engine lives, so the memo is
+# bounded to what a working set of words needs.
+_MEMO_SIZE = 1 << 12
 
 
 class LexicalDataError(MemselfError):

@@ -15,6 +15,7 @@ import pytest
 from memself.installers import claude_cli
 from memself.installers.claude import ClaudeMcpStep
 from memself.installers.entries import mcp_command
+from memself.launcher import LAUNCHER
 
 FAKE_CLAUDE = """#!{python}
 import json, os, sys
@@ -127,5 +128,5 @@ def test_without_binary_the_exact_command_is_given(isolated_home: Path) -> None:
     result = ClaudeMcpStep(isolated_home, tuple(mcp_command("claude")), None).run()
     assert not result.changed
     assert result.manual.startswith("claude mcp add --scope user memory-self-evolution -- ")
-    assert result.manual.endswith(f"-- {sys.executable} -m memself mcp --agent claude")
+    assert result.manual.endswith(f"-- {sys.executable} -I {LAUNCHER} memself mcp --agent claude")
     assert not (isolated_home / ".claude.json").exists()

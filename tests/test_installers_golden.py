@@ -20,6 +20,7 @@ from memself.errors import MemselfError
 from memself.hooks.command import ENTRY
 from memself.installers import INSTALLERS
 from memself.installers.base import InstallContext
+from memself.launcher import LAUNCHER
 
 FIXTURES = Path(__file__).parent / "fixtures" / "installers"
 SKILL = FIXTURES / "_skill" / "memory-self-evolution-manage"
@@ -39,7 +40,9 @@ def snapshot(home: Path) -> dict[str, bytes]:
 def normalise(files: dict[str, bytes]) -> dict[str, bytes]:
     python = os.path.abspath(sys.executable).encode()
     return {
-        name: data.replace(str(ENTRY).encode(), b"{HOOK_ENTRY}").replace(python, b"{PYTHON}")
+        name: data.replace(str(ENTRY).encode(), b"{HOOK_ENTRY}")
+        .replace(LAUNCHER.encode(), b"{LAUNCHER}")
+        .replace(python, b"{PYTHON}")
         for name, data in files.items()
     }
 

@@ -14,7 +14,7 @@ import sys
 import time
 
 from memself.engine import instance_lock, transport
-from memself.engine.location import code_fingerprint, locate, package_parent
+from memself.engine.location import code_fingerprint, locate
 from memself.engine.protocol import (
     ERR_BUSY,
     ERR_PROTOCOL,
@@ -35,6 +35,7 @@ from memself.engine.protocol import (
     encode,
 )
 from memself.errors import EngineUnavailable
+from memself.launcher import python_command
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -138,8 +139,9 @@ def spawn_engine(paths: DataPaths, *, idle_minutes: float | None = None, replace
     old engine is still exiting and holds the lock (version change); spawn anyway, the child
     waits for the lock.
 
-    A normal interpreter (not ``-I -S``) runs the engine, with this memself's parent directory
-    first on PYTHONPATH so it imports the same code the client runs (wheel or source tree).
+    An isolated interpreter with site (``memself.launcher``) runs the engine: it imports the code
+    the client runs (wheel or source tree) and the installed dependencies, never a module from
+    the caller's working directory (the opened project) or ``PYTHONPATH``.
     """
     _reap()
     if not sys.executable:
@@ -158,11 +160,7 @@ def spawn_engine(paths: DataPaths, *, idle_minutes: float | None = None, replace
         if lock_fd is None and not replace:
             return None
     env = dict(os.environ)
-    parent = package_parent()
-    old = env.get("PYTHONPATH", "")
-    env["PYTHONPATH"] = parent + (os.pathsep + old if old else "")
-    env["PYTHONSAFEPATH"] = "1"  # the hook's working directory must not shadow modules (3.11+)
-    command = [sys.executable, "-m", "memself.engine", "serve", "--data-dir", str(paths.root)]
+    command = python_command("memself.engine", "serve", "--data-dir", str(paths.root))
     if idle_minutes is not None:
         command += ["--idle-minutes", repr(float(idle_minutes))]
     if lock_fd is not None:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import os
 import stat
-import sys
 
 RUNTIME_ENV = "MEMSELF_RUNTIME_DIR"
 # Linux allows 107 bytes in sun_path, macOS 103; keep a margin.
@@ -227,10 +226,3 @@ def code_fingerprint() -> str:
         return f"{memself.__version__}:{info.st_mtime_ns}:{info.st_size}"
     except OSError:
         return f"{memself.__version__}:?"
-
-
-def package_parent() -> str:
-    """The directory that must be on ``sys.path`` for ``import memself`` to find this copy."""
-    import memself
-
-    return os.path.dirname(os.path.dirname(os.path.abspath(memself.__file__ or sys.argv[0])))

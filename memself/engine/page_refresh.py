@@ -20,6 +20,7 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 
+from memself.launcher import python_command
 from memself.logs import log
 from memself.paths import DataPaths
 
@@ -102,7 +103,7 @@ class PageRefresher:
 
 def spawn_refresh(paths: DataPaths) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
-        [sys.executable, "-m", "memself.engine.page_refresh", str(paths.root)],
+        python_command("memself.engine.page_refresh", str(paths.root)),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

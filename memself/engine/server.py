@@ -731,8 +731,10 @@ def run_engine(
     ``lock_fd``: the single-instance lock handed over by the spawning client (``--lock-fd``).
     """
     from memself.engine.base import load_service
+    from memself.engine.heap import limit_arenas
 
     os.umask(0o077)
+    limit_arenas()  # before any thread: the warm-up's, the connections', onnxruntime's
     children.reap_here()
     # posix_spawn leaves us in the hook's working directory; do not pin the user's project.
     with contextlib.suppress(OSError):

@@ -217,7 +217,13 @@ class RecallService:
         self.recaller.score(WARM_UP_PROMPT, self.pool, index.matrix, matrix_key=index.generation)
 
     def close(self) -> None:
-        """Stop the backlog's thread (what it has not written is encoded again next time)."""
+        """Stop the backlog's thread (what it has not written is encoded again next time) and a
+        model preparation the warm-up is waiting for (the next start prepares again)."""
+        from memself.model.prepare_child import stop_preparations
+
+        stopped = stop_preparations()
+        if stopped:
+            log(self.paths, "model-prepare-stopped", pids=stopped)
         if self._backlog is not None:
             self._backlog.close()
 

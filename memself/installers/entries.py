@@ -15,13 +15,13 @@ as the original's ``PostToolUse``). Every transform takes and returns the parsed
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
 from memself.hooks.command import is_our_hook_command
 from memself.installers.jsonfile import expect_dict, expect_list
+from memself.launcher import python_command
 from memself.mcp_server import SERVER_NAME as SERVER_NAME  # the installers name the MCP entry through here
 
 LEGACY_SERVER_NAMES = ("dsh-memory",)
@@ -29,8 +29,9 @@ RESOLVE_RULE = f"mcp__{SERVER_NAME}__memory_resolve"
 
 
 def mcp_command(host: str) -> list[str]:
-    """The MCP server's argv for ``host``: the current interpreter, absolute, no shell."""
-    return [sys.executable, "-m", "memself", "mcp", "--agent", host]
+    """The MCP server's argv for ``host``: the current interpreter, absolute, no shell, isolated
+    (``memself.launcher``): the client starts it in the project, which must not shadow modules."""
+    return python_command("memself", "mcp", "--agent", host)
 
 
 def is_our_hook(command: object) -> bool:

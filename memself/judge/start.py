@@ -8,7 +8,6 @@ sessionID still hashes the raw normalised prompt so that a retried hook maps to 
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
@@ -25,6 +24,7 @@ from memself.judge.secrets import (
     load_or_create_session_secret,
     read_key_file,
 )
+from memself.launcher import python_command
 from memself.logs import log
 from memself.paths import DataPaths
 from memself.textfilter import prepare_for_judge
@@ -77,9 +77,10 @@ def deposition_configured(paths: DataPaths, config: Config) -> bool:
 
 
 def judge_command(job_file: Path) -> list[str]:
-    """The detached judge: a normal interpreter start (with site) so the installed package and
-    httpx are found even though the hook itself runs under ``python -I -S``."""
-    return [sys.executable, "-m", "memself", "side-run", str(job_file)]
+    """The detached judge: an isolated interpreter with site (``memself.launcher``), so httpx is
+    found although the hook itself runs under ``python -I -S``, and nothing in the project it
+    starts in (its working directory) or on ``PYTHONPATH`` is imported."""
+    return python_command("memself", "side-run", str(job_file))
 
 
 def spawn_judge(job_file: Path, run_lock: int | None = None) -> int:
@@ -94,10 +95,6 @@ def spawn_judge(job_file: Path, run_lock: int | None = None) -> int:
     """
     env = dict(os.environ)
     env["MEMORY_SIDE_JUDGE"] = "1"
-    # The hook runs with -I, which ignores PYTHONPATH; the child must still see our package even
-    # when it is not installed (a source checkout), so hand it the package's parent directory.
-    package_parent = str(Path(__file__).resolve().parents[2])
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_parent, env.get("PYTHONPATH", "")) if p)
     argv = judge_command(job_file)
     actions: list[tuple] = []
     source = -1

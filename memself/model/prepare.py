@@ -27,6 +27,7 @@ import json
 import os
 import random
 import shutil
+import signal
 import sys
 import tempfile
 import warnings
@@ -604,6 +605,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--error-file", type=Path, default=None)
     parser.add_argument("--force", action="store_true")
     args = parser.parse_args(argv)
+    # Stopped by its parent (the engine stopping): unwind, so the temporary folder and the lock go.
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
     from memself.progress import progress_bar
 
     try:
@@ -622,6 +625,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.error_file.write_text(message + "\n", encoding="utf-8")
     print(f"错误：{message}", file=sys.stderr, flush=True)
     return 1
+
+
+def _exit_on_sigterm(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
 
 
 if __name__ == "__main__":

@@ -13,10 +13,7 @@ so even then this process stays lean.
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
-import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -24,6 +21,8 @@ from typing import TYPE_CHECKING, Any
 from memself.errors import MemselfError, ModelUnavailable
 from memself.model import unigram
 from memself.model.cache import Prepared, PreparedInvalid, find_prepared
+from memself.model.prepare_child import prepare_in_child
+from memself.model.row_table import RowTable
 from memself.models import ModelSettings, resolve_model
 
 if TYPE_CHECKING:
@@ -41,7 +40,6 @@ class LeanEncoder:
     """An ``Encoder`` (``memself.encoder``) over a prepared model."""
 
     def __init__(self, prepared: Prepared, settings: ModelSettings, threads: int) -> None:
-        import numpy as np
         import onnxruntime as ort
 
         manifest = prepared.manifest
@@ -54,11 +52,7 @@ class LeanEncoder:
         self._input = str(manifest["input"])
         self._pad_id = int(manifest["pad_id"])
         self._tokenizer = load_tokenizer(prepared)
-        self._table = (
-            np.load(prepared.path("embeddings.npy"), mmap_mode="r", allow_pickle=False)
-            if self._input == "inputs_embeds"
-            else None
-        )
+        self._table = RowTable(prepared.path("embeddings.npy")) if self._input == "inputs_embeds" else None
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
@@ -128,7 +122,7 @@ class LeanEncoder:
             ids[i, : len(row)] = row
             mask[i, : len(row)] = 1
         if self._table is not None:
-            feed = {"inputs_embeds": np.take(self._table, ids, axis=0), "attention_mask": mask}
+            feed = {"inputs_embeds": self._table.take(ids), "attention_mask": mask}
         else:
             feed = {"input_ids": ids, "attention_mask": mask}
         hidden = self._session.run(None, feed, self._batch_run if len(batch) > 1 else None)[0]
@@ -217,28 +211,6 @@ def check_hub_first(model: str, settings: ModelSettings) -> None:
             f"向量模型 {model} 还没有准备好，下载它要连的模型仓库连不上（{unreachable}）："
             f"请先运行 memself setup，连不上时它会改用随包的离线模型；"
             f"在中国大陆也可以先设镜像，如 HF_ENDPOINT={hub.MIRROR} memself setup"
-        )
-
-
-def prepare_in_child(model: str, cache_dir: Path | None) -> None:
-    """Run preparation (torch, sentence-transformers) in a child process: it needs a few GB
-    that this process, often the long-lived engine, should never hold. Its own messages and
-    progress reach the same terminal; its error comes back through a file."""
-    fd, error_file = tempfile.mkstemp(prefix="memself-prepare-", suffix=".txt")
-    os.close(fd)
-    command = [sys.executable, "-m", "memself.model.prepare", model, "--error-file", error_file]
-    if cache_dir is not None:
-        command += ["--cache-dir", str(cache_dir)]
-    try:
-        code = subprocess.run(command, stdin=subprocess.DEVNULL, check=False).returncode
-        message = Path(error_file).read_text(encoding="utf-8").strip()
-    except OSError as exc:
-        raise ModelUnavailable(f"无法启动向量模型的准备进程：{exc}") from exc
-    finally:
-        Path(error_file).unlink(missing_ok=True)
-    if code != 0:
-        raise ModelUnavailable(
-            message or f"准备向量模型 {model} 失败（退出码 {code}）：运行 memself model prepare 查看详情"
         )
 
 

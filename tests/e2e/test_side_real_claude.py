@@ -9,12 +9,12 @@ the judge writes the rule itself and Stop only shows the result, with no tool ro
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 from clients import Clients, registered_hook_lines, run_claude, write_claude_style_hooks
 
+from memself.installers.entries import mcp_command
 from memself.paths import DataPaths
 from memself.store import MemoryStore
 from tests.e2e.test_real_clients import engine_env
@@ -48,8 +48,8 @@ def setup_home(home: Path, data: DataPaths, confirm: bool) -> dict[str, str]:
     write_claude_style_hooks(home / ".claude" / "settings.json", registered_hook_lines("claude"), EVENTS)
     server = {
         "type": "stdio",
-        "command": sys.executable,
-        "args": ["-m", "memself", "mcp", "--agent", "claude"],
+        "command": mcp_command("claude")[0],
+        "args": mcp_command("claude")[1:],
         "env": {},
     }
     (home / ".claude.json").write_text(

@@ -1,21 +1,22 @@
-"""A real MCP stdio session with ``memself mcp --agent HOST``, as a host's client opens one."""
+"""A real MCP stdio session with the registered ``memself mcp --agent HOST``, as a host's client
+opens one."""
 
 from __future__ import annotations
 
 import os
-import sys
 
 import anyio
 from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
+from memself.installers.entries import mcp_command
+
 
 def server_params(host: str, cwd: str | None = None) -> StdioServerParameters:
     """The server as a host starts it: ``cwd`` is the project it was started in."""
     env = {k: os.environ[k] for k in ("HOME", "MEMSELF_HOME", "PATH") if k in os.environ}
-    return StdioServerParameters(
-        command=sys.executable, args=["-m", "memself", "mcp", "--agent", host], env=env, cwd=cwd
-    )
+    command = mcp_command(host)  # what the installers register
+    return StdioServerParameters(command=command[0], args=command[1:], env=env, cwd=cwd)
 
 
 async def session_calls(
