@@ -181,7 +181,7 @@ def extra_floors(group: np.ndarray, has_views: np.ndarray, view_offset: dict[str
 
 
 def general_probability(general: GeneralQuestion, vectors: np.ndarray) -> np.ndarray:
-    """P(needs no memory) per row of ``vectors`` (raw prompt vectors)."""
+    """P(needs no memory) per row of ``vectors`` (what the detector reads: ``ScoreParts.vector``)."""
     import numpy as np
 
     w = np.asarray(general.weights, dtype=np.float64)
