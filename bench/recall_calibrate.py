@@ -48,15 +48,19 @@ def recaller_for(model: str, knobs: dict[str, float]) -> Recaller:
     from memself.recall.calibration import RecallCalibration, load_calibration
 
     current = load_calibration(model)
+    encoder = load_encoder(model)
+    general = current.general if current else None
+    width = encoder.dim + (2 if knobs.get("general_shape") else 0)  # shape.detector_features
+    if general is not None and len(general.weights) != width:
+        general = None  # the file's detector reads other features; this run calibrates a new one
     base = RecallCalibration(
         model,
         current.floors if current else {"rule": 0.0, "project": 0.0},
         knobs,
         current.view_offset if current else {"rule": 0.0, "project": 0.0},
-        current.general if current else None,
+        general,
     )
     scoring = ScoringSettings.from_calibration(base)
-    encoder = load_encoder(model)
     space = load_space(encoder, scoring.space_dims, scoring.general_space)
     return Recaller(encoder, space, replace(scoring))
 

@@ -34,7 +34,7 @@ from memself.verify_workspaces import render_text as render_workspaces_text
 if TYPE_CHECKING:
     import numpy as np
 
-    from memself.recall.calibrate import SetScores
+    from memself.recall.calibrate import SetScores, ShapeCounts
     from memself.recall.scoring import Recaller, ScoreParts
 
 # Recall's targets (per group: hit rate >= goal while leak rate <= limit).
@@ -127,6 +127,8 @@ class VerifyResult:
     view_offset: dict[str, float] | None = None
     # A set whose memories and prompts belong to workspaces: recall with and without scoping.
     workspaces: WorkspaceReport | None = None
+    # dev format only: per shape of prompt (short, english, the cases' tags; "all"), at the lines
+    shapes: dict[str, ShapeCounts] | None = None
 
     @property
     def passed(self) -> bool:
@@ -326,6 +328,7 @@ def run_cases(
     if cases.fmt == "dev":
         result.targets = _targets(result)
         result.scores = _set_scores(cases, memories, main, single_runs)
+        result.shapes = _shape_counts(cases, rel, irr, expected, params)
     else:
         _original_summary(result, cases, rel, irr, memories, params)
     return result
@@ -361,7 +364,11 @@ def _set_scores(
         irr_parts += i.parts
         rel_owner += [k] * len(r.parts)
         irr_owner += [k] * len(i.parts)
+    from memself.recall.shape import prompt_shapes
+
     name = Path(cases.source).stem if cases.source else "cases"
+    shapes = [prompt_shapes(c.prompt, c.tags) for c in cases.relevant]
+    shapes += [prompt_shapes(c.prompt, c.tags) for c in cases.irrelevant]
     return SetScores(
         name=name,
         group=np.array([codes[m.category] for m in memories], dtype=np.int8),
@@ -375,7 +382,70 @@ def _set_scores(
         single_rel_owner=np.array(rel_owner, dtype=np.int64),
         single_irr=block(irr_parts, 1),
         single_irr_owner=np.array(irr_owner, dtype=np.int64),
+        shapes=shapes,
     )
+
+
+def _shape_counts(
+    cases: CaseSet, rel: list[_Scored], irr: list[_Scored], expected: Any, params: GateParams
+) -> dict[str, ShapeCounts]:
+    """Per shape of prompt, through the gate at the configured lines: relevant prompts that
+    recalled at least one memory they need (any group), unrelated prompts that recalled something."""
+    from memself.recall.calibrate import ShapeCounts
+    from memself.recall.shape import prompt_shapes
+
+    out: dict[str, ShapeCounts] = {}
+
+    def add(names: tuple[str, ...], one: ShapeCounts) -> None:
+        for name in ("all", *names):
+            out[name] = out[name] + one if name in out else one
+
+    none = {g: 0 for g in GROUPS}
+    for case, scored in zip(cases.relevant, rel, strict=True):
+        hit = any(
+            expected(case, g) & {m.id for m in _kept(scored, g, params.floors[g], params)} for g in GROUPS
+        )
+        add(prompt_shapes(case.prompt, case.tags), ShapeCounts(int(hit), 1, none, 0))
+    for other, scored in zip(cases.irrelevant, irr, strict=True):
+        leaks = {g: int(bool(_kept(scored, g, params.floors[g], params))) for g in GROUPS}
+        add(prompt_shapes(other.prompt, other.tags), ShapeCounts(0, 0, leaks, 1))
+    return out
+
+
+SHAPE_NAMES = {
+    "all": "全部提问",
+    "short": "短问（不超过 4 个词）",
+    "english": "英文提问",
+    "shorthand": "缩写和简称",
+}
+
+
+def shape_lines(shapes: dict[str, ShapeCounts], indent: str = "  ") -> list[str]:
+    """One line per shape: relevant prompts that found a memory they need, unrelated prompts that
+    leaked, per group."""
+    out = []
+    for name in sorted(shapes, key=lambda n: (n != "all", n)):
+        c = shapes[name]
+        out.append(
+            f"{indent}{SHAPE_NAMES.get(name, name)}：需要记忆的提问找到至少一条 {_pct(c.hits, c.cases)}；"
+            f"无关提问带出规则 {_pct(c.leaks.get('rule', 0), c.irrelevant)}、"
+            f"项目事实 {_pct(c.leaks.get('project', 0), c.irrelevant)}"
+        )
+    return out
+
+
+def shapes_json(shapes: dict[str, ShapeCounts]) -> dict[str, Any]:
+    """``{shape: {hits, cases, leaks: {rule, project}, irrelevant}}``, ``all`` first."""
+    order = sorted(shapes, key=lambda name: (name != "all", name))
+    return {
+        name: {
+            "hits": shapes[name].hits,
+            "cases": shapes[name].cases,
+            "leaks": {g: shapes[name].leaks.get(g, 0) for g in GROUPS},
+            "irrelevant": shapes[name].irrelevant,
+        }
+        for name in order
+    }
 
 
 def _group_report(
@@ -593,6 +663,10 @@ def render_text(result: VerifyResult, max_items: int = 8) -> str:
                     f"项目事实线 {project.floor:.3f}"
                     f"（无关输入泄漏 {_pct(project.leaks, result.groups['project'].irrelevant)}）"
                 )
+    if result.shapes is not None:
+        lines.append("按提问形态：")
+        lines += shape_lines(result.shapes)
+        lines.append("")
     if result.workspaces is not None:
         lines += render_workspaces_text(result.workspaces, max_items)
         lines.append("")
@@ -682,6 +756,8 @@ def render_json(result: VerifyResult) -> dict[str, Any]:
         ],
         "passed": result.passed,
     }
+    if result.shapes is not None:
+        out["shapes"] = shapes_json(result.shapes)
     if result.workspaces is not None:
         out["workspaces"] = render_workspaces_json(result.workspaces)
     if result.fmt == "original":

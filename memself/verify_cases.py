@@ -63,6 +63,7 @@ class RelevantCase:
     prompt: str
     expect: tuple[str, ...]  # memory keys (dev format) or text fragments (original format)
     workspace: str = ""  # the workspace it is asked from ("": none)
+    tags: tuple[str, ...] = ()  # labels for per-shape counts, e.g. "shorthand"
 
 
 @dataclass(frozen=True)
@@ -70,6 +71,7 @@ class IrrelevantCase:
     prompt: str
     near: tuple[str, ...] = ()
     workspace: str = ""
+    tags: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -169,13 +171,17 @@ def _parse_dev(data: dict[str, Any], source: str) -> CaseSet:
                 f"用例文件格式错误：relevant[{i}] 在{where}提问，看不到它期望的记忆 {'、'.join(hidden)}"
                 f"（属于工作区 {'、'.join(sorted({keys[k].workspace for k in hidden}))}）"
             )
-        relevant.append(RelevantCase(raw["prompt"], expect, workspace))
+        tags = _strs(raw["tags"], f"relevant[{i}].tags") if raw.get("tags") else ()
+        relevant.append(RelevantCase(raw["prompt"], expect, workspace, tags))
     irrelevant = []
     for i, raw in enumerate(data.get("irrelevant") or []):
         if not isinstance(raw, dict) or not isinstance(raw.get("prompt"), str):
             raise InvalidInput(f"用例文件格式错误：irrelevant[{i}] 需要 prompt")
         near = _strs(raw["near"], f"irrelevant[{i}].near") if raw.get("near") else ()
-        irrelevant.append(IrrelevantCase(raw["prompt"], near, _workspace(raw, f"irrelevant[{i}]", names)))
+        tags = _strs(raw["tags"], f"irrelevant[{i}].tags") if raw.get("tags") else ()
+        irrelevant.append(
+            IrrelevantCase(raw["prompt"], near, _workspace(raw, f"irrelevant[{i}]", names), tags)
+        )
     single = []
     for i, raw in enumerate(data.get("single_memory") or []):
         mem = raw.get("memory") if isinstance(raw, dict) else None

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from memself.records import GROUP_SHORT_LABELS, GROUPS
-from memself.verify import VerifyResult, render_json, run_cases
+from memself.verify import VerifyResult, render_json, run_cases, shape_lines, shapes_json
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -129,6 +129,18 @@ def means(res: SetsResult) -> dict[str, dict[str, float] | None]:
     }
 
 
+def held_out_shapes(res: SetsResult) -> dict[str, Any]:
+    """Per shape of prompt, held out: each fold's counts summed over the folds (without views,
+    and with them when every set has views)."""
+    from memself.recall.calibrate import pooled_shapes
+
+    views = [f.shapes_views for f in res.folds if f.shapes_views is not None]
+    return {
+        "plain": pooled_shapes([f.shapes_plain for f in res.folds]),
+        "views": pooled_shapes(views) if len(views) == len(res.folds) else None,
+    }
+
+
 def render_sets_text(res: SetsResult) -> str:
     p = res.params
     lines = [
@@ -154,6 +166,13 @@ def render_sets_text(res: SetsResult) -> str:
     lines.append(f"留一组平均（不带适用场景）：{_mean_line(m['plain'] or {})}")
     if m["views"] is not None:
         lines.append(f"留一组平均（带适用场景）：{_mean_line(m['views'])}")
+    shapes = held_out_shapes(res)
+    lines.append("")
+    lines.append("按提问形态，留一组（各组留出时的计数相加），不带适用场景：")
+    lines += shape_lines(shapes["plain"])
+    if shapes["views"] is not None:
+        lines.append("带适用场景：")
+        lines += shape_lines(shapes["views"])
     cal = res.calibration
     lines.append("")
     lines.append(
@@ -201,6 +220,7 @@ def render_sets_json(res: SetsResult) -> dict[str, Any]:
                 for f in res.folds
             ],
             "mean": means(res),
+            "shapes": {k: shapes_json(v) if v is not None else None for k, v in held_out_shapes(res).items()},
         },
         "calibration": _calibration_json(res.calibration),
     }

@@ -29,7 +29,9 @@ def test_the_offline_model_has_its_file_and_uses_it() -> None:
     scoring = ScoringSettings.from_model(MODELS[OFFLINE_MODEL])
     assert scoring.symmetric and scoring.uses_lexical
     if raw["scoring"].get("general_question"):
-        assert scoring.general is not None and len(scoring.general.weights) == MODELS[OFFLINE_MODEL].dim
+        assert scoring.general is not None
+        width = MODELS[OFFLINE_MODEL].dim + (2 if scoring.general_shape else 0)
+        assert len(scoring.general.weights) == width
 
 
 @pytest.mark.parametrize(
@@ -235,3 +237,64 @@ def test_floors_respect_the_leak_limit_and_are_never_negative() -> None:
             irrelevant[g] += counts.irrelevant
     for g in GROUPS:
         assert leaks[g] <= cal.LEAK_LIMIT[g] * irrelevant[g]
+
+
+# ------------------------------------------------------------------------------ prompt shapes
+
+
+def test_prompt_length_in_words() -> None:
+    from memself.recall.shape import detector_features, is_english, is_short, prompt_shapes, words
+
+    assert [words(p) for p in ("pg?", "k8s ns", "redis for?", "CI secrets config")] == [1, 2, 2, 3]
+    # A run of Chinese characters counts one word per two characters, rounded up.
+    assert [words(p) for p in ("数据库用的啥", "mongo 连接串", "生产的 namespace 叫啥")] == [3, 3, 4]
+    assert words("how do I get into the production database from my laptop") == 11
+    assert is_short("GHA secrets?") and not is_short("where do reporting queries run today")
+    assert is_english("what's redis for here") and not is_english("redis 干嘛的") and not is_english("？")
+    assert detector_features("pg?") == (1.0, 0.0)
+    assert detector_features("prod k8s ns?") == (0.0, 1.0)
+    assert detector_features("how do I ship this to production") == (0.0, 0.0)
+    assert prompt_shapes("k8s ns", ("shorthand",)) == ("short", "english", "shorthand")
+    assert prompt_shapes("生产环境的数据库连接地址在哪里配置的") == ()
+
+
+def test_the_detector_reads_the_prompts_length_when_calibrated_so() -> None:
+    from memself.recall.calibration import GeneralQuestion
+    from memself.recall.scoring import general_probability
+
+    scoring = ScoringSettings.from_model(MODELS[OFFLINE_MODEL])
+    dim = MODELS[OFFLINE_MODEL].dim
+    assert scoring.general is not None
+    width = dim + (2 if scoring.general_shape else 0)
+    assert len(scoring.general.weights) == width
+    # The length weights move the probability; a vector of the wrong width is refused.
+    weights = (0.0,) * dim + (-3.0, -1.0)
+    general = GeneralQuestion(weights, 0.0, {"rule": 1.0, "project": 0.4})
+    v = np.zeros((3, dim + 2))
+    v[1, dim], v[2, dim + 1] = 1.0, 1.0
+    p = general_probability(general, v)
+    assert p[0] == pytest.approx(0.5) and p[1] < p[2] < p[0]
+    with pytest.raises(CorruptFile):
+        general_probability(general, np.zeros((1, dim)))
+
+
+def test_shape_counts_follow_the_floors() -> None:
+    s = synthetic_set("a", 1)
+    n = len(s.pool)
+    s.shapes = [("short",) if i % 3 == 0 else () for i in range(n)]
+    zero = {g: 0.0 for g in GROUPS}
+    params = cal.Params(LEX, zero, {"rule": 0.2, "project": 0.25}, zero, None)
+    t = cal.thresholds(s, params, False, cal.probabilities(s, None))
+    got = cal.shape_counts(s, t, params.floors)
+    assert got["all"].cases == s.n_relevant and got["all"].irrelevant == n - s.n_relevant
+    assert got["short"].cases == len([i for i in range(s.n_relevant) if i % 3 == 0])
+    # Leaks per group equal the group counts; a floor no case reaches leaves nothing.
+    for g in GROUPS:
+        assert got["all"].leaks[g] == cal.counts(t, g, params.floors[g]).leaks
+    none = cal.shape_counts(s, t, {"rule": 99.0, "project": 99.0})
+    assert none["all"].hits == 0 and none["all"].leaks == {"rule": 0, "project": 0}
+    folds = cal.loso([s, synthetic_set("b", 2), synthetic_set("c", 3)], LEX)
+    assert folds[0].shapes_plain["short"].cases == got["short"].cases
+    assert "short" not in folds[1].shapes_plain  # sets without shapes count under "all" only
+    pooled = cal.pooled_shapes([f.shapes_plain for f in folds])
+    assert pooled["all"].cases == sum(f.shapes_plain["all"].cases for f in folds)

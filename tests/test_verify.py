@@ -183,6 +183,39 @@ def test_single_file_json_keeps_its_keys(recaller, tmp_path: Path) -> None:
         assert js[group]["cases"] == cases and js[group]["irrelevant"] == 3
         assert js[group]["floor"] == pytest.approx(e5_params().floors[group])
     assert js["single"]["cases"] == 1 and js["single"]["hits"] in (0, 1)
+    # Per shape of prompt, through the same gate: every relevant and unrelated prompt under "all".
+    shapes = js["shapes"]
+    assert next(iter(shapes)) == "all"
+    assert shapes["all"]["cases"] == 3 and shapes["all"]["irrelevant"] == 3
+    assert set(shapes["all"]["leaks"]) == {"rule", "project"}
+    assert shapes["all"]["leaks"]["rule"] == js["rule"]["leaks"]
+    assert shapes["all"]["leaks"]["project"] == js["project"]["leaks"]
+
+
+def test_prompts_are_counted_per_shape(recaller) -> None:
+    # A short English prompt, a tagged shorthand one, a long Chinese one; short and unrelated.
+    cases = json.loads(json.dumps(SMALL))
+    cases["relevant"] += [
+        {"prompt": "kibana?", "expect": ["p1"], "tags": ["shorthand"]},
+        {"prompt": "where are the order service logs", "expect": ["p1"]},
+    ]
+    cases["irrelevant"].append({"prompt": "ok"})
+    res = run_cases(parse_cases(cases, "inline"), recaller, e5_params(), NOW)
+    shapes = render_json(res)["shapes"]
+    assert shapes["all"]["cases"] == 5 and shapes["all"]["irrelevant"] == 4
+    # Short: "kibana?" (1 word); "ok" and "给我讲个笑话吧" (seven characters: 4 words). English: the
+    # two English prompts and "ok". Shorthand: the tagged one.
+    assert (shapes["short"]["cases"], shapes["short"]["irrelevant"]) == (1, 2)
+    assert (shapes["english"]["cases"], shapes["english"]["irrelevant"]) == (2, 1)
+    assert (shapes["shorthand"]["cases"], shapes["shorthand"]["irrelevant"]) == (1, 0)
+    # Each relevant prompt here expects memories of one group: its hit is that group's.
+    js = render_json(res)
+    assert shapes["all"]["hits"] == js["rule"]["hits"] + js["project"]["hits"]
+    assert "短问（不超过 4 个词）" in render_text(res) and "缩写和简称" in render_text(res)
+    with pytest.raises(InvalidInput):
+        bad = json.loads(json.dumps(SMALL))
+        bad["relevant"][0]["tags"] = "shorthand"
+        parse_cases(bad, "bad")
 
 
 def test_applies_when_lines_attach_to_memories_and_single_cases(tmp_path: Path) -> None:
@@ -260,14 +293,19 @@ def test_several_sets_report_leave_one_set_out(recaller, tmp_path: Path) -> None
     assert js["calibration"]["sets"] == ["pay", "map", "push"]
     text = render_sets_text(res)
     assert "留一组校准" in text and "留出 map" in text and "留一组平均（不带适用场景）" in text
+    # Per shape, held out: each fold's counts summed; every relevant and unrelated prompt once.
+    shapes = js["loso"]["shapes"]
+    assert shapes["views"] is None
+    assert shapes["plain"]["all"]["cases"] == 6 and shapes["plain"]["all"]["irrelevant"] == 6
+    assert "按提问形态，留一组" in text
 
 
 @pytest.mark.full
 def test_in_repo_sets_reproduce_the_shipped_calibration(recaller) -> None:
-    """The four in-repo sets with their hand-written appliesWhen lines: the calibration on all of
-    them is the shipped file's, and the held-out figures are the ones docs/recall.md reports."""
+    """The in-repo sets with their hand-written appliesWhen lines: the calibration on all of them
+    is the shipped file's, and the held-out figures are the ones docs/recall.md reports."""
     from memself.recall.calibration import load_calibration
-    from memself.verify_sets import means, run_sets
+    from memself.verify_sets import held_out_shapes, means, run_sets
 
     sets = [
         with_applies_when(load_cases(p), load_applies_when(APPLIES_WHEN / p.name))
@@ -288,6 +326,13 @@ def test_in_repo_sets_reproduce_the_shipped_calibration(recaller) -> None:
     assert views["ruleHit"] > 0.75 and views["projectHit"] > 0.78 and views["single"] > 0.8
     for rates in (plain, views):
         assert rates["ruleLeak"] < 0.22 and rates["projectLeak"] < 0.07
+    # Prompts of at most four words that need a memory, held out: the detector reads their length.
+    assert shipped.general is not None and len(shipped.general.weights) == recaller.encoder.dim + 2
+    shapes = held_out_shapes(res)
+    short_plain, short_views = shapes["plain"]["short"], shapes["views"]["short"]
+    assert short_plain.hits / short_plain.cases > 0.72 and short_views.hits / short_views.cases > 0.8
+    for group, limit in (("rule", 0.2), ("project", 0.05)):
+        assert short_views.leaks[group] <= limit * short_views.irrelevant
 
 
 def _result_with_sweep(

@@ -73,7 +73,9 @@ class SetScores:
     ``pool``: the relevant prompts (first ``n_relevant`` rows), then the unrelated ones, against
     the set's memories (``group`` codes, ``has_views``); ``expect[i]``: positions of the memories
     relevant case i needs. ``single_rel`` / ``single_irr``: each single-memory case's prompts
-    against its one memory (one column), ``*_owner`` the case of each row.
+    against its one memory (one column), ``*_owner`` the case of each row. ``shapes``: per prompt
+    of ``pool``, the shapes it is counted under (``memself.recall.shape``: ``short``,
+    ``english``, and the case's own tags); empty when unknown.
     """
 
     name: str
@@ -88,6 +90,7 @@ class SetScores:
     single_rel_owner: np.ndarray
     single_irr: Block
     single_irr_owner: np.ndarray
+    shapes: list[tuple[str, ...]] = field(default_factory=list)
 
     @property
     def any_views(self) -> bool:
@@ -111,6 +114,25 @@ class Counts:
     irrelevant: int
     single_hits: int
     single_cases: int
+
+
+@dataclass(frozen=True)
+class ShapeCounts:
+    """One shape of prompt: relevant prompts that recalled at least one memory they need (any
+    group), and unrelated prompts that recalled something, per group."""
+
+    hits: int
+    cases: int
+    leaks: dict[str, int]
+    irrelevant: int
+
+    def __add__(self, other: ShapeCounts) -> ShapeCounts:
+        return ShapeCounts(
+            self.hits + other.hits,
+            self.cases + other.cases,
+            {g: self.leaks.get(g, 0) + other.leaks.get(g, 0) for g in GROUPS},
+            self.irrelevant + other.irrelevant,
+        )
 
 
 @dataclass(frozen=True)
@@ -219,6 +241,32 @@ def counts(t: Thresholds, group: str, floor: float) -> Counts:
         int((t.single[group] >= floor).sum()),
         len(t.single[group]),
     )
+
+
+def shape_counts(s: SetScores, t: Thresholds, floors: dict[str, float]) -> dict[str, ShapeCounts]:
+    """Per shape (``SetScores.shapes``; ``all`` for every prompt): see ``ShapeCounts``."""
+    import numpy as np
+
+    n = s.n_relevant
+    hit = np.zeros(n, dtype=bool)
+    for code, g in enumerate(GROUPS):
+        rows = [i for i, want in enumerate(s.expect) if (s.group[want] == code).any()]
+        if rows:
+            hit[rows] |= t.rel[g] >= floors[g]
+    leak = {g: t.irr[g] >= floors[g] for g in GROUPS}
+    shapes = s.shapes if len(s.shapes) == len(s.pool) else [()] * len(s.pool)
+    out: dict[str, ShapeCounts] = {}
+    for i, names in enumerate(shapes):
+        relevant = i < n
+        one = ShapeCounts(
+            int(relevant and hit[i]),
+            int(relevant),
+            {g: 0 if relevant else int(leak[g][i - n]) for g in GROUPS},
+            int(not relevant),
+        )
+        for name in ("all", *names):
+            out[name] = out[name] + one if name in out else one
+    return out
 
 
 def floor_grid() -> np.ndarray:
@@ -365,8 +413,15 @@ def params_of(cal: Calibration, lexical: dict[str, float], top_k: int = 3) -> Pa
 
 def count_set(s: SetScores, params: Params, views: bool) -> dict[str, Counts]:
     """Counts of one set at ``params`` (its classifier applied to the set's prompts)."""
+    return count_shapes(s, params, views)[0]
+
+
+def count_shapes(
+    s: SetScores, params: Params, views: bool
+) -> tuple[dict[str, Counts], dict[str, ShapeCounts]]:
+    """``count_set`` and the counts per shape of prompt (``shape_counts``)."""
     t = thresholds(s, params, views, probabilities(s, params.classifier))
-    return {g: counts(t, g, params.floors[g]) for g in GROUPS}
+    return {g: counts(t, g, params.floors[g]) for g in GROUPS}, shape_counts(s, t, params.floors)
 
 
 @dataclass
@@ -375,6 +430,8 @@ class Fold:
     calibration: Calibration
     plain: dict[str, Counts]
     views: dict[str, Counts] | None
+    shapes_plain: dict[str, ShapeCounts] = field(default_factory=dict)
+    shapes_views: dict[str, ShapeCounts] | None = None
 
 
 def loso(
@@ -390,15 +447,19 @@ def loso(
     for held in sets:
         cal = calibrate([s for s in sets if s is not held], lexical, general, limits, top_k)
         params = params_of(cal, lexical, top_k)
-        folds.append(
-            Fold(
-                held.name,
-                cal,
-                count_set(held, params, False),
-                count_set(held, params, True) if held.any_views else None,
-            )
-        )
+        plain, plain_shapes = count_shapes(held, params, False)
+        views, views_shapes = count_shapes(held, params, True) if held.any_views else (None, None)
+        folds.append(Fold(held.name, cal, plain, views, plain_shapes, views_shapes))
     return folds
+
+
+def pooled_shapes(per_set: Sequence[dict[str, ShapeCounts]]) -> dict[str, ShapeCounts]:
+    """Shape counts summed over sets (a shape has too few prompts in one set for a mean of rates)."""
+    out: dict[str, ShapeCounts] = {}
+    for counts_ in per_set:
+        for name, c in counts_.items():
+            out[name] = out[name] + c if name in out else c
+    return out
 
 
 def rates(per_set: Sequence[dict[str, Counts]]) -> dict[str, float]:

@@ -71,7 +71,8 @@ class ScoringSettings:
     ``memself.recall.memory_side``); ``applies_when`` 1 = a memory's appliesWhen requests are
     scored as views of it, ``applies_when_lexical`` 1 = the lexical signal too;
     ``general_question`` 1 = the general-question detector is used (``general``: its weights and
-    penalties, once calibrated). Besides: ``view_offset`` per group.
+    penalties, once calibrated), ``general_shape`` 1 = it also reads the prompt's length
+    (``memself.recall.shape.detector_features``). Besides: ``view_offset`` per group.
     """
 
     space_dims: int = 0
@@ -83,6 +84,7 @@ class ScoringSettings:
     applies_when: bool = False
     applies_when_lexical: bool = False
     general_question: bool = False
+    general_shape: bool = False
     view_offset: dict[str, float] = field(default_factory=_zero_groups)
     general: GeneralQuestion | None = None
 
@@ -104,6 +106,7 @@ class ScoringSettings:
             applies_when=bool(cal.get("applies_when", 0.0)),
             applies_when_lexical=bool(cal.get("applies_when_lexical", 0.0)),
             general_question=bool(cal.get("general_question", 0.0)),
+            general_shape=bool(cal.get("general_shape", 0.0)),
             view_offset=dict(calibration.view_offset),
             general=calibration.general if cal.get("general_question", 0.0) else None,
         )
@@ -131,8 +134,8 @@ class ScoreParts:
 
     ``dense_text`` / ``lexical_text``: against the memory text alone; ``dense`` / ``lexical``:
     the best over the text and its appliesWhen views (equal to the text's for a memory without);
-    ``general``: P(the prompt needs no memory), 0 without a detector; ``vector``: the prompt's raw
-    vector (what the detector reads).
+    ``general``: P(the prompt needs no memory), 0 without a detector; ``vector``: what the detector
+    reads (the prompt's raw vector, then its length features when the model's detector uses them).
     """
 
     dense_text: np.ndarray
@@ -178,7 +181,7 @@ def extra_floors(group: np.ndarray, has_views: np.ndarray, view_offset: dict[str
 
 
 def general_probability(general: GeneralQuestion, vectors: np.ndarray) -> np.ndarray:
-    """P(needs no memory) per row of ``vectors`` (raw prompt vectors)."""
+    """P(needs no memory) per row of ``vectors`` (what the detector reads: ``ScoreParts.vector``)."""
     import numpy as np
 
     w = np.asarray(general.weights, dtype=np.float64)
@@ -284,6 +287,10 @@ class Recaller:
 
         pool = self._as_pool(memories, rows)
         row_scores, vector = self._row_scores(text, matrix, matrix_key)
+        if self.scoring.general_shape:
+            from memself.recall.shape import detector_features
+
+            vector = np.concatenate([vector, np.asarray(detector_features(text), dtype=np.float32)])
         n = len(pool)
         dense_text = row_scores[pool.rows] if n else np.zeros(0, dtype=np.float32)
         dense, best_view = dense_text, np.zeros(n, dtype=np.int64)
