@@ -104,13 +104,18 @@ def copy_into(source: Path, paths: DataPaths) -> DataPaths:
 Memories = list[tuple[str, str, str]]
 
 
+# A fixed choice of in-repo case sets, so that a set added to eval/cases does not change the size
+# of the stores built from them.
+STORE_SETS = ("data-platform", "dev", "firmware", "game-client")
+
+
 def eval_memories(per_set: int) -> tuple[Memories, dict[str, list[str]], list[dict[str, Any]]]:
-    """The first ``per_set`` memories of each in-repo case set as (id, group, text), the requests
+    """The first ``per_set`` memories of each of ``STORE_SETS`` as (id, group, text), the requests
     a model wrote for each text (``eval/applies-when``), and the sets themselves."""
     memories: list[tuple[str, str, str]] = []
     table: dict[str, list[str]] = {}
     sets = []
-    for path in sorted((EVAL / "cases").glob("*.json")):
+    for path in (EVAL / "cases" / f"{name}.json" for name in STORE_SETS):
         data = json.loads(path.read_text("utf-8"))
         written = json.loads((EVAL / "applies-when" / path.name).read_text("utf-8"))
         sets.append(data)
