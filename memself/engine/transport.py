@@ -4,7 +4,9 @@ Both clients use it: the full one (``memself.engine.client``: CLI, MCP server, j
 hook's recall) and the hook process's fast one (``memself.hook.process``), which builds its
 request body by hand. The engine listens on a Unix socket in a private runtime directory (or
 where it recorded it listens); where there are no Unix sockets, on loopback TCP with a token
-from a 0600 port file. On a Unix socket the peer's uid must be ours.
+from a 0600 port file. On a Unix socket the peer's uid must be ours; on TCP the engine first
+proves it knows the token (``tcp_proof`` of a fresh nonce), so a program that took the port of
+a dead engine is refused before it sees any request.
 
 Standard library only and cheap to import: ``_socket`` (``socket`` pulls in selectors and enum),
 ``json`` only to read the TCP fallback's port file. Every failure is a ``FrameError`` with an
@@ -18,7 +20,6 @@ import os
 import time
 
 from memself.engine.location import dir_state, own_uid, recorded_socket
-from memself.engine.peercred import peer_allowed, peer_uid
 from memself.engine.protocol import (
     ERR_REFUSED,
     ERR_TIMEOUT,
@@ -31,6 +32,8 @@ from memself.engine.protocol import (
     read_header,
     recv_exact,
 )
+from memself.platform import files, sockets
+from memself.platform.sockets import peer_allowed, peer_uid
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -40,7 +43,7 @@ if TYPE_CHECKING:
 def connect(location: EngineLocation, deadline: float) -> tuple[_socket.socket, str | None]:
     """A connection to the engine of ``location`` and, on the TCP fallback, the token its
     requests must carry. ``deadline`` is a ``time.monotonic()`` instant."""
-    if hasattr(_socket, "AF_UNIX"):
+    if sockets.unix_sockets():
         state = dir_state(location.runtime_dir)
         if state == "private":
             sock = _connect_unix(location.socket_path, deadline)
@@ -82,7 +85,7 @@ def remaining(deadline: float) -> float:
 
 def _connect_unix(path: str, deadline: float) -> _socket.socket | None:
     """A connection to the engine at ``path``; None when nobody listens there."""
-    sock = _connected(_socket.AF_UNIX, path, deadline, absent_ok=True)
+    sock = _connected(sockets.unix_family(), path, deadline, absent_ok=True)
     if sock is not None and not peer_allowed(peer_uid(sock), own_uid()):
         sock.close()
         raise FrameError(ERR_REFUSED)
@@ -119,12 +122,39 @@ def _connected(
         raise
 
 
-def _connect_tcp(port_file: str, deadline: float) -> tuple[_socket.socket, str | None]:
-    """The fallback where AF_UNIX is missing: loopback TCP plus the token from a 0600 file."""
+NONCE_BYTES = 16
+PROOF_BYTES = 32
+
+
+def tcp_proof(token: str, nonce: bytes) -> bytes:
+    """What an engine answers to a client's nonce on TCP: HMAC-SHA256 of the nonce by the token."""
+    import hashlib
+    import hmac
+
+    return hmac.new(token.encode("utf-8"), nonce, hashlib.sha256).digest()
+
+
+def port_file_problem(port_file: str) -> str:
+    """Why the TCP fallback's port file must not be believed, in words for the user; "" if it may.
+
+    Whoever can read it can talk to the engine as us; whoever can write it can send our prompts
+    elsewhere."""
     try:
-        info = os.stat(port_file)
-        if own_uid() is not None and (info.st_mode & 0o077 or info.st_uid != own_uid()):
-            raise FrameError(ERR_UNSAFE_DIR, message=f"{MESSAGES[ERR_UNSAFE_DIR]}：{port_file}")
+        info = os.lstat(port_file)
+    except FileNotFoundError:
+        return ""
+    except OSError as exc:
+        return f"无法读取：{exc.strerror or exc}"
+    problem = files.private_problem(info)
+    return f"{port_file} {problem}" if problem else ""
+
+
+def _connect_tcp(port_file: str, deadline: float) -> tuple[_socket.socket, str | None]:
+    """The fallback without Unix sockets: loopback TCP plus the token from a private file."""
+    problem = port_file_problem(port_file)
+    if problem:
+        raise FrameError(ERR_UNSAFE_DIR, message=f"{MESSAGES[ERR_UNSAFE_DIR]}：{problem}")
+    try:
         import json
 
         with open(port_file, encoding="utf-8") as handle:
@@ -134,4 +164,29 @@ def _connect_tcp(port_file: str, deadline: float) -> tuple[_socket.socket, str |
         raise FrameError(ERR_UNREACHABLE) from None
     sock = _connected(_socket.AF_INET, ("127.0.0.1", port), deadline)
     assert sock is not None  # only absent_ok returns None
+    try:
+        nonce = os.urandom(NONCE_BYTES)
+        sock.settimeout(remaining(deadline))
+        sock.sendall(nonce)
+        proof = recv_exact(sock, PROOF_BYTES, deadline)
+    except FrameError:
+        sock.close()
+        raise
+    except (TimeoutError, OSError):
+        sock.close()
+        raise FrameError(ERR_UNREACHABLE, message=_foreign_port(port)) from None
+    import hmac
+
+    if not hmac.compare_digest(proof, tcp_proof(token, nonce)):
+        sock.close()
+        raise FrameError(ERR_UNREACHABLE, message=_foreign_port(port))
     return sock, token
+
+
+def _foreign_port(port: int) -> str:
+    # Our engine is gone (its port file outlived it): "unreachable", so a new one is started,
+    # which listens on a port of its own.
+    return (
+        f"本机端口 {port} 上应答的不是本用户的 memself 召回引擎（端口可能被别的程序占用了），"
+        "没有向它发送任何内容；新启动的召回引擎会换用别的端口（memself engine start）"
+    )

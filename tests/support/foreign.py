@@ -1,0 +1,79 @@
+"""The foreign-platform mode of the test suite: Windows' rules on this Linux machine.
+
+``MEMSELF_FOREIGN_PLATFORM=1`` (or ``pytest --foreign-platform``) makes ``memself.platform``
+take its Windows branches, in the test process and in every process the tests start, which
+inherit the variable. In the test process the POSIX-only facilities are also taken away, so
+that a module that still reached for one fails here instead of on a user's Windows machine:
+``fcntl`` cannot be imported, and ``os.fork``, ``os.setsid``, ``os.posix_spawn``,
+``os.pread``/``pwrite``, ``SO_PEERCRED`` and the alarm signal are gone. Children get a home path
+with a space and Chinese characters (the fixture in conftest) and a GBK console
+(``PYTHONIOENCODING=gbk``): whatever a host reads from memself must still be UTF-8.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from memself.platform.system import FOREIGN_ENV
+
+OPTION = "--foreign-platform"
+HOME_PARENT = "张 三"
+_OS_HIDDEN = ("fork", "forkpty", "setsid", "setpgid", "posix_spawn", "posix_spawnp", "pread", "pwrite")
+_SIGNALS_HIDDEN = ("SIGALRM", "SIGHUP", "SIGUSR1", "SIGUSR2", "setitimer", "alarm", "pause")
+
+
+def active() -> bool:
+    return os.environ.get(FOREIGN_ENV, "") == "1"
+
+
+def enable() -> None:
+    """Switch this process (and, through the environment, its children) to the foreign mode."""
+    os.environ[FOREIGN_ENV] = "1"
+    os.environ["PYTHONIOENCODING"] = "gbk"
+    # The emulation of msvcrt's byte-range locks needs fcntl itself: loaded before it is hidden.
+    import _signal
+    import signal
+    import socket
+    import subprocess
+
+    import memself.platform.msvcrt_emulation  # noqa: F401
+
+    sys.modules["fcntl"] = None  # type: ignore[assignment]
+    for name in _OS_HIDDEN:
+        if hasattr(os, name):
+            delattr(os, name)
+    # subprocess chose posix_spawn at import for some calls; the interpreter's fork_exec stays,
+    # as CreateProcess does on Windows.
+    subprocess._USE_POSIX_SPAWN = False  # type: ignore[attr-defined]
+    for module in (socket, _socket_module()):
+        if hasattr(module, "SO_PEERCRED"):
+            delattr(module, "SO_PEERCRED")
+    for module in (signal, _signal):
+        for name in _SIGNALS_HIDDEN:
+            if hasattr(module, name):
+                delattr(module, name)
+
+
+def _socket_module() -> object:
+    import _socket
+
+    return _socket
+
+
+def unix_sockets_only() -> object:
+    """Mark a test of what only the Unix-socket transport has (socket files, peer uids, runtime
+    folders): skipped in the foreign mode, where the engine listens on loopback TCP."""
+    import pytest
+
+    from memself.platform import sockets
+
+    return pytest.mark.skipif(
+        not sockets.unix_sockets(), reason="Unix-socket transport only; the foreign mode uses loopback TCP"
+    )
+
+
+def unix_sockets() -> bool:
+    from memself.platform import sockets
+
+    return sockets.unix_sockets()
