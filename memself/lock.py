@@ -164,6 +164,7 @@ class _KernelLock:
         self.fd = -1
         path = paths.root / KERNEL_LOCK_NAME
         flags = platform_files.CLOEXEC | platform_files.NOFOLLOW
+        read_only = False
         try:
             fd = os.open(path, os.O_RDWR | os.O_CREAT | flags, 0o600)
         except OSError as exc:
@@ -174,10 +175,13 @@ class _KernelLock:
             # A read-only data folder: the write fails later with the usual message, or, when
             # the lock file exists, read-only is enough for flock.
             fd = os.open(path, os.O_RDONLY | flags)
+            read_only = True
         try:
             try:
                 taken = locks.exclusive(fd, deadline=deadline)
             except OSError as exc:
+                if read_only:  # a byte-range lock wants a writable file: the folder is the cause
+                    raise
                 # A file system without locks (some network drives): waiting would not help,
                 # and writing without the lock could lose another writer's change.
                 raise LockBroken(

@@ -603,7 +603,8 @@ def test_tcp_fallback_with_token(paths: DataPaths) -> None:
     port_file = Path(locate(paths.root).port_file)
     with in_process(paths, transport="tcp") as server:
         assert stat.S_IMODE(port_file.stat().st_mode) == 0o600
-        info = json.loads(port_file.read_text())
+        port, token, pid = transport.parse_port_file(port_file.read_text())
+        info = {"port": port, "token": token, "pid": pid}
         assert info["pid"] == server.pid and len(info["token"]) >= 32
         assert not os.path.exists(locate(paths.root).socket_path)
         assert client.request("echo", {"via": "tcp"})["echo"] == {"via": "tcp"}
@@ -670,7 +671,7 @@ def test_location_is_short_stable_and_per_data_dir(tmp_path: Path, monkeypatch: 
     assert here.socket_path == str(xdg / "memself" / f"{here.key}.sock")
     assert locate(alias).key == here.key  # the resolved directory decides
     assert locate(tmp_path / "other").key != here.key
-    assert here.port_file == str(data / "engine-port.json")
+    assert here.port_file == str(data / "engine-port")
     # One engine per data directory, whatever the runtime directory: the lock is in the data dir.
     assert here.lock_path == str(data / "engine.lock") == locate(alias).lock_path
 

@@ -21,6 +21,7 @@ from memself.hooks.command import hook_command_line
 from memself.hosts import HOSTS
 from memself.hosts.base import EventKind, HookEvent, HookReply
 from memself.paths import DataPaths
+from tests.support import foreign
 from tests.support.hookproc import REPO_ROOT, HookProc, hook_data, hook_runs, load_payloads, run_entry
 
 __all__ = ["hook_data"]  # the fixture, imported for pytest
@@ -315,7 +316,8 @@ def test_stuck_core_answers_before_the_host_kills_the_hook(
     proc = HookProc(done.returncode, done.stdout, done.stderr, elapsed)
     assert proc.rc == 0 and proc.answer() == {}
     assert 3.5 < elapsed < 5.0, elapsed  # Cursor's prompt hook has 5 s
-    assert [r.get("note") for r in hook_runs(hook_data)] == [note]
+    # Windows has no alarm signal: there the watchdog thread answers in either case.
+    assert [r.get("note") for r in hook_runs(hook_data)] == ["watchdog" if foreign.active() else note]
 
 
 @pytest.mark.parametrize(

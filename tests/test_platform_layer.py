@@ -338,11 +338,11 @@ def test_run_lock_of_a_judge_that_never_started(monkeypatch: pytest.MonkeyPatch)
 
 
 def _port_file(paths: DataPaths, port: int, mode: int = 0o600) -> Path:
-    import json
+    from memself.engine.transport import format_port_file
 
     path = Path(locate(paths.root).port_file)
     paths.ensure()
-    path.write_text(json.dumps({"port": port, "token": "t" * 43, "pid": 1}), encoding="utf-8")
+    path.write_text(format_port_file(port, "t" * 43, 1), encoding="utf-8")
     os.chmod(path, mode)
     return path
 

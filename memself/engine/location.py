@@ -23,7 +23,7 @@ from memself.platform import files, runtime
 RUNTIME_ENV = "MEMSELF_RUNTIME_DIR"
 # Linux allows 107 bytes in sun_path, macOS 103; keep a margin.
 _SUN_PATH_MAX = 100
-PORT_FILE_NAME = "engine-port.json"
+PORT_FILE_NAME = "engine-port"
 LOCK_FILE_NAME = "engine.lock"
 SOCKET_RECORD_NAME = "engine-socket"
 _RECORD_MAX_BYTES = 4096

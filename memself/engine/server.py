@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import hmac
-import json
 import os
 import secrets
 import select
@@ -67,7 +66,7 @@ from memself.engine.protocol import (
     read_header,
     recv_exact,
 )
-from memself.engine.transport import NONCE_BYTES, tcp_proof
+from memself.engine.transport import NONCE_BYTES, format_port_file, parse_port_file, tcp_proof
 from memself.errors import MemselfError
 from memself.logs import log
 from memself.paths import DataPaths
@@ -296,7 +295,7 @@ class EngineServer:
             self.paths.ensure()
             write_atomic(
                 Path(self.location.port_file),
-                json.dumps({"port": port, "token": self._token, "pid": self.pid}),
+                format_port_file(port, self._token, self.pid),
             )
         except BaseException:
             listener.close()
@@ -453,7 +452,7 @@ class EngineServer:
     def _remove_port_file(self) -> None:
         try:
             with open(self.location.port_file, encoding="utf-8") as handle:
-                if json.load(handle).get("token") == self._token:
+                if parse_port_file(handle.read(4096))[1] == self._token:
                     os.unlink(self.location.port_file)
         except (OSError, ValueError, AttributeError):
             pass

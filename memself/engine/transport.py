@@ -8,9 +8,10 @@ from a 0600 port file. On a Unix socket the peer's uid must be ours; on TCP the 
 proves it knows the token (``tcp_proof`` of a fresh nonce), so a program that took the port of
 a dead engine is refused before it sees any request.
 
-Standard library only and cheap to import: ``_socket`` (``socket`` pulls in selectors and enum),
-``json`` only to read the TCP fallback's port file. Every failure is a ``FrameError`` with an
-ERR_* code of ``protocol``.
+Standard library only and cheap to import: ``_socket`` (``socket`` pulls in selectors and enum);
+the TCP fallback's port file is plain lines and its proof a keyed BLAKE2b from the built-in
+``_blake2`` (``json`` and ``hmac`` would cost the hook tens of milliseconds). Every failure is a
+``FrameError`` with an ERR_* code of ``protocol``.
 """
 
 from __future__ import annotations
@@ -127,11 +128,30 @@ PROOF_BYTES = 32
 
 
 def tcp_proof(token: str, nonce: bytes) -> bytes:
-    """What an engine answers to a client's nonce on TCP: HMAC-SHA256 of the nonce by the token."""
-    import hashlib
-    import hmac
+    """What an engine answers to a client's nonce on TCP: BLAKE2b of the nonce keyed by the token."""
+    from _blake2 import blake2b
 
-    return hmac.new(token.encode("utf-8"), nonce, hashlib.sha256).digest()
+    return blake2b(nonce, key=token.encode("utf-8")[:64], digest_size=PROOF_BYTES).digest()
+
+
+def same_bytes(a: bytes, b: bytes) -> bool:
+    """Constant-time comparison (``hmac.compare_digest``, without importing hmac)."""
+    from _operator import _compare_digest
+
+    return bool(_compare_digest(a, b))
+
+
+def format_port_file(port: int, token: str, pid: int) -> str:
+    """The TCP fallback's port file: port, token and the engine's pid, one a line."""
+    return f"{port}\n{token}\n{pid}\n"
+
+
+def parse_port_file(text: str) -> tuple[int, str, int]:
+    """``(port, token, pid)`` of a port file; ValueError when it is not one."""
+    lines = text.split("\n")
+    if len(lines) < 3 or not lines[1]:
+        raise ValueError("not a port file")
+    return int(lines[0]), lines[1], int(lines[2])
 
 
 def port_file_problem(port_file: str) -> str:
@@ -155,12 +175,9 @@ def _connect_tcp(port_file: str, deadline: float) -> tuple[_socket.socket, str |
     if problem:
         raise FrameError(ERR_UNSAFE_DIR, message=f"{MESSAGES[ERR_UNSAFE_DIR]}：{problem}")
     try:
-        import json
-
         with open(port_file, encoding="utf-8") as handle:
-            data = json.load(handle)
-        port, token = int(data["port"]), str(data["token"])
-    except (OSError, ValueError, KeyError, TypeError):
+            port, token, _ = parse_port_file(handle.read(4096))
+    except (OSError, ValueError):
         raise FrameError(ERR_UNREACHABLE) from None
     sock = _connected(_socket.AF_INET, ("127.0.0.1", port), deadline)
     assert sock is not None  # only absent_ok returns None
@@ -175,9 +192,7 @@ def _connect_tcp(port_file: str, deadline: float) -> tuple[_socket.socket, str |
     except (TimeoutError, OSError):
         sock.close()
         raise FrameError(ERR_UNREACHABLE, message=_foreign_port(port)) from None
-    import hmac
-
-    if not hmac.compare_digest(proof, tcp_proof(token, nonce)):
+    if not same_bytes(proof, tcp_proof(token, nonce)):
         sock.close()
         raise FrameError(ERR_UNREACHABLE, message=_foreign_port(port))
     return sock, token

@@ -72,18 +72,26 @@ def hold_as_judge(paths: DataPaths, session_id: str) -> None:
     this process exits, and mark the file so that a later probe knows the judge started."""
     if locks.inherited():
         return
+    fd = judge_lock(paths, session_id)
+    if fd is not None:
+        _held.append(fd)
+
+
+def judge_lock(paths: DataPaths, session_id: str) -> int | None:
+    """The judge's own lock on the run-lock file, the file marked as started; the descriptor
+    (closing it ends the judge's claim), or None when there is no file or no lock to take."""
     try:
         fd = os.open(run_lock_path(paths, session_id), os.O_RDWR | files.CLOEXEC)
     except OSError:
-        return  # no run-lock file: the job is "unknown" to Stop, as an older memself's
+        return None  # no run-lock file: the job is "unknown" to Stop, as an older memself's
     try:
         if locks.try_exclusive(fd, _JUDGE_SLOT):
             files.write_at(fd, _STARTED_MARK, 0)
-            _held.append(fd)
-            return
+            return fd
     except OSError:
         pass
     os.close(fd)
+    return None
 
 
 def probe(paths: DataPaths, session_id: str) -> str:

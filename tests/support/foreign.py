@@ -4,7 +4,8 @@
 take its Windows branches, in the test process and in every process the tests start, which
 inherit the variable. In the test process the POSIX-only facilities are also taken away, so
 that a module that still reached for one fails here instead of on a user's Windows machine:
-``fcntl`` cannot be imported, and ``os.fork``, ``os.setsid``, ``os.posix_spawn``,
+memself's modules outside the platform layer cannot import ``fcntl`` (libraries that test the
+system themselves keep it), and ``os.fork``, ``os.setsid``, ``os.posix_spawn``,
 ``os.pread``/``pwrite``, ``SO_PEERCRED`` and the alarm signal are gone. Children get a home path
 with a space and Chinese characters (the fixture in conftest) and a GBK console
 (``PYTHONIOENCODING=gbk``): whatever a host reads from memself must still be UTF-8.
@@ -13,7 +14,6 @@ with a space and Chinese characters (the fixture in conftest) and a GBK console
 from __future__ import annotations
 
 import os
-import sys
 
 from memself.platform.system import FOREIGN_ENV
 
@@ -39,7 +39,7 @@ def enable() -> None:
 
     import memself.platform.msvcrt_emulation  # noqa: F401
 
-    sys.modules["fcntl"] = None  # type: ignore[assignment]
+    _refuse_posix_imports()
     for name in _OS_HIDDEN:
         if hasattr(os, name):
             delattr(os, name)
@@ -53,6 +53,24 @@ def enable() -> None:
         for name in _SIGNALS_HIDDEN:
             if hasattr(module, name):
                 delattr(module, name)
+
+
+def _refuse_posix_imports() -> None:
+    import builtins
+
+    real_import = builtins.__import__
+
+    def guarded(name: str, globals: dict | None = None, *args: object, **kwargs: object) -> object:
+        importer = str((globals or {}).get("__name__", ""))
+        if (
+            name in ("fcntl", "termios", "resource")
+            and importer.startswith("memself")
+            and not importer.startswith("memself.platform")
+        ):
+            raise ModuleNotFoundError(f"No module named {name!r} (foreign-platform mode)", name=name)
+        return real_import(name, globals, *args, **kwargs)  # type: ignore[arg-type]
+
+    builtins.__import__ = guarded  # type: ignore[assignment]
 
 
 def _socket_module() -> object:
