@@ -391,8 +391,10 @@ class EngineServer:
             self._last_activity = time.monotonic()
         if not self._slots.acquire(blocking=False):
             # Read the request first: closing a Unix socket with unread data resets it, and the
-            # client would report "not running" instead of "busy".
-            _discard_request(conn, _BUSY_READ_S)
+            # client would report "not running" instead of "busy". On TCP the client waits for
+            # our proof before it sends the request.
+            if self.transport != "tcp" or self._prove(conn, _BUSY_READ_S):
+                _discard_request(conn, _BUSY_READ_S)
             _send(conn, _error(ERR_BUSY), timeout=0.2)
             conn.close()
             return
@@ -465,16 +467,22 @@ class EngineServer:
 
     # -- one connection ------------------------------------------------------------------------
 
+    def _prove(self, conn: socket.socket, timeout: float) -> bool:
+        """TCP: answer the client's nonce with the proof that we hold the token
+        (``transport.tcp_proof``), before it sends anything; False when that failed."""
+        try:
+            conn.settimeout(timeout)
+            nonce = recv_exact(conn, NONCE_BYTES)
+            conn.sendall(tcp_proof(self._token, nonce))
+        except OSError:
+            return False
+        return True
+
     def _serve_connection(self, conn: socket.socket) -> None:
         try:
             conn.settimeout(_READ_TIMEOUT_S)
-            if self.transport == "tcp":
-                # Prove we hold the token before the client sends anything (transport.tcp_proof).
-                try:
-                    nonce = recv_exact(conn, NONCE_BYTES)
-                    conn.sendall(tcp_proof(self._token, nonce))
-                except OSError:
-                    return
+            if self.transport == "tcp" and not self._prove(conn, _READ_TIMEOUT_S):
+                return
             # Read the (bounded) request before any refusal: closing a Unix socket with unread
             # data resets it, and the client would see "unreachable" instead of the reason.
             try:

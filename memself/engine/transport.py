@@ -186,10 +186,15 @@ def _connect_tcp(port_file: str, deadline: float) -> tuple[_socket.socket, str |
         sock.settimeout(remaining(deadline))
         sock.sendall(nonce)
         proof = recv_exact(sock, PROOF_BYTES, deadline)
-    except FrameError:
+    except FrameError as exc:
         sock.close()
-        raise
-    except (TimeoutError, OSError):
+        if exc.code == ERR_TIMEOUT:
+            raise
+        raise FrameError(ERR_UNREACHABLE, message=_foreign_port(port)) from None
+    except TimeoutError:  # an engine that does not answer (stopped, or swamped)
+        sock.close()
+        raise FrameError(ERR_TIMEOUT) from None
+    except OSError:
         sock.close()
         raise FrameError(ERR_UNREACHABLE, message=_foreign_port(port)) from None
     if not same_bytes(proof, tcp_proof(token, nonce)):

@@ -112,7 +112,9 @@ def spawn_judge(job_file: Path, run_lock: int | None = None) -> int:
             pass_fds=(run_lock,) if run_lock is not None and locks.inherited() else (),
             **platform_children.popen_detached(),
         )
-        return process.pid  # subprocess waits for its own children
+        pid = platform_children.adopt(process)
+        children.track(pid)  # as below: the engine waits for it
+        return pid
     actions: list[tuple] = []
     source = -1
     if run_lock is not None:

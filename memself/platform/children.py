@@ -40,3 +40,56 @@ def popen_detached() -> dict[str, Any]:
     if system.real_windows():
         return {"creationflags": WINDOWS_DETACH_FLAGS}
     return {}
+
+
+# Children started through subprocess (where posix_spawn is not used), by pid: waited through
+# their Popen objects, since Windows' waitpid takes a process handle, not a pid.
+_POPENS: dict[int, Any] = {}
+
+
+def spawn_detached(argv: list[str], env: dict[str, str]) -> int:
+    """Start ``argv`` detached, stdio on the null device; its pid (``reap`` waits for it)."""
+    if posix_spawn_detached():
+        actions: list[tuple[Any, ...]] = [
+            (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+            (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
+            (os.POSIX_SPAWN_DUP2, 1, 2),
+        ]
+        return os.posix_spawn(argv[0], argv, env, file_actions=actions, setsid=True)
+    import subprocess
+
+    process = subprocess.Popen(
+        argv,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        close_fds=True,
+        env=env,
+        **popen_detached(),
+    )
+    return adopt(process)
+
+
+def adopt(process: Any) -> int:
+    """Remember a ``subprocess.Popen`` child so that ``reap`` can wait for it; its pid."""
+    _POPENS[process.pid] = process
+    pid: int = process.pid
+    return pid
+
+
+def reap(pid: int) -> bool:
+    """Wait, without blocking, for a child this process started; True once it has exited (or is
+    not ours to wait for)."""
+    process = _POPENS.get(pid)
+    if process is not None:
+        if process.poll() is None:
+            return False
+        del _POPENS[pid]
+        return True
+    if system.windows():
+        return True  # not started here: nothing to wait for
+    try:
+        done, _ = os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:  # not ours any more (or already waited for)
+        return True
+    return bool(done)

@@ -43,3 +43,11 @@ def name() -> str:
     if windows():
         return "windows"
     return "macos" if _MACOS else "linux"
+
+
+def real_name() -> str:
+    """The system's own name, even in the foreign-platform mode: for what only the real system
+    can run (the shell that runs a registered hook command)."""
+    if _REAL_WINDOWS:
+        return "windows"
+    return "macos" if _MACOS else "linux"

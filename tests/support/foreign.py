@@ -40,6 +40,7 @@ def enable() -> None:
     import memself.platform.msvcrt_emulation  # noqa: F401
 
     _refuse_posix_imports()
+    _console_text_is_gbk(subprocess)
     for name in _OS_HIDDEN:
         if hasattr(os, name):
             delattr(os, name)
@@ -53,6 +54,20 @@ def enable() -> None:
         for name in _SIGNALS_HIDDEN:
             if hasattr(module, name):
                 delattr(module, name)
+
+
+def _console_text_is_gbk(subprocess: object) -> None:
+    """A test reading a child's output as text reads it as a Windows host would: in the console's
+    code page (Python on Windows decodes a child's text pipes with the locale's encoding)."""
+    popen = subprocess.Popen  # type: ignore[attr-defined]
+    real_init = popen.__init__
+
+    def init(self: object, *args: object, **kwargs: object) -> None:
+        if (kwargs.get("text") or kwargs.get("universal_newlines")) and not kwargs.get("encoding"):
+            kwargs["encoding"] = "gbk"
+        real_init(self, *args, **kwargs)
+
+    popen.__init__ = init
 
 
 def _refuse_posix_imports() -> None:
