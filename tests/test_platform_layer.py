@@ -410,3 +410,21 @@ def test_a_port_file_others_can_read_is_refused(monkeypatch: pytest.MonkeyPatch)
     assert str(path) in check.summary and "644" in check.summary and str(path) in check.fix
     os.chmod(path, 0o600)
     assert check_engine_port(paths) is None  # nobody listens on port 9: the engine check's job
+
+
+# -- the console ----------------------------------------------------------------------------------
+
+
+def test_a_gbk_console_gets_a_question_mark_not_a_crash(isolated_home: Path) -> None:
+    """GBK has no emoji: a memory holding one must still be listed (and added) there."""
+    env = {**os.environ, "PYTHONIOENCODING": "gbk"}
+    text = "回答一律用中文，不要用 emoji 😀"
+    for args in (["rule", "add", text], ["list"]):
+        done = subprocess.run(
+            [sys.executable, "-m", "memself", *args], capture_output=True, env=env, timeout=60, cwd=REPO_ROOT
+        )
+        assert done.returncode == 0, done.stderr.decode("gbk", "replace")
+        shown = done.stdout.decode("gbk")
+        assert "回答一律用中文，不要用 emoji ?" in shown, shown
+    stored = (isolated_home / ".memory-self-evolution" / "rule.jsonl").read_text(encoding="utf-8")
+    assert text in stored  # the memory itself keeps its emoji
