@@ -262,6 +262,12 @@ def _directory_lock(paths: DataPaths, deadline: float) -> Iterator[LockHandle]:
             owner = _owner_of(paths.lock_dir)
             if owner is not None:
                 _try_reclaim(paths, owner)
+            else:
+                # An empty leftover (a holder that died between removing its owner file and the
+                # folder): POSIX's rename replaces it, Windows' refuses to, so remove it. A lock
+                # being taken is never empty (its owner file is in it before the rename).
+                with contextlib.suppress(OSError):
+                    os.rmdir(paths.lock_dir)
             if time.monotonic() >= deadline:
                 raise LockTimeout(f"等待记忆写锁超时：另一个程序（多半是原插件）正持有 {paths.lock_dir}")
             time.sleep(POLL_S)

@@ -262,6 +262,26 @@ def test_detached_children_per_system(monkeypatch: pytest.MonkeyPatch) -> None:
     assert children.popen_detached() == {"start_new_session": True}
 
 
+def test_windows_children_are_waited_for_through_popen(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from memself import children as reaper
+
+    monkeypatch.setenv(FOREIGN_ENV, "1")
+    monkeypatch.setattr(reaper, "_PENDING", {})
+    monkeypatch.setattr(reaper, "_enabled", True)
+    gate = tmp_path / "go"
+    code = f"import os, time\nwhile not os.path.exists({str(gate)!r}): time.sleep(0.02)"
+    pid = children.spawn_detached([sys.executable, "-c", code], dict(os.environ))
+    reaper.track(pid)
+    assert reaper.reap() == 1  # running: kept
+    gate.touch()
+    deadline = time.monotonic() + 20
+    while reaper.reap() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert reaper.reap() == 0 and pid not in children._POPENS
+
+
 def test_pid_alive_never_signals(monkeypatch: pytest.MonkeyPatch) -> None:
     assert processes.pid_alive(os.getpid())
     child = subprocess.Popen([sys.executable, "-c", "pass"])
