@@ -1,16 +1,21 @@
 """Redaction on the corpus kept in the repo: secrets hidden and look-alikes touched.
 
-    .venv/bin/python bench/redaction_corpus.py [--set base|fresh] [--corpus PATH]
+    .venv/bin/python bench/redaction_corpus.py [--set base|fresh] [--corpus PATH] [--fresh-runs N]
 
 Prints, per set and in total, how many secret phrasings had every secret removed by
 ``memself.textfilter.redact`` and how many look-alikes came back changed, the mean time of one
-``redact`` call over the corpus, then lists each failure with the redacted text.
+``redact`` call over the corpus, the first ``prepare_for_judge`` of a fresh process (what a prompt
+hook pays: the rules it needs compile then) for a plain prompt and for one with a password, then
+lists each failure with the redacted text. ``--corpus tests/adversarial/data/redaction_heldout.json``
+measures the held-out set.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -21,6 +26,23 @@ sys.path.insert(0, str(REPO))
 from memself.textfilter import redact  # noqa: E402
 
 DEFAULT_CORPUS = REPO / "tests" / "adversarial" / "data" / "redaction_corpus.json"
+FIRST_CALL_PROMPTS = {
+    "plain prompt": "记住：以后回答都用中文，提交信息用英文写",
+    "prompt with a password": "记住：测试服务器的密码就是 Hunter2024!，登录后先切到 ops 用户",
+}
+_FIRST_CALL = (
+    "import sys, time; sys.path.insert(0, sys.argv[1]); import memself.textfilter as tf; "
+    "t = time.perf_counter(); tf.prepare_for_judge(sys.argv[2]); print(time.perf_counter() - t)"
+)
+
+
+def first_call_ms(prompt: str, runs: int) -> float:
+    """Median time of the first ``prepare_for_judge`` in a fresh process, after the import."""
+    times = [
+        float(subprocess.check_output([sys.executable, "-c", _FIRST_CALL, str(REPO), prompt], text=True))
+        for _ in range(runs)
+    ]
+    return statistics.median(times) * 1e3
 
 
 def _pct(part: int, whole: int) -> str:
@@ -31,6 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
     parser.add_argument("--set", dest="subset", default="", help="only entries of this set")
+    parser.add_argument("--fresh-runs", type=int, default=15, help="fresh processes per first-call row")
     args = parser.parse_args(argv)
     corpus = json.loads(args.corpus.read_text(encoding="utf-8"))
     secrets = [e for e in corpus["secrets"] if not args.subset or e["set"] == args.subset]
@@ -71,6 +94,9 @@ def main(argv: list[str] | None = None) -> int:
             redact(text)
     per_call = (time.perf_counter() - started) / (rounds * len(texts)) if texts else 0.0
     print(f"redact: {per_call * 1e6:.0f} us per call (mean over {len(texts)} entries x {rounds})")
+    for label, prompt in FIRST_CALL_PROMPTS.items():
+        ms = first_call_ms(prompt, args.fresh_runs)
+        print(f"first prepare_for_judge in a new process, {label}: {ms:.1f} ms (median of {args.fresh_runs})")
     if leaks:
         print("\nsecrets that survived:")
         for entry, out, left in leaks:

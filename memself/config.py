@@ -55,6 +55,9 @@ KEYS: dict[str, Key] = {
     # model names what is downloaded from the hub or loaded from a local folder.
     "model": Key(str, DEFAULT_MODEL, "向量模型：hub id、本地目录或 multilingual-e5-small", user_only=True),
     "engineIdleMinutes": Key(int, 30, "常驻召回进程闲置多少分钟后退出", minimum=1),
+    # What the background filler of "applies when" requests may spend per local day; 0 stops it.
+    "viewsDailyRequests": Key(int, 20, "每天为记忆补写适用场景最多发几次请求，0 关闭", minimum=0),
+    "viewsDailyTokens": Key(int, 50000, "每天为记忆补写适用场景最多用多少 token（估算），0 关闭", minimum=0),
 }
 USER_ONLY_KEYS = tuple(name for name, key in KEYS.items() if key.user_only)
 # The recall floors: the key the user sets, and the group it is the line of.

@@ -41,6 +41,11 @@ class KeyEndpointMismatch(MemselfError):
     """The judge endpoint configured now is not the one the API key was entered for."""
 
 
+class KeyUnconfirmed(MemselfError):
+    """The API key is in the original's format (no endpoint) and the user has not yet confirmed
+    which endpoint it may go to."""
+
+
 class KeyFileInvalid(MemselfError):
     """``side-secret.json`` exists but cannot be read or does not hold a usable key."""
 

@@ -17,6 +17,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from memself.recordlines import render_memory as render_record
 from memself.records import Memory
 
 Chunk = bytes | memoryview
@@ -95,15 +96,6 @@ class GroupLines:
                 out.append(b"\n")  # a last line without its newline stays a line of its own
         out.extend(render_record(m) for m in self.appended)
         return out
-
-
-# One encoder for every record: ``json.dumps`` with options builds a new one per call, which is
-# a large share of writing a big file.
-RECORD_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
-
-
-def render_record(memory: Memory) -> bytes:
-    return RECORD_ENCODER.encode(memory.to_json()).encode("utf-8") + b"\n"
 
 
 def _needles(mem_id: str) -> list[bytes]:

@@ -44,6 +44,8 @@ class MaintenanceResult:
     newly_deprecated: int
     clamped: int
     trash_purged: int
+    # An active memory without "applies when" requests: the day's background filler has work.
+    views_waiting: bool = False
 
 
 def ran_today(paths: DataPaths, now: datetime) -> bool:
@@ -139,6 +141,7 @@ def run_daily_maintenance(paths: DataPaths, decay_days: int, now: datetime) -> M
         trash_purged=result.trash_purged,
     )
     _cleanup_side_jobs(paths, now)
+    _start_views_fill(paths, result.views_waiting)
     return result
 
 
@@ -189,7 +192,8 @@ def _maintain(store: MemoryStore, lock: LockHandle, decay_days: int, now: dateti
         keys = dedupkeys.load(dedupkeys.sidecar_path(paths, group), group_file.stamp)
         write_atomic(path, rendered)
         _carry_dedup_keys(paths, group, keys)
-    return MaintenanceResult(decayed, deprecated, clamped, purged)
+    waiting = any(m.active and not m.appliesWhen for g in groups.values() for m in g.memories)
+    return MaintenanceResult(decayed, deprecated, clamped, purged, waiting)
 
 
 def _render(memories: list[Memory]) -> bytes:
@@ -226,6 +230,19 @@ def _cleanup_side_jobs(paths: DataPaths, now: datetime) -> None:
         cleanup_zombies(paths, now)
     except Exception as exc:
         log(paths, "zombie-cleanup-failed", error=str(exc))
+
+
+def _start_views_fill(paths: DataPaths, waiting: bool) -> None:
+    """The day's detached run of the "applies when" filler (``memself.views.background``), when
+    a memory waits for requests or the filler has run before (a text may have changed since)."""
+    from memself.views.background import start_background_fill
+    from memself.views.state import state_path
+
+    try:
+        if waiting or state_path(paths).exists():
+            start_background_fill(paths)
+    except Exception as exc:
+        log(paths, "views-fill-start-failed", error=str(exc))
 
 
 if __name__ == "__main__":

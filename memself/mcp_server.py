@@ -144,7 +144,10 @@ TOOLS: list[dict[str, Any]] = [
 TOOL_NAMES = tuple(t["name"] for t in TOOLS)
 _KEY_STATES = {
     "missing": "未设置",
-    "unbound": "已设置",
+    "unbound": (
+        "已设置（原插件格式），但还没有确认可以发往哪个地址，记忆沉淀已暂停"
+        "（请用户在终端运行 memself doctor 确认）"
+    ),
     "ok": "已设置",
     "invalid": "文件无法读取或内容无效（请用户运行 memself key set）",
     "mismatch": "已设置，但不是为当前 sideApiBase 录入的，记忆沉淀已暂停（请用户运行 memself key set）",

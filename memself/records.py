@@ -41,6 +41,9 @@ MIN_TEXT, MAX_TEXT = 6, 400
 # "Applies when": a few everyday requests in which a memory matters, scored as extra views of it.
 # Bounded so that a memory cannot buy itself recall weight with a long list.
 MAX_APPLIES_WHEN, MAX_APPLIES_WHEN_TEXT = 4, 80
+# Where a memory came from, as the original keeps it: the judge's quote, or the first 200
+# characters of the prompt.
+MAX_EVIDENCE = 200
 _KNOWN = (
     "id",
     "text",
@@ -216,6 +219,15 @@ def _applies_when(items: list[Any] | tuple[Any, ...]) -> tuple[str, ...]:
     return tuple(kept)
 
 
+def check_evidence(value: object) -> str:
+    """A memory's evidence for a write: one line (``one_line``), at most ``MAX_EVIDENCE``
+    characters (cut, not refused: it only says where a memory came from); not a string: none."""
+    if not isinstance(value, str):
+        return ""
+    line = one_line(value[: MAX_EVIDENCE * 4])
+    return line if len(line) <= MAX_EVIDENCE else line[: MAX_EVIDENCE - 1].rstrip() + "…"
+
+
 def read_scope(value: object, group: object) -> str:
     """``global`` or ``workspace`` as given (any case, padded); otherwise ``group``'s usual scope."""
     said = value.strip().lower() if isinstance(value, str) else ""
@@ -282,7 +294,7 @@ class Memory:
             text=check_text(text),
             confidence=0.5,
             category=check_group(group),
-            evidence=evidence,
+            evidence=check_evidence(evidence),
             firstSeen=stamp,
             lastSeen=stamp,
             deprecated=False,

@@ -26,7 +26,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
@@ -35,10 +35,11 @@ from pathlib import Path
 from memself import confidence, dedupkeys, journal
 from memself.atomic import append_lines
 from memself.errors import InvalidInput, LockLost, MemselfError, NotFound, WriteFailed
-from memself.grouplines import RECORD_ENCODER, Chunk, GroupLines, render_record
+from memself.grouplines import Chunk, GroupLines, render_record
 from memself.lock import DEFAULT_WAIT_S, REWARD_WAIT_S, LockHandle, write_lock
 from memself.logs import log
 from memself.paths import DataPaths
+from memself.recordlines import MAX_LINE_BYTES, encode_record
 from memself.records import (
     GROUPS,
     Memory,
@@ -54,9 +55,6 @@ from memself.timeutil import iso, local_day, parse_iso
 from memself.workspaces import Workspace
 
 TRASH_KEEP_DAYS = 30
-# Far above any record memself or the original writes (400 characters of text plus the fields,
-# a few KiB at most); a longer line is quarantined without being decoded or parsed.
-MAX_LINE_BYTES = 64 * 1024
 # How long a reader that finds a killed writer's committed intent waits for the lock to replay it.
 _READ_REPLAY_WAIT_S = 0.3
 
@@ -200,9 +198,8 @@ def parse_trash(data: bytes) -> TrashFile:
 
 
 def render_lines(records: Iterable[dict[str, object]], bad_lines: Iterable[BadLine] = ()) -> bytes:
-    lines = [RECORD_ENCODER.encode(r).encode("utf-8") for r in records]
-    lines.extend(b.raw for b in bad_lines)
-    return b"".join(line + b"\n" for line in lines)
+    """Records as stored lines (``recordlines.encode_record``), then quarantined lines as found."""
+    return b"".join([*(encode_record(r) for r in records), *(b.raw + b"\n" for b in bad_lines)])
 
 
 def read_file(path: Path) -> tuple[bytes, journal.Stamp | None]:
@@ -578,19 +575,42 @@ class MemoryStore:
             session.touch(memory)
         return Change(memory, gain, memory.text)
 
+    def fill_applies_when(
+        self, fills: Mapping[str, tuple[str, tuple[str, ...], Sequence[str]]], now: datetime
+    ) -> list[str]:
+        """Give memories the requests written for them in the background, in one write:
+        ``{id: (text asked about, requests it had then, new requests)}``. A memory that is gone,
+        whose text changed or whose requests changed since it was asked about is left alone (the
+        answer no longer describes it); nothing else of a memory changes. Returns the ids written."""
+        written: list[str] = []
+        checked = {mem_id: (text, old, check_applies_when(new)) for mem_id, (text, old, new) in fills.items()}
+        with self._writing(now) as session:
+            for mem_id, (text, old, new) in checked.items():
+                found = session.find(mem_id)
+                if found is None or not new:
+                    continue
+                memory = found[1]
+                if memory.text != text or memory.appliesWhen != old:
+                    continue
+                memory.appliesWhen = new
+                session.touch(memory)
+                written.append(mem_id)
+        return written
+
     def merge_into(
         self, mem_id: str, text: str, now: datetime, applies_when: Sequence[str] | None = None
     ) -> Change:
         """The judge's merge: text replaced, +0.1 within the daily cap (none once the day is full).
 
-        ``applies_when``, when given and not empty, replaces the memory's requests (they were
-        written for the new text); otherwise its requests stay."""
+        ``applies_when`` replaces the memory's requests when given and not empty (they were
+        written for the new text); otherwise a changed text drops them, since they described the
+        old one (the background filler asks for new ones)."""
         cleaned = check_text(text)
         requests = check_applies_when(applies_when)
         with self._writing(now) as session:
             memory = session.require(mem_id)
             previous = memory.set_text(cleaned, now)
-            if requests:
+            if requests or previous != memory.text:
                 memory.appliesWhen = requests
             gain = confidence.reinforce(memory, now)
             session.touch(memory)
@@ -627,7 +647,7 @@ class MemoryStore:
         with self._writing(now) as session:
             memory = session.require(mem_id)
             previous = memory.set_text(cleaned, now)
-            if requests:
+            if requests or previous != memory.text:
                 memory.appliesWhen = requests
             session.touch(memory)
         return Change(memory, 0.0, previous)

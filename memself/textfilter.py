@@ -460,8 +460,50 @@ def classify_input(text: str) -> FilterResult:
 # after "is" / "用" / a bare space it must look machine-made (a digit, a symbol, mixed case).
 
 
+# Traditional forms of the simplified characters the rules spell their Chinese words with. Every
+# rule is written once, in simplified Chinese; compiling it widens each such character to both forms,
+# so 密碼為, 帳號, 驗證碼 and 設定為 match wherever 密码为, 账号, 验证码 and 设定为 do.
+_TRADITIONAL = {
+    pair[0]: pair[1:]
+    for pair in (
+        "万萬 个個 临臨 为為 么麼 们們 传傳 储儲 内內 写寫 凭憑 则則 刚剛 别別 动動 "
+        "单單 变變 号號 后後 吗嗎 块塊 复復複 学學 实實 对對 岁歲 帐帳 应應 录錄 "
+        "径徑 态態 户戶 报報 换換 据據 数數 时時 暂暫 机機 杂雜 权權 来來 样樣 没沒 "
+        "环環 现現 码碼 确確 简簡 类類 经經 给給 统統 缀綴 编編 节節 规規 计計 订訂 "
+        "认認 记記 设設 证證 词詞 试試 该該 误誤 账賬帳 输輸 过過 运運 还還 里裡裏 "
+        "钟鐘 钥鑰 错錯 键鍵 长長 门門 间間 随隨 隐隱 须須 验驗 栏欄 库庫 凑湊 周週 "
+        "于於 册冊 陆陸 这這 说說 网網 页頁 银銀 电電 话話 强強 连連 线線 发發 两兩 "
+        "务務 员員 项項 问問 处處 总總 绑綁 钱錢 层層 开開 关關 办辦 边邊 档檔 资資 "
+        "预預"
+    ).split()
+}
+
+
+def _with_traditional(source: str) -> str:
+    """``source`` with each simplified character that has a traditional form widened to both."""
+    if all(c not in _TRADITIONAL for c in source):
+        return source
+    out: list[str] = []
+    in_class = escaped = False
+    for c in source:
+        twins = _TRADITIONAL.get(c)
+        if escaped:
+            escaped = False
+        elif c == "\\":
+            escaped = True
+        elif c == "[" and not in_class:
+            in_class = True
+        elif c == "]" and in_class:
+            in_class = False
+        elif twins:
+            out.append(c + twins if in_class else f"[{c}{twins}]")
+            continue
+        out.append(c)
+    return "".join(out)
+
+
 class _Lazy:
-    """A regular expression compiled on its first use.
+    """A regular expression compiled on its first use, its Chinese words in both scripts.
 
     The hook imports this module on every event, but only a prompt bound for the judge is
     redacted; the redaction rules are many and take a noticeable share of the import to compile.
@@ -478,7 +520,7 @@ class _Lazy:
     @property
     def compiled(self) -> re.Pattern[str]:
         if self._compiled is None:
-            self._compiled = re.compile(self._source, self._flags)
+            self._compiled = re.compile(_with_traditional(self._source), self._flags)
         return self._compiled
 
     def sub(self, repl: str | Callable[[re.Match[str]], str], text: str) -> str:
@@ -524,14 +566,45 @@ _PROVIDER_KEYS = _Lazy(
     # Alibaba Cloud and Tencent Cloud access key ids.
     r"|LTAI[A-Za-z0-9]{12,30}"
     r"|AKID[A-Za-z0-9]{13,40}"
-    r"|xox[abprs]-[A-Za-z0-9-]{10,}"
+    r"|xox[abeprs]-[A-Za-z0-9-]{10,}"
+    r"|xapp-\d-[A-Za-z0-9-]{20,}"
     r"|glpat-[A-Za-z0-9_-]{20,}"
     r"|AIza[0-9A-Za-z_-]{35}"
     r"|hf_[A-Za-z0-9]{30,}"
     r"|[sr]k_(?:live|test)_[A-Za-z0-9]{16,}"
+    r"|whsec_[A-Za-z0-9+/=]{20,}"
     r"|npm_[A-Za-z0-9]{36}"
     r"|pypi-[A-Za-z0-9_-]{50,}"
+    r"|gl(?:dt|ptt|rt|soat|cbt|imt|ffct|agent|oas)-[A-Za-z0-9_-]{20,}"
+    r"|gl(?:sa|c)_[A-Za-z0-9_=-]{30,}"
+    r"|(?:gsk|r8|lin_api|ntn|shp(?:at|ss|ca|pa)|do[opr]_v1)_[A-Za-z0-9]{30,}"
+    r"|dapi[0-9a-f]{32}"
+    r"|(?:xai|pplx)-[A-Za-z0-9]{40,}"
+    r"|hv[sb]\.[A-Za-z0-9_-]{24,}"
+    r"|dp\.(?:pt|st|sa|ct)\.[A-Za-z0-9]{40,}"
+    r"|sq0(?:atp|csp)-[A-Za-z0-9_-]{22,}"
+    r"|PMAK-[0-9a-f]{24}-[0-9a-f]{34}"
+    r"|ATATT3[A-Za-z0-9_=-]{50,}"
+    # Mailgun (key-..., and hex-hex-hex), Twilio API key secrets.
+    r"|key-[0-9A-Za-z]{32}"
+    r"|[0-9a-f]{32}-[0-9a-f]{8}-[0-9a-f]{8}"
+    r"|SK[0-9a-fA-F]{32}"
+    # Telegram bot tokens: the bot's number, a colon and 35 characters starting with AA.
+    r"|\d{8,10}:AA[A-Za-z0-9_-]{33}"
     r")" + _E
+)
+# Three dot-separated base64url parts, as Discord bot tokens (user id, timestamp, HMAC) and SendGrid
+# keys (SG., id, secret) are made. A JWT has its own rule; a dotted name or version has no part of
+# this length and mix.
+_DOTTED_TOKEN = _Lazy(
+    r"(?<![A-Za-z0-9_.-])(?:[A-Za-z0-9_-]{2,40})\.[A-Za-z0-9_-]{6,40}\.[A-Za-z0-9_-]{20,}(?![A-Za-z0-9_.-])"
+)
+# Webhook URLs carry their secret in the path: Slack (/services/T../B../secret), Discord
+# (/api/webhooks/id/token), Feishu and Lark (/bot/v2/hook/uuid), DingTalk, Teams and generic
+# /hooks/ or /webhooks/ endpoints. The path after the hook word goes when it looks made up.
+_WEBHOOK_PATH = _Lazy(
+    r"(?i:\bhttps?://[^\s/?#]+(?:/[^\s/?#]+)*?/(?:services|webhooks?|hooks?|triggers|workflows|robot)/"
+    r"(?:v\d+/)?)([A-Za-z0-9_/+=.%-]{16,})"
 )
 _BEARER = _Lazy(r"\b(Bearer|Basic|Token)(\s+)([A-Za-z0-9._~+/-]{8,}=*)", re.IGNORECASE)
 
@@ -539,9 +612,12 @@ _BEARER = _Lazy(r"\b(Bearer|Basic|Token)(\s+)([A-Za-z0-9._~+/-]{8,}=*)", re.IGNO
 
 # English key names that hold secrets, possibly inside a longer identifier (DB_PASSWORD,
 # aws_secret_access_key, "apiKey"). "tokens"/"tokenizer" are excluded: max_tokens is not a secret.
+# Session cookies (JSESSIONID, PHPSESSID, session_token), .npmrc's _auth and Azure's AccountKey and
+# SharedAccessSignature are credentials under other names.
 _SECRET_WORD = (
     r"(?i:password|passwd|passphrase|passcode|pwd|secret[_-]?key|secret|token|api[_-]?key|"
     r"access[_-]?key|private[_-]?key|credentials?|auth[_-]?key|session[_-]?key|cookie|"
+    r"sess(?:ion)?[_-]?(?:id|token|cookie)|_auth|account[_-]?key|shared[_-]?access[_-]?(?:key|signature)|"
     r"requirepass|masterauth|mnemonic)(?![a-z])"
 )
 # Short names match by case so that "bypass", "compass" or "spin" stay words: "pass", "DB_PASS",
@@ -551,14 +627,18 @@ _SHORT_WORD = (
 )
 _IDENT_KEY = (
     r"(?<![A-Za-z0-9_.-])[A-Za-z0-9_.-]*?(?:" + _SECRET_WORD + "|" + _SHORT_WORD + r")"
-    r"(?:[_.-][A-Za-z0-9]+)*[\"']?"
+    r"(?:[_.-][A-Za-z0-9]+)*(?:[\"']\]?)?"
 )
 # "api key", "client secret", "access token": two words in prose.
 _SPACED_KEY = (
     r"(?<![A-Za-z])(?i:(?:api|access|secret|private|auth|app|client|session|refresh|bot|"
-    r"personal\s+access)\s+(?:key|secret|token)|seed\s+phrase|recovery\s+phrase)(?![a-z])"
+    r"personal\s+access)\s+(?:key|secret|token)|session\s+(?:id|cookie)|seed\s+phrase|recovery\s+phrase)(?![a-z])"
 )
-_ZH_KEY = r"(?:密码|口令|密钥|秘钥|私钥|令牌|授权码|验证码|暗号|助记词|(?:PIN|pin|Pin)\s?(?:码|code|Code))"
+# 密码学 is cryptography; 金钥 and 权杖 are how Taiwan writes key and token.
+_ZH_KEY = (
+    r"(?:密码(?!学)|口令|密钥|秘钥|私钥|金钥|令牌|权杖|授权码|验证码|暗号|助记词|"
+    r"(?:PIN|pin|Pin)\s?(?:码|code|Code))"
+)
 _KEY = "(?P<key>" + _ZH_KEY + "|" + _SPACED_KEY + "|" + _IDENT_KEY + ")"
 
 # Key names whose last part names a property of the secret, not the secret: PASSWORD_MIN_LENGTH,
@@ -629,14 +709,14 @@ _BARE_FAMILY = _Lazy(
 
 # Words that may sit between 密码 and its verb: "密码我已经改成", "密码都是", "密码现在是".
 _ZH_GAP = (
-    r"(?:已经|已|现在|目前|暂时|临时|默认|统一|一律|都|也|还|又|就|则|仍然|仍|依然|一直|本来|原来|"
+    r"(?:已经|已|预设|现在|目前|暂时|临时|默认|统一|一律|都|也|还|又|就|则|仍然|仍|依然|一直|本来|原来|"
     r"之前|以前|刚刚|刚才|刚|最近|昨天|今天|前天|后来|全部|全|分别|我们|我|你们|你|他们|他|她|被|给|"
     r"先|再|应该|好像|估计|大概|可能|一般|通常|其实|确实)"
 )
 # Verbs whose object is the value. "用", "叫", "输入" also take ordinary objects ("密码用 bcrypt
 # 存"), so they count as weak links.
 _ZH_VERB = (
-    r"(?:(?:设置|设定|配置|设|改|换|填|写|配|用)的是|就是|设置为|设置成|设定为|设为|设成|改为|改成|"
+    r"(?:(?:设置|设定|配置|设|改|换|填|写|配|用)的是|就是|设置为|设置成|设定为|设定成|设为|设成|改为|改成|重设为|重设成|"
     r"修改为|修改成|更改为|更改成|换成|换为|更新为|更新成|重置为|重置成|变成|变为|等于|是|为|"
     r"(?P<zhweak>叫做|叫|用|试试|试一下|试下|输入|输|填写|填入|填))"
 )
@@ -673,7 +753,7 @@ _KEY_GAP_VERB = _Lazy(
 )
 # Words in that gap that make the value a property of the secret ("secret 的名字是 x").
 _GAP_PROPERTY = _Lazy(
-    r"名|字段|长度|时间|期|格式|类型|大小|尺寸|前缀|后缀|路径|地址|目录|文件|算法|方式|规则|正则|版本|"
+    r"名|字段|栏位|字元|档案|长度|时间|期|格式|类型|大小|尺寸|前缀|后缀|路径|地址|目录|文件|算法|方式|规则|正则|版本|"
     r"错误|报错|提示|码|号|端口|分支|接口|返回|示例|例子|"
     r"(?i:\b(?:id|name|header|url|path|type|format|length|prefix|version)\b)"
 )
@@ -685,20 +765,37 @@ _KEY_THEN_NEW = _Lazy(
 # A command that asks for a password, then "输 X" / "type X": what was typed at the prompt.
 _PROMPT_THEN_TYPE = _Lazy(
     r"(?:\bpsql\b[^\n|;&]{0,200}?\s(?:-W|--password)(?![\w-])|\b(?:mysql|mariadb)\b[^\n|;&]{0,200}?\s-p(?=\s|$)|"
-    r"\b(?:sudo|su|ssh|passwd|kinit)\b)"
-    r"[^\n。；;！？!?]{0,30}?(?:输入|输|敲入|敲|键入|填入|填|(?i:type|enter))\s*"
+    r"\b(?:sudo|su|ssh|passwd|kinit)\b|登录|登陆|登入|(?i:\blog\s?in\b|\bsign\s?in\b))"
+    r"[^\n。；;！？!?]{0,30}?(?:输入|输|敲入|敲|键入|填入|填|(?i:\btype\b|\benter\b))\s*"
+)
+# A password stated further on in the sentence, past an aside or a comma: "密码的话，我一般用 X",
+# "the password for the staging box, which I reset yesterday, is X". The key, up to 60
+# characters within the sentence, a link, and a value that is made up beyond doubt.
+_KEY_FAR_LINK = _Lazy(
+    "(?P<key>"
+    + _ZH_KEY
+    + r"|(?i:\b(?:password|passphrase|passcode|passwd|pwd|pin|token|secret|api\s?key)s?\b))"
+    r"(?P<gap>(?:(?![.。](?:\s|$))[^\n。！？!?；;]){1,60}?)"
+    r"(?:是|为|用|输入?|填|设成|改成|设为|改为|换成|[:：]|(?i:\b(?:is|was|use|type|enter|try)\b))\s*[:：]?\s*"
+)
+# The value first: "Winter#2025 是所有测试账号共用的密码", "Blue42!Sky is the password for ...".
+_VALUE_THEN_KEY = _Lazy(
+    r"(?<![\x21-\x7e])(?P<value>[\x21\x23-\x26\x28-\x5f\x61-\x7e]{6,64})(?:"
+    r"\s*(?:就是|是|为|作为|当作?)\s*(?:[^\n。！？!?，,比]{0,16}?的)?\s*(?:密码|口令)(?!学)"
+    r"|\s+(?i:is|was)\s+(?i:the|my|our|your|his|her|their)\s+(?:[\w-]+\s+){0,3}?"
+    r"(?i:password|passphrase|passcode|pin)\b)"
 )
 # "账号 root 密码 toor", "user admin password admin", "machine h login bot password x": the word
 # before says the next pair is an account and its password.
 _ACCOUNT_PAIR = _Lazy(
-    r"(?<![A-Za-z])(?:账号|帐号|账户|帐户|用户名|用户|登录名|(?i:user(?:name)?|login))\s*"
+    r"(?<![A-Za-z])(?:账号|帐号|账户|帐户|用户名|用户|使用者(?:名称)?|登录名|登入名|(?i:user(?:name)?|login))\s*"
     r"(?:是|为|[:：=])?\s*[\"'“「]?[\w.@+-]{1,40}[\"'”」]?\s*[,，;；、/]?\s*(?:和|跟|及)?\s*"
     r"(?P<key>密码|口令|(?i:password|passwd|pwd|pass))\s*(?:是|为|[:：=])?\s*"
 )
 # "登录用 admin / P@ssw0rd123", "用户名/密码：admin/123456", "basic auth 用 admin:Adm1n": a
 # user/password pair shortly after a word about logging in.
 _LOGIN_PAIR = _Lazy(
-    r"(?:登录|登陆|账号|帐号|账户|用户名|凭据|凭证|(?i:log\s?in|sign\s?in|basic\s?auth|credentials?|creds))"
+    r"(?:登录|登陆|登入|账号|帐号|账户|用户名|凭据|凭证|(?i:log\s?in|sign\s?in|basic\s?auth|credentials?|creds))"
     r"[^\n。！？!?]{0,16}?(?<![A-Za-z0-9_./:@-])[A-Za-z0-9_.@+-]{2,40}(?P<pairsep>\s*/\s*|:)"
 )
 
@@ -938,7 +1035,8 @@ _STOP_WORDS = frozenset(
 # Chinese words that describe a password instead of being one ("密码是 六位数字", "口令为 空").
 _ZH_PROSE = _Lazy(
     r"位|数字|字母|字符|大小写|加密|解密|明文|密文|哈希|生成|随机|默认|多少|什么|怎么|为什么|是否|不|没|"
-    r"错|对|空|过期|有效|正确|一样|相同|修改|重置|设置|登录|注册|用户|账号|保存|存储|环境变量|配置|"
+    r"错|对|空|过期|有效|正确|一样|相同|修改|重置|设置|登录|登入|注册|用户|使用者|账号|保存|存储|环境变量|配置|"
+    r"字元|预设|杂凑|栏位|档案|"
     r"长度|格式|规则|强度|复杂|简单|必填|必须|自动|固定|动态|哪|啥|吗|呢|吧"
 )
 _VERSION = _Lazy(r"v?\d+(?:\.\d+){1,3}(?:[-+][\w.]+)?")
@@ -948,13 +1046,23 @@ _ACRONYM = _Lazy(r"[A-Z][A-Z0-9-]{1,7}")
 _NUMERIC = _Lazy(r"[\d~+-]+")
 # A number followed by a unit is a rule about the secret ("PIN 是 6 位", "token 有效期为 3600 秒").
 _UNIT_AFTER = _Lazy(
-    r"\s*(?:位|个|字符|字节|次|天|小时|分钟|秒|周|个月|月|年|岁|以上|以下|以内|之内|左右|到|至|~|"
+    r"\s*(?:位|个|字符|字元|字节|次|天|小时|分钟|秒|周|个月|月|年|岁|以上|以下|以内|之内|左右|到|至|~|"
     r"(?i:chars?|characters|digits?|bytes?|bits?|letters?|times|days?|hours?|minutes?|mins?|"
     r"seconds?|secs?|ms|or\s+more|or\s+less)\b)"
 )
 _MACHINE_SYMBOL = _Lazy(r"[0-9!@#$%^&*+=?~]|[a-z][A-Z]|[A-Z]{2}[a-z]")
 _PROSE_SUFFIX = _Lazy(r"(?:ed|ing|ly|able|ible|ous|ful|less|ive|tion|sion|ment)$")
 _CLAUSE_END = _Lazy(r"\s*(?:$|[,.;!?，。；！？)\]）])")
+
+
+# Code that reads a secret from somewhere is no secret: os.environ[...], os.getenv(...), env(...),
+# process.env.X, settings.X, config.apiKey. A call or a subscript on a name, or a dotted name
+# on a known holder of settings.
+_CODE_REFERENCE = _Lazy(
+    r"(?:[A-Za-z_$][\w$]*\.)*[A-Za-z_][\w$]*[\[(]"
+    r"|(?:os|process|settings|config|conf|cfg|env|ENV|System|secrets|vars|self|this|app|options|opts|"
+    r"args|params|props|import\.meta|window|globalThis|context|ctx|request|req)(?:\.[A-Za-z_$][\w$]*)+"
+)
 
 
 def _machine_made(value: str) -> bool:
@@ -1018,7 +1126,8 @@ def _is_secret_value(
         return password_key and delimited and not _ZH_PROSE.search(value)
     bare = value.rstrip(".,;:!?)")
     if (
-        bare.lower() in _STOP_WORDS
+        _CODE_REFERENCE.fullmatch(bare)
+        or bare.lower() in _STOP_WORDS
         or _ACRONYM.fullmatch(bare)
         or _VERSION.fullmatch(bare)
         or _QUANTITY.fullmatch(bare)
@@ -1044,7 +1153,7 @@ def _is_secret_value(
 
 
 def _key_is_property(key: str) -> bool:
-    parts = re.split(r"[_.-]", key.strip("\"'").lower())
+    parts = re.split(r"[_.-]", key.strip("\"']").lower())
     return len(parts) > 1 and parts[-1] in _PROPERTY_SUFFIX
 
 
@@ -1110,6 +1219,45 @@ def _gap_verb_value(text: str, m: re.Match[str]) -> tuple[int, int] | None:
     if not (_DIGIT_OR_SYMBOL.search(value) and _HAS_LETTER.search(value)) or value.startswith("^"):
         return None
     return (start, end) if _is_secret_value(text, start, end, "ascii", "weak", False, True) else None
+
+
+_EMAIL = _Lazy(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
+_SYMBOL = _Lazy(r"[!@#$%^&*+=?~]")
+
+
+def _made_up(value: str) -> bool:
+    """Beyond doubt not a word, a name or a version: letters, digits and a symbol, or both cases
+    and digits; what a password rule asks for."""
+    bare = value.rstrip(".,;:!?)")
+    if len(bare) < 6 or _is_placeholder(bare) or bare.lower() in _STOP_WORDS:
+        return False
+    if _VERSION.fullmatch(bare) or _CODE_REFERENCE.fullmatch(bare) or _EMAIL.fullmatch(bare) or "/" in bare:
+        return False
+    has_digit = any(c.isdigit() for c in bare)
+    if not has_digit or not _HAS_LETTER.search(bare):
+        return False
+    mixed_case = any(c.isupper() for c in bare) and any(c.islower() for c in bare)
+    return bool(_SYMBOL.search(bare)) or mixed_case
+
+
+def _far_value(text: str, m: re.Match[str]) -> tuple[int, int] | None:
+    if _GAP_PROPERTY.search(m.group("gap")):
+        return None
+    span = _value_span(text, m.end())
+    if span is None or span[2] == "cjk":
+        return None
+    start, end, _ = span
+    value = text[start:end]
+    # So far from its key, a value without a symbol is as likely a name ("用 Python3 重写").
+    if not _made_up(value) or not (_SYMBOL.search(value) or _looks_random(value)):
+        return None
+    return start, end
+
+
+def _value_then_key(m: re.Match[str]) -> str:
+    if not _made_up(m.group("value")):
+        return m.group(0)
+    return REDACTED + m.group(0)[m.end("value") - m.start() :]
 
 
 def _typed_value(text: str, m: re.Match[str]) -> tuple[int, int] | None:
@@ -1229,28 +1377,66 @@ def _command_value(m: re.Match[str]) -> str:
 
 _ID_WEIGHTS = (7, 9, 10, 5, 8, 4, 2, 1, 6, 3, 7, 9, 10, 5, 8, 4, 2)
 _ID_CHECK = "10X98765432"
-# Mainland resident ID: area, birth date, sequence, check character (6-8-4, maybe spaced).
+# Mainland resident IDs: 18 characters (area, birth date, sequence, check character) or the 15
+# digits of the first generation (area, two-digit year, sequence), written in one run or in groups
+# of any length split by single spaces or dashes ("110105-19900307-2475", "1101 0519 9003 0724 75").
+# The check character, the date and the province decide; the grouping does not.
 _NATIONAL_ID = _Lazy(
-    r"(?<![0-9A-Za-z.])[1-9]\d{5}\s?(?:18|19|20)\d{2}(?:0[1-9]|1[0-2])(?:0[1-9]|[12]\d|3[01])"
-    r"\s?\d{3}[\dXx](?![0-9A-Za-z]|\.\d)"
+    r"(?<![0-9A-Za-z.])[1-9](?:[ -]?\d){13}(?:\d|(?:[ -]?\d){3}[ -]?[\dXx])(?![0-9A-Za-z]|\.\d|[ -]\d)"
 )
-# Mainland mobile: 1[3-9] and 9 digits, optionally +86/0086, grouped 3-4-4 by one separator.
-_MOBILE = _Lazy(r"(?<![0-9A-Za-z.+])(?:(?:\+|00)86[\s-]?)?1[3-9]\d([\s-]?)\d{4}\1\d{4}(?![0-9A-Za-z]|\.\d)")
-# Card numbers: 16-19 digits from the major networks' ranges, optionally grouped by 4.
+_ID_PROVINCES = frozenset(
+    "11 12 13 14 15 21 22 23 31 32 33 34 35 36 37 41 42 43 44 45 46 50 51 52 53 54 61 62 63 64 65".split()
+)
+_ID_DATE = _Lazy(r"(?:18|19|20)?\d{2}(?:0[1-9]|1[0-2])(?:0[1-9]|[12]\d|3[01])")
+# Mobile numbers: mainland (1[3-9] and 9 digits, maybe +86 / 0086), Taiwan (09 and 8 digits, maybe
+# +886 9...) and Hong Kong (+852, 8 digits), grouped as people write them: 3-4-4, 3-8 or 7-4 split
+# by one kind of separator (space, dash or dot), or 4-3-3 for Taiwan.
+_MOBILE = _Lazy(
+    r"(?<![0-9A-Za-z.+])(?:"
+    r"(?:(?:\+|00)86[\s.-]?)?1[3-9]\d(?:([\s.-]?)\d{4}\1\d{4}|[\s.-]\d{8}|\d{4}[\s.-]\d{4})"
+    r"|(?:(?:\+|00)886[\s.-]?9|09)\d{2}([\s.-]?)\d{3}\2\d{3}"
+    r"|(?:\+|00)852[\s.-]?[4-9]\d{3}[\s.-]?\d{4}"
+    r")(?![0-9A-Za-z]|\.\d)"
+)
+# Card numbers from the major networks' ranges, grouped by 4 (16-19 digits), or as American
+# Express (15: 4-6-5) and Diners Club (14: 4-6-4) print them.
 _CARD = _Lazy(
-    r"(?<![0-9A-Za-z.])(?:2[2-7]\d{2}|[3-6]\d{3})(?:[ -]?\d{4}){2,3}(?:[ -]?\d{1,3})?(?![0-9A-Za-z]|\.\d)"
+    r"(?<![0-9A-Za-z.])(?:"
+    r"(?:2[2-7]\d{2}|[3-6]\d{3})(?:[ -]?\d{4}){2,3}(?:[ -]?\d{1,3})?"
+    r"|3\d{3}[ -]?\d{6}[ -]?\d{4,5}"
+    r")(?![0-9A-Za-z]|\.\d)"
 )
-# "订单号 13812345678", "#4392268312345672": a number labelled as an id is an id.
+# "订单号 13812345678", "#4392268312345672", "构建号 139.2024.1130": a number labelled as an id or a
+# version is that.
 _ID_LABEL = _Lazy(
-    r"(?:订单号?|单号|流水号?|编号|工号|学号|序号|批次号?|运单号?|交易号|(?i:order|trace|request|"
-    r"txn|id|no\.?)|#)\s*(?:是|为|[:：=#])?\s*$"
+    r"(?:订单号?|单号|流水号?|编号|工号|学号|序号|批次号?|运单号?|快递单号|交易号|版本号?|构建号?|"
+    r"(?i:order|trace|request|txn|id|no\.?|build|version|ver\.?|v)|#)\s*(?:是|为|[:：=#])?\s*$"
 )
+# "13800138000 元", "340000000000009 纳秒": an amount or a quantity, not a personal number.
+_AMOUNT_AFTER = _Lazy(
+    r"\s*(?:元|块|万|亿|纳秒|微秒|毫秒|秒|字节|次|条|行|件|项|(?i:rmb|cny|usd|ns|us|μs|ms|bytes|rows|items)\b)"
+)
+
+
+def _digits(m: re.Match[str]) -> str:
+    return "".join(c for c in m.group(0) if c not in " -").upper()
+
+
+def _quantity_or_label(m: re.Match[str]) -> bool:
+    return _labelled_as_id(m.string, m.start()) or bool(_AMOUNT_AFTER.match(m.string, m.end()))
 
 
 def _national_id(m: re.Match[str]) -> str:
-    digits = "".join(m.group(0).split()).upper()
-    total = sum(int(d) * w for d, w in zip(digits[:17], _ID_WEIGHTS, strict=True))
-    return REDACTED if _ID_CHECK[total % 11] == digits[17] else m.group(0)
+    digits = _digits(m)
+    if digits[:2] not in _ID_PROVINCES:
+        return m.group(0)
+    if len(digits) == 18:
+        total = sum(int(d) * w for d, w in zip(digits[:17], _ID_WEIGHTS, strict=True))
+        ok = _ID_CHECK[total % 11] == digits[17] and bool(_ID_DATE.fullmatch(digits[6:14]))
+    else:
+        # No check digit: the date and the province must do, and nothing may say it is something else.
+        ok = bool(_ID_DATE.fullmatch(digits[6:12])) and not _quantity_or_label(m)
+    return REDACTED if ok else m.group(0)
 
 
 def _luhn_ok(digits: str) -> bool:
@@ -1268,20 +1454,20 @@ def _labelled_as_id(text: str, start: int) -> bool:
 
 
 def _card(m: re.Match[str]) -> str:
-    digits = re.sub(r"[ -]", "", m.group(0))
-    if not 16 <= len(digits) <= 19 or not _luhn_ok(digits) or _labelled_as_id(m.string, m.start()):
+    digits = _digits(m)
+    if len(digits) == 15:
+        network = digits[:2] in ("34", "37")
+    elif len(digits) == 14:
+        network = digits[:2] in ("30", "36", "38", "39")
+    else:
+        network = 16 <= len(digits) <= 19
+    if not network or not _luhn_ok(digits) or _quantity_or_label(m):
         return m.group(0)
     return REDACTED
-
-
-# "13800138000 元": an amount, not a phone.
-_MONEY_AFTER = _Lazy(r"\s*(?:元|块|万|(?i:rmb|cny|usd)\b)")
 
 
 def _mobile(m: re.Match[str]) -> str:
-    if _labelled_as_id(m.string, m.start()) or _MONEY_AFTER.match(m.string, m.end()):
-        return m.group(0)
-    return REDACTED
+    return m.group(0) if _quantity_or_label(m) else REDACTED
 
 
 # ---- long random strings -------------------------------------------------------------------
@@ -1297,6 +1483,11 @@ _HEX_LABEL = _Lazy(
 _CLAUSE_BREAK = _Lazy(r"[。；;！？!?\n]")
 _CREDENTIAL_WORD = _Lazy(_ZH_KEY + "|" + _SECRET_WORD)
 _HEX_LABEL_WINDOW = 40
+# Hex of exactly these lengths in one case is what digests and ids are made of (MD5 and dash-less
+# UUIDs, SHA-1 commits, SHA-224/256/384/512, container and image ids): unlabelled, with no credential
+# word before it, it is taken for one. Secrets of these shapes are nearly always named ("token:",
+# "secret 是"), which the phrase rules and the credential check here cover.
+_DIGEST_LENGTHS = frozenset({32, 40, 56, 64, 96, 128})
 _LONG_B64 = _Lazy(r"(?<![A-Za-z0-9+/_-])[A-Za-z0-9+/_-]{40,}={0,2}(?![A-Za-z0-9+/_=-])")
 _DIGEST_PREFIX = _Lazy(r"(?i)(?:sha(?:1|256|384|512)|md5)-")
 # Random base64 switches character class on most characters; paths and identifiers do not.
@@ -1328,6 +1519,13 @@ def _hex(m: re.Match[str]) -> str:
     labels = list(_HEX_LABEL.finditer(clause))
     if labels and not _CREDENTIAL_WORD.search(clause, labels[-1].end()):
         return m.group(0)
+    token = m.group(0)
+    if (
+        len(token) in _DIGEST_LENGTHS
+        and (token.islower() or token.isupper() or token.isdigit())
+        and not _CREDENTIAL_WORD.search(clause)
+    ):
+        return token
     return REDACTED
 
 
@@ -1336,6 +1534,33 @@ def _b64(m: re.Match[str]) -> str:
     if _DIGEST_PREFIX.match(token) or not _looks_random(token):
         return token
     return REDACTED
+
+
+def _dotted_token(m: re.Match[str]) -> str:
+    return REDACTED if _looks_random(m.group(0).replace(".", "")) else m.group(0)
+
+
+_UUID = _Lazy(r"[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}")
+_WORD_BREAKS = _Lazy(r"[-_.].*[-_.]")
+
+
+def _made_up_segment(segment: str) -> bool:
+    """A path segment that is a token, not words: random-looking, a UUID, or a long run of letters
+    and digits without word breaks ("user-service-v2" and "setup-guide-2024" are words)."""
+    if _looks_random(segment) or _UUID.fullmatch(segment):
+        return True
+    return (
+        len(segment) >= 20
+        and bool(_HAS_LETTER.search(segment))
+        and any(c.isdigit() for c in segment)
+        and not _WORD_BREAKS.search(segment)
+    )
+
+
+def _webhook_path(m: re.Match[str]) -> str:
+    if not any(_made_up_segment(segment) for segment in m.group(1).split("/")):
+        return m.group(0)
+    return m.group(0)[: m.start(1) - m.start()] + REDACTED
 
 
 def _bearer(m: re.Match[str]) -> str:
@@ -1355,29 +1580,87 @@ def _query_value(m: re.Match[str]) -> str:
     return m.group(0) if _is_placeholder(value) else m.group(1) + REDACTED
 
 
+# Query parameters that sign or key a URL under a plain name: Azure SAS and signed S3 or GCS URLs
+# (sig=, X-Amz-Signature=), webhook keys (key=). Only a made-up value of some length goes.
+_SIGNED_QUERY = _Lazy(
+    r"([?&](?i:sig|signature|x-amz-signature|x-goog-signature|sign|key|apikey|auth|_auth)=)"
+    r"([^&#\s\"']{8,})"
+)
+
+
+def _signed_query_value(m: re.Match[str]) -> str:
+    value = m.group(2)
+    if _is_placeholder(value) or not (_HAS_LETTER.search(value) and _DIGIT_OR_SYMBOL.search(value)):
+        return m.group(0)
+    return m.group(1) + REDACTED
+
+
+# "auth": "base64(user:password)" in a container registry's config.json.
+_JSON_AUTH = _Lazy(r"""(?i)(["']auth["']\s*:\s*["'])([A-Za-z0-9+/]{12,}={0,2})(?=["'])""")
+
+
+def _json_auth(m: re.Match[str]) -> str:
+    return m.group(1) + REDACTED if _machine_made(m.group(2)) else m.group(0)
+
+
+# Words without which no phrase rule can match (every key those rules name contains one): a prompt
+# with none of them never compiles or runs them. Compiling every rule costs the first redaction of
+# a hook process several milliseconds, and most prompts hold no credential word at all.
+_PHRASE_GATE = _Lazy(
+    r"(?i:pass|pwd|pw|pin|secret|token|key|credential|cookie|sess|auth|signature|mnemonic|phrase)|AK|SK|"
+    r"密码|口令|密钥|秘钥|私钥|金钥|令牌|权杖|授权码|验证码|暗号|助记词"
+)
+# Fewer digits than this make no ID, card or phone number.
+_MIN_NUMBER_DIGITS = 8
+
+
 def redact(text: str) -> str:
-    """Replace secrets with ``[已隐去]``; key names stay so the sentence still reads."""
-    text = _PEM_BLOCK.sub(REDACTED, text)
-    text = _URL_CREDENTIALS.sub(lambda m: m.group(1) + REDACTED + m.group(3), text)
-    text = _JWT.sub(REDACTED, text)
+    """Replace secrets with ``[已隐去]``; key names stay so the sentence still reads.
+
+    Each group of rules runs only when the text has what all of them need ("://", "-", "=", a
+    credential word, enough digits), so that a plain prompt compiles and runs few of them.
+    """
+    if "-----BEGIN" in text:
+        text = _PEM_BLOCK.sub(REDACTED, text)
+    if "://" in text:
+        text = _URL_CREDENTIALS.sub(lambda m: m.group(1) + REDACTED + m.group(3), text)
+        text = _WEBHOOK_PATH.sub(_webhook_path, text)
+    if "eyJ" in text:
+        text = _JWT.sub(REDACTED, text)
     text = _PROVIDER_KEYS.sub(REDACTED, text)
+    if "." in text:
+        text = _DOTTED_TOKEN.sub(_dotted_token, text)
     text = _BEARER.sub(_bearer, text)
-    text = _HTTP_USER.sub(_command_value, text)
-    for pattern in _COMMAND_SECRETS:
-        text = pattern.sub(_command_value, text)
-    text = _KV_QUERY.sub(_query_value, text)
-    text = _sub_values(_ACCOUNT_PAIR, text, _account_value)
-    text = _sub_values(_EN_SET_TO, text, _set_to_value)
-    text = _sub_values(_KEY_AND_LINK, text, _phrase_value)
-    text = _sub_values(_KEY_GAP_VERB, text, _gap_verb_value)
-    text = _sub_values(_KEY_THEN_NEW, text, _gap_verb_value)
+    if "-" in text:  # every command rule names a flag
+        text = _HTTP_USER.sub(_command_value, text)
+        for pattern in _COMMAND_SECRETS:
+            text = pattern.sub(_command_value, text)
+    if "=" in text:
+        text = _KV_QUERY.sub(_query_value, text)
+        text = _SIGNED_QUERY.sub(_signed_query_value, text)
+    if ":" in text:
+        text = _JSON_AUTH.sub(_json_auth, text)
+    phrases = bool(_PHRASE_GATE.search(text))
+    if phrases:
+        text = _sub_values(_ACCOUNT_PAIR, text, _account_value)
+        text = _sub_values(_EN_SET_TO, text, _set_to_value)
+        text = _sub_values(_KEY_AND_LINK, text, _phrase_value)
+        text = _sub_values(_KEY_GAP_VERB, text, _gap_verb_value)
+        text = _sub_values(_KEY_THEN_NEW, text, _gap_verb_value)
     text = _sub_values(_PROMPT_THEN_TYPE, text, _typed_value)
-    text = _sub_values(_LOGIN_PAIR, text, _login_pair_value)
-    text = _USER_PASS_AT_HOST.sub(_pw_group, text)
-    text = _MADE_UP_PAIR.sub(_pw_group, text)
-    text = _NATIONAL_ID.sub(_national_id, text)
-    text = _CARD.sub(_card, text)
-    text = _MOBILE.sub(_mobile, text)
+    if "/" in text or ":" in text:
+        text = _sub_values(_LOGIN_PAIR, text, _login_pair_value)
+    if phrases:
+        text = _sub_values(_KEY_FAR_LINK, text, _far_value)
+        text = _VALUE_THEN_KEY.sub(_value_then_key, text)
+    if "@" in text:
+        text = _USER_PASS_AT_HOST.sub(_pw_group, text)
+    if "/" in text:
+        text = _MADE_UP_PAIR.sub(_pw_group, text)
+    if sum(c.isdigit() for c in text) >= _MIN_NUMBER_DIGITS:
+        text = _NATIONAL_ID.sub(_national_id, text)
+        text = _CARD.sub(_card, text)
+        text = _MOBILE.sub(_mobile, text)
     text = _LONG_HEX.sub(_hex, text)
     return _LONG_B64.sub(_b64, text)
 

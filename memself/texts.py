@@ -28,6 +28,7 @@ from memself.records import (
     read_applies_when,
     read_scope,
 )
+from memself.textfold import Folded, fold
 from memself.workspaces import display_name
 
 # The first line of every Stop continuation the user sees, and the marker that opens every
@@ -88,6 +89,13 @@ DEPOSITION_PAUSED_ENDPOINT = (
     "确认新地址可信后，在终端运行 memself key set 重新输入 apiKey 即可恢复；"
     "地址不是自己改的，就运行 memself setup 重新填写判别接口。"
 )
+DEPOSITION_PAUSED_UNCONFIRMED = (
+    "记忆沉淀已暂停：memory-self-evolution 插件的接口密钥 side-secret.json 是原插件的格式，还没有确认"
+    "可以发往哪个判别接口地址（sideApiBase）。为防止密钥和对话被发往别处，插件没有发送任何请求，"
+    "在用户确认地址之前不会记下新内容；已有记忆照常注入和召回。"
+    "用户陈述偏好、规范或要求记住时，请如实告诉用户这句话不会被记下，并请用户亲自核对地址："
+    "在终端运行 memself doctor，按提示确认地址即可恢复；也可以运行 memself key set 重新输入 apiKey。"
+)
 DEPOSITION_KEY_INVALID = (
     "记忆沉淀已暂停：memory-self-evolution 插件的接口密钥文件 side-secret.json 无法读取或内容无效"
     "（可能是磁盘写满时留下的空文件），已有记忆照常注入和召回，但不会记下新内容。"
@@ -109,6 +117,7 @@ _DEPOSITION_NOTICES = {
     "off": DEPOSITION_OFF,
     "legacy": DEPOSITION_OFF_LEGACY,
     "paused-endpoint": DEPOSITION_PAUSED_ENDPOINT,
+    "paused-unconfirmed": DEPOSITION_PAUSED_UNCONFIRMED,
     "key-invalid": DEPOSITION_KEY_INVALID,
     "secret-broken": DEPOSITION_SECRET_BROKEN,
 }
@@ -128,20 +137,70 @@ class RecallHit:
     confidence: float
 
 
-# The confirm marker however it is spelled or spaced (a model reads them all alike).
-_MARKER = re.compile(r"memory[\s_\-]*confirm[\s_\-]*v\s*1", re.IGNORECASE)
-_NOTICE = re.compile(r"memory-self-evolution\s*捕捉到了新的记忆\s*[:：]?", re.IGNORECASE)
+# The checks below read a line folded (``textfold``): look-alike letters, digits, colons, dashes
+# and angle brackets as what they pass for, marks and variation selectors gone.
+# The confirm marker however it is spelled, spaced or punctuated (a model reads them all alike).
+_MARKER = re.compile(r"memory[\W_]*confirm[\W_]*v[\W_]*1", re.IGNORECASE)
+_NOTICE = re.compile(r"memory[\W_]*self[\W_]*evolution\s*捕捉到了新的[记記][忆憶]\s*[:：]?", re.IGNORECASE)
 # "<" opening anything a model or a host could take for markup: a tag (any letters, CJK too),
 # a closing tag, a comment or declaration, a processing instruction, a chat-template token.
 _TAG = re.compile(r"<(?=\s*(?:[/!?|]|[^\W\d_]))([^<>]*)(>?)")
-# A speaker label: "Human:", "SYSTEM：", "用户：" ... (and the popup's own "sessionID：").
-_ROLE = re.compile(
-    r"((?<![A-Za-z0-9_])(?:human|assistant|system|user|developer|ai|bot|tool|sessionid)\s*"
-    r"|(?:用户|系统|助手|人类|助理|开发者)\s*)[:：]",
+# A look-alike bracket (‹ 〈 ﹤ ❮ ...) opens a tag only before a Latin name or [/!?|]: 〈静夜思〉
+# and the like are ordinary Chinese.
+_ANGLE_OPENERS = "<＜﹤"
+_LATIN_TAG = re.compile(r"\s*(?:[/!?|]|[A-Za-z])")
+# A speaker label: "Human:", "SYSTEM：", "用户：", "系統：", "ユーザー：" ... (and the popup's own
+# "sessionID："), after folding, so "Ѕystem꞉" and "Ｈｕｍａｎ﹕" are labels too, and so is one in
+# markdown emphasis ("**System**:"). Found from each colon back: a search for the labels themselves
+# is slow on CJK text.
+_COLON = re.compile("[:：]")
+_LABEL_BEFORE = re.compile(
+    r"(?:(?<![A-Za-z0-9])(?<![A-Za-z0-9]_)(?:human|assistant|system|user|developer|ai|bot|tool|sessionid)"
+    r"|用[户戶戸]|使用者|系[统統]|助手|助理|人[类類]|[开開][发發]者|ユーザー?|システム|アシスタント)[\s*_]*\Z",
     re.IGNORECASE,
 )
+_LABEL_REACH = 16
+_LABEL_TRAIL = " \t*_"
+_LABEL_LAST = frozenset("nNtTmMrRiIdDlL户戶戸者统統手理类類ーザムト")
+
+
+def _label_colons(text: str) -> list[int]:
+    """Where in ``text`` a colon ends a speaker label."""
+    found = []
+    for m in _COLON.finditer(text):
+        end = len(text[: m.start()].rstrip(_LABEL_TRAIL))
+        if (
+            end
+            and text[end - 1] in _LABEL_LAST
+            and _LABEL_BEFORE.search(text, max(0, end - _LABEL_REACH), m.start())
+        ):
+            found.append(m.start())
+    return found
+
+
 _FENCE = re.compile(r"`{3,}|~{3,}")
 _FULL_WIDTH = str.maketrans({"`": "｀", "~": "～", "<": "＜", ">": "＞", "#": "＃"})
+# Markdown that a client acts on, read on the line as it is (a renderer parses ASCII syntax only):
+# an image (drawn, so fetched, as soon as the text is shown), a link whose address can carry data
+# (its text hides the address), a link reference definition at the start of the memory.
+_MD_IMAGE = re.compile(r"!\[")
+# The "]" that closes a link's text, its address read ahead: to the closing angle bracket, or else
+# to the next space (parentheses may nest in it, and reading too far only breaks a link that was
+# harmless). A look-ahead, so that every "](" is judged on its own.
+_MD_LINK_END = re.compile(r"\](?=\(\s*(?:[<＜]([^>＞]*)|(\S*)))")
+_MD_DEFINITION = re.compile(r"\s*\[([^\[\]]+)\]:")
+_URL_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*):")
+_URL_DATA = re.compile(r"[?#%=@]|[A-Za-z0-9+_=~]{16,}")
+
+
+def data_url(url: str) -> bool:
+    """Whether a link's address can carry data: a scheme other than http(s) (``javascript:``,
+    ``data:``, ``file:``), a query or fragment, a percent-escape, user info, or a run of 16 or
+    more letters and digits (an encoded value, a token, a hash)."""
+    scheme = _URL_SCHEME.match(url)
+    if scheme and scheme.group(1).lower() not in ("http", "https"):
+        return True
+    return _URL_DATA.search(url) is not None
 
 
 def inert(text: str, limit: int | None = MAX_TEXT) -> str:
@@ -152,20 +211,101 @@ def inert(text: str, limit: int | None = MAX_TEXT) -> str:
     tag-like "<" and its ">" become full-width ＜＞ (nothing opens or closes a block), a leading
     "#" or ">" becomes full-width (no heading or quote), the colon after a speaker label becomes
     "∶" (no "Human:" or "系统：" turn), code fences become full-width, the confirm marker and the
-    plugin's notice header are replaced by a stand-in. The stored text is never changed: hand
-    edits and the original plugin's files reach here unnormalised. Ordinary text passes through
-    unchanged, and ``inert(inert(t)) == inert(t)``.
+    plugin's notice header are replaced by a stand-in. Each check reads the line with look-alikes
+    folded (``textfold``: "МЕМОRҮ_СОNFІRМ_V１", "Ѕуѕtеm꞉", "‹system›", "系統："), and what it finds
+    is replaced by the same stand-in, whatever the spelling. Markdown that a client acts on is
+    broken with full-width brackets: every image ("![" becomes "！［"), a link whose address can
+    carry data (``data_url``: its "](" becomes "］("), a link reference definition at the start.
+    The stored text is never changed: hand edits and the original plugin's files reach here
+    unnormalised. Ordinary text passes through unchanged, and ``inert(inert(t)) == inert(t)``.
     """
     line = one_line(text)
     if limit is not None and len(line) > limit:
         line = line[: limit - 1] + "…"
-    line = _MARKER.sub(MARKER_STANDIN, line)
-    line = _NOTICE.sub(NOTICE_STANDIN, line)
-    line = _FENCE.sub(lambda m: m.group().translate(_FULL_WIDTH), line)
-    line = _TAG.sub(lambda m: "＜" + m.group(1) + m.group(2).translate(_FULL_WIDTH), line)
-    line = _ROLE.sub(r"\1∶", line)
-    if line[:1] in ("#", ">"):
-        line = line[0].translate(_FULL_WIDTH) + line[1:]
+    folded = fold(line)
+    if folded.origin is None:
+        line = _MARKER.sub(MARKER_STANDIN, line)
+        line = _NOTICE.sub(NOTICE_STANDIN, line)
+        if "``" in line or "~~" in line:
+            line = _FENCE.sub(lambda m: m.group().translate(_FULL_WIDTH), line)
+        if "<" in line:
+            line = _TAG.sub(_plain_tag, line)
+        for at in reversed(_label_colons(line)):
+            line = line[:at] + "∶" + line[at + 1 :]
+        if line[:1] in ("#", ">"):
+            line = line[0].translate(_FULL_WIDTH) + line[1:]
+    else:
+        line = _inert_folded(folded)
+    return _inert_markdown(line) if "[" in line else line
+
+
+def _plain_tag(m: re.Match[str]) -> str:
+    return "＜" + m.group(1) + m.group(2).translate(_FULL_WIDTH)
+
+
+Edit = tuple[int, int, str]
+
+
+def _inert_folded(folded: Folded) -> str:
+    """The checks of ``inert`` on a line with look-alikes: each reads the folded line, and what
+    it finds is replaced in the line itself; the line is folded again after each."""
+    for check in (_marker_edits, _fence_edits, _tag_edits, _role_edits, _lead_edits):
+        edits = check(folded)
+        if edits:
+            line = folded.line
+            for start, end, new in sorted(edits, reverse=True):
+                line = line[:start] + new + line[end:]
+            folded = fold(line)
+    return folded.line
+
+
+def _marker_edits(f: Folded) -> list[Edit]:
+    edits = [(*f.span(*m.span()), MARKER_STANDIN) for m in _MARKER.finditer(f.text)]
+    return edits + [(*f.span(*m.span()), NOTICE_STANDIN) for m in _NOTICE.finditer(f.text)]
+
+
+def _fence_edits(f: Folded) -> list[Edit]:
+    return [(*f.span(*m.span()), m.group().translate(_FULL_WIDTH)) for m in _FENCE.finditer(f.text)]
+
+
+def _tag_edits(f: Folded) -> list[Edit]:
+    edits: list[Edit] = []
+    for m in _TAG.finditer(f.text):
+        start, end = f.span(m.start(), m.start() + 1)
+        if f.line[start:end] not in _ANGLE_OPENERS and not _LATIN_TAG.match(f.text, m.start() + 1):
+            continue
+        edits.append((start, end, "＜"))
+        if m.group(2):
+            edits.append((*f.span(m.end() - 1, m.end()), "＞"))
+    return edits
+
+
+def _role_edits(f: Folded) -> list[Edit]:
+    # The line itself is searched too: a full-width letter before "System:" is not one word with
+    # it, as its folded "A" would be.
+    found = {f.span(at, at + 1) for at in _label_colons(f.text)}
+    found |= {(at, at + 1) for at in _label_colons(f.line)}
+    return [(start, end, "∶") for start, end in found]
+
+
+def _lead_edits(f: Folded) -> list[Edit]:
+    # Marks folded away may leave a space first: the first character that shows counts.
+    at = len(f.text) - len(f.text.lstrip())
+    if f.text[at : at + 1] in ("#", ">"):
+        return [(*f.span(at, at + 1), f.text[at].translate(_FULL_WIDTH))]
+    return []
+
+
+def _inert_link_end(m: re.Match[str]) -> str:
+    return "］" if data_url(m.group(1) or m.group(2) or "") else "]"
+
+
+def _inert_markdown(line: str) -> str:
+    line = _MD_IMAGE.sub("！［", line)
+    line = _MD_LINK_END.sub(_inert_link_end, line)
+    definition = _MD_DEFINITION.match(line)
+    if definition:
+        line = line.replace("[", "［", 1).replace("]", "］", 1)
     return line
 
 

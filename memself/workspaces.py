@@ -7,6 +7,12 @@ milliseconds, and git may not be installed. A linked worktree (``.git`` is a fil
 ``<main>/.git/worktrees/``) belongs to its main repository, so its checkouts share their facts;
 a submodule (pointing into ``.git/modules/``) is a repository of its own.
 
+A ``.git`` file is the opened directory's own say, and archives and packages carry them: one
+naming another repository's worktrees would hand that repository's memories to whatever was
+unpacked. So a worktree pointer is believed only as git leaves a real one: its administrative
+directory exists and that directory's ``gitdir`` file points back at this very ``.git`` file.
+Anything else with a ``gitdir:`` line is a repository of its own, as a submodule is.
+
 Standard library only: the hook imports it.
 """
 
@@ -76,4 +82,20 @@ def _repository_root(directory: str) -> str:
         return ""
     gitdir = os.path.normpath(os.path.join(directory, line[len("gitdir:") :].strip()))
     main, found, _ = gitdir.partition(_WORKTREES)
-    return main if found and os.path.isabs(main) else directory
+    if found and os.path.isabs(main) and _points_back(gitdir, marker):
+        return main
+    return directory
+
+
+def _points_back(gitdir: str, marker: str) -> bool:
+    """Whether the worktree administrative directory ``gitdir`` names ``marker`` (this ``.git``
+    file) in its own ``gitdir`` file, as ``git worktree add`` writes it: absolute, or relative
+    to ``gitdir`` (``worktree.useRelativePaths``). Compared as files, so spellings and links do
+    not matter."""
+    try:
+        with open(os.path.join(gitdir, "gitdir"), encoding="utf-8", errors="replace") as handle:
+            back = handle.read(_GITFILE_LIMIT).strip()
+        # Joined, not normalised: ".." is resolved by the filesystem, from the real directory.
+        return bool(back) and os.path.samefile(os.path.join(gitdir, back), marker)
+    except (OSError, ValueError):
+        return False

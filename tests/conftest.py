@@ -95,6 +95,8 @@ def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[P
     home.mkdir(parents=True)
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("MEMSELF_HOME", str(home / ".memory-self-evolution"))
+    # No delayed background run outlives its test (tests that want one switch it back on).
+    monkeypatch.setenv("MEMSELF_VIEWS_BACKGROUND", "0")
     monkeypatch.setenv("USERPROFILE", str(home))
     for var in (
         "CURSOR_VERSION",

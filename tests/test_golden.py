@@ -114,7 +114,9 @@ def _config(paths: DataPaths, **values: object) -> None:
 def _judge(paths: DataPaths, confirm: bool) -> None:
     # An address nothing listens on: a judge spawned by the prompt hook fails fast.
     _config(paths, sideApiBase="http://127.0.0.1:9/v1", sideApiModel="judge-golden", confirm=confirm)
-    paths.side_secret.write_text(json.dumps({"apiKey": "sk-golden-not-real"}), encoding="utf-8")
+    # Bound to that address, as setup or memself key set leave it (an unbound key pauses learning).
+    key = {"apiKey": "sk-golden-not-real", "boundApiBase": "http://127.0.0.1:9/v1"}
+    paths.side_secret.write_text(json.dumps(key), encoding="utf-8")
     os.chmod(paths.side_secret, 0o600)
 
 

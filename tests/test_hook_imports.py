@@ -46,7 +46,8 @@ def configure_judge(paths: DataPaths) -> None:
     paths.config.write_text(
         json.dumps({"sideApiBase": "http://127.0.0.1:9/v1", "sideApiModel": "judge-test"}), encoding="utf-8"
     )
-    paths.side_secret.write_text(json.dumps({"apiKey": "sk-test-imports"}), encoding="utf-8")
+    key = {"apiKey": "sk-test-imports", "boundApiBase": "http://127.0.0.1:9/v1"}
+    paths.side_secret.write_text(json.dumps(key), encoding="utf-8")
     os.chmod(paths.side_secret, 0o600)
 
 

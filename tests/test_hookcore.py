@@ -52,7 +52,7 @@ def test_session_start_runs_daily_maintenance_first() -> None:
 def configure_judge(paths: DataPaths) -> None:
     set_config_value(paths, "sideApiBase", "http://127.0.0.1:9")
     set_config_value(paths, "sideApiModel", "judge")
-    write_api_key(paths, "sk-test-key-000")
+    write_api_key(paths, "sk-test-key-000", "http://127.0.0.1:9")
 
 
 def test_session_start_boundary_when_judge_configured() -> None:

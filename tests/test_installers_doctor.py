@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import signal
@@ -102,6 +103,24 @@ def test_judge_check_sends_nothing_to_an_endpoint_the_key_was_not_entered_for(is
         assert other.requests == [] and user.requests == []
     assert check.ok is False and "为防密钥外泄" in check.summary
     assert "memself key set" in check.fix and API_KEY not in check.summary + check.fix
+
+
+def test_judge_check_binds_an_original_format_key_only_when_the_user_confirms(isolated_home: Path) -> None:
+    paths = DataPaths.default()
+    with running_judge() as judge:
+        configure(paths, judge.url)
+        paths.side_secret.write_text(json.dumps({"apiKey": API_KEY}), encoding="utf-8")
+        judge.script(sse("OK"))
+        asked: list[str] = []
+        for confirm in (None, lambda address: asked.append(address) or False):
+            check = doctor.check_judge(paths, confirm=confirm)
+            assert check.ok is False and "没有发送请求" in check.summary and "memself doctor" in check.fix
+            assert judge.requests == []
+        assert asked == [judge.url]  # the address is shown to the user
+        assert json.loads(paths.side_secret.read_text(encoding="utf-8")) == {"apiKey": API_KEY}
+        check = doctor.check_judge(paths, confirm=lambda address: True)
+        assert check.ok is True and len(judge.requests) == 1
+    assert json.loads(paths.side_secret.read_text(encoding="utf-8"))["boundApiBase"] == judge.url
 
 
 def test_judge_check_reports_an_unusable_key_file(isolated_home: Path) -> None:

@@ -10,9 +10,10 @@ import threading
 
 import pytest
 
-from memself.errors import KeyEndpointMismatch, KeyFileInvalid
+from memself.errors import InvalidInput, KeyEndpointMismatch, KeyFileInvalid, KeyUnconfirmed
 from memself.judge.proposal_id import PROPOSAL_ID_RE, normalise_prompt, proposal_id
 from memself.judge.secrets import (
+    bind_key,
     ensure_session_secret,
     key_for_endpoint,
     key_state,
@@ -171,15 +172,16 @@ def test_unusable_key_file_is_invalid_not_missing(content: bytes, problem: str) 
         key_for_endpoint(paths, "https://api.example.com/v1")
 
 
-def test_key_for_endpoint_binds_an_original_file_then_refuses_others() -> None:
+def test_an_original_file_is_sent_nowhere_until_bound_then_refuses_others() -> None:
     paths = DataPaths.default()
     paths.ensure()
     paths.side_secret.write_text(json.dumps({"apiKey": "sk-legacy"}))
     assert read_key_file(paths).bound_base == ""
-    assert key_for_endpoint(paths, "https://api.example.com/v1") == (
-        "sk-legacy",
-        "https://api.example.com/v1",
-    )
+    with pytest.raises(KeyUnconfirmed) as unconfirmed:
+        key_for_endpoint(paths, "https://api.example.com/v1")
+    assert "sk-legacy" not in str(unconfirmed.value) and "memself doctor" in str(unconfirmed.value)
+    assert json.loads(paths.side_secret.read_text()) == {"apiKey": "sk-legacy"}  # nothing bound
+    bind_key(paths, "https://api.example.com/v1")  # what the user's confirmation does
     assert json.loads(paths.side_secret.read_text()) == {
         "apiKey": "sk-legacy",
         "boundApiBase": "https://api.example.com/v1",
@@ -193,6 +195,9 @@ def test_key_for_endpoint_binds_an_original_file_then_refuses_others() -> None:
     with pytest.raises(KeyEndpointMismatch) as info:
         key_for_endpoint(paths, "https://evil.io/v1")
     assert "sk-legacy" not in str(info.value) and "memself key set" in str(info.value)
+    # A bound key is never moved by a confirmation: only re-entering it changes its address.
+    with pytest.raises(InvalidInput):
+        bind_key(paths, "https://evil.io/v1")
     assert "side-key-bound" in paths.log_file.read_text() and "sk-legacy" not in paths.log_file.read_text()
 
 

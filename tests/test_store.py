@@ -89,9 +89,13 @@ def test_applies_when_on_create_merge_replace_and_merge_pair(store: MemoryStore)
     assert by_id(store, a.id).appliesWhen == ("解释一下报错", "写个 README")
     with pytest.raises(InvalidInput, match="appliesWhen"):
         store.create("回答使用中文", "rule", T0, applies_when="解释一下报错")  # type: ignore[arg-type]
-    store.merge_into(a.id, "回答和注释都使用中文", T0 + days(1))  # no new requests: the old ones stay
-    assert by_id(store, a.id).appliesWhen == ("解释一下报错", "写个 README")
+    # No new requests: the old ones described the old text and go (the filler asks for new ones).
+    store.merge_into(a.id, "回答和注释都使用中文", T0 + days(1))
+    assert by_id(store, a.id).appliesWhen == ()
+    store.replace(a.id, "回答和注释都使用中文", T0 + days(1))  # the same text: nothing to drop
     store.replace(a.id, "只用中文回答和写注释", T0 + days(2), applies_when=["给函数加注释"])
+    assert by_id(store, a.id).appliesWhen == ("给函数加注释",)
+    store.replace(a.id, "只用中文回答和写注释", T0 + days(2))
     assert by_id(store, a.id).appliesWhen == ("给函数加注释",)
     b = store.create(
         "提交信息用中文写", "rule", T0, applies_when=["提交一下", "给函数加注释", "写个提交说明"]

@@ -472,7 +472,13 @@ REDACTIONS = [
     ("pem-block", f"{FAKE_PEM}\n这个是跳板机的", f"{R}\n这个是跳板机的"),
     ("pem-collapsed", " ".join(FAKE_PEM.split()) + " 这个是跳板机的", f"{R} 这个是跳板机的"),
     ("pem-truncated", "-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA1fakefake", R),
-    ("long-hex", "完整 sha 是 9fceb02d0ae598e95dc970b74767f19372d61af8", f"完整 sha 是 {R}"),
+    # Hex of no digest length, or after a credential word, is a secret; a digest-shaped one alone is not.
+    ("long-hex", "它给的是 9fceb02d0ae598e95dc970b74767f19372d61af8a1b2c3d4", f"它给的是 {R}"),
+    (
+        "hex-40-after-key",
+        "旧的 github token 9fceb02d0ae598e95dc970b74767f19372d61af8",
+        f"旧的 github token {R}",
+    ),
     ("hex-32", "app secret 3f2a9c8e7d6b5a4f3e2d1c0b9a8f7e6d", f"app secret {R}"),
     ("long-base64", "dGhpcyBpcyBhIHNlY3JldCBrZXkgd2l0aCAxMjM0NTY3ODkwIGRpZ2l0cw==", R),
     # Credential phrases: the key and the link stay, only the value goes.
@@ -567,6 +573,9 @@ SURVIVES_REDACTION = [
     ("docker-digest", "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"),
     ("commit-full-sha", "git revert 9fceb02d0ae598e95dc970b74767f19372d61af8 之后就好了"),
     ("md5-quoted", "md5 值对不上：本地 e10adc3949ba59abbe56e057f20f883e 服务器不同"),
+    ("sha-unlabelled", "完整 sha 是 9fceb02d0ae598e95dc970b74767f19372d61af8"),
+    ("container-id", "容器 3f4e8a2b1c9d7e6f5a4b3c2d1e0f9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c4d3e2f 起不来"),
+    ("env-reference", "os.environ['API_KEY'] 和 API_KEY=os.environ['API_KEY'] 都读不到"),
 ]
 
 

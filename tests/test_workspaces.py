@@ -46,6 +46,8 @@ def test_a_linked_worktree_belongs_to_its_main_repository(tmp_path: Path) -> Non
     linked = tmp_path / "app-feature"
     linked.mkdir()
     (linked / ".git").write_text(f"gitdir: {main / '.git' / 'worktrees' / 'feature'}\n", encoding="utf-8")
+    # As git leaves it: the administrative directory points back at the worktree's .git file.
+    (main / ".git" / "worktrees" / "feature" / "gitdir").write_text(f"{linked / '.git'}\n", encoding="utf-8")
     assert workspace_of(str(linked / "src")) == Workspace(str(main), "app")
 
 

@@ -69,7 +69,10 @@ def key_status() -> None:
     elif state == "invalid":
         click.echo(f"apiKey：{paths.side_secret} {found.problem}。运行 memself key set 重新录入")
     elif state == "unbound":
-        click.echo("apiKey：已设置，还没有绑定地址（旧格式），第一次使用时绑定到当前的 sideApiBase")
+        click.echo(
+            "apiKey：已设置（原插件格式），还没有确认可以发往哪个地址，记忆沉淀已暂停。"
+            "在终端运行 memself doctor 核对地址后确认，或运行 memself key set 重新输入"
+        )
     elif state == "mismatch":
         click.echo(
             f"apiKey：绑定的是 {shown_base(found.bound_base)}，与 sideApiBase 不同，"

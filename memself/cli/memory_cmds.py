@@ -393,10 +393,16 @@ def config_cmd(key: str | None, value: str | None, as_json: bool) -> None:
 def _warn_key_binding(paths: DataPaths, base: str) -> None:
     """A key entered for another endpoint is not sent to this one until the user re-enters it."""
     found = read_key_file(paths)
-    if key_state(found, base) == "mismatch":
+    state = key_state(found, base)
+    if state == "mismatch":
         click.echo(
             f"注意：apiKey 是为 {shown_base(found.bound_base)} 录入的，不会发往新地址，记忆沉淀暂停；"
             "确认新地址可信后运行 memself key set 重新输入 apiKey。"
+        )
+    elif state == "unbound":
+        click.echo(
+            "注意：apiKey 是原插件格式，确认地址之前不会发往任何地方，记忆沉淀暂停；"
+            "在终端运行 memself doctor 核对地址后确认，或运行 memself key set 重新输入 apiKey。"
         )
 
 

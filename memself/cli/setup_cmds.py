@@ -66,4 +66,9 @@ def doctor() -> None:
     """一屏检查：各端注册、向量模型、召回进程、判别接口，以及每个问题怎么修。"""
     from memself.installers.doctor import run_doctor
 
-    sys.exit(run_doctor(click.echo))
+    sys.exit(run_doctor(click.echo, confirm=_confirm_key_address if _has_terminal() else None))
+
+
+def _confirm_key_address(address: str) -> bool:
+    click.echo(f"apiKey 是原插件的格式，还没有确认可以发往哪个地址。当前的判别接口地址是：{address}")
+    return bool(click.confirm("这是你自己填写、信任的地址吗？确认后 apiKey 只会发往这个地址", default=False))

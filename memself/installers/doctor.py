@@ -375,10 +375,19 @@ def _last_engine_error(paths: DataPaths) -> str:
     return ""
 
 
-def check_judge(paths: DataPaths, chat: Callable[..., str] | None = None) -> Check:
+def check_judge(
+    paths: DataPaths,
+    chat: Callable[..., str] | None = None,
+    confirm: Callable[[str], bool] | None = None,
+) -> Check:
+    """The judge's endpoint, with one real request once the key may go there.
+
+    A key in the original's format is bound to the configured address only when ``confirm``
+    (a question at the user's terminal, shown the address) says yes; without a terminal
+    (``confirm`` None) nothing is bound and nothing is sent."""
     from memself.config import load_config
-    from memself.errors import KeyEndpointMismatch
-    from memself.judge.secrets import key_for_endpoint, read_key_file, shown_base
+    from memself.errors import KeyEndpointMismatch, KeyUnconfirmed
+    from memself.judge.secrets import bind_key, key_for_endpoint, read_key_file, shown_base
 
     cfg = load_config(paths)
     if cfg.side_judge is False:
@@ -414,9 +423,22 @@ def check_judge(paths: DataPaths, chat: Callable[..., str] | None = None) -> Che
             "memself setup，或 memself config sideApiBase/sideApiModel 后运行 memself key set",
         )
     base = str(cfg.sideApiBase)
+    if found.state == "ok" and not found.bound_base:
+        if confirm is None or not confirm(shown_base(base)):
+            return Check(
+                "旁路判别",
+                False,
+                f"apiKey 是原插件格式，还没有确认可以发往哪个地址（sideApiBase 现在是 {shown_base(base)}）；"
+                "为防密钥外泄，记忆沉淀已暂停，本次检查也没有发送请求",
+                "在终端运行 memself doctor，核对地址后按提示确认；或运行 memself key set 重新输入 apiKey；"
+                "地址不是你填的就运行 memself setup 重新填写",
+            )
+        bind_key(paths, base)
     try:
         # The same gate as the judge: the key goes only to the endpoint it was entered for.
         key, bound = key_for_endpoint(paths, base)
+    except KeyUnconfirmed as exc:
+        return Check("旁路判别", False, str(exc), "在终端运行 memself doctor 确认地址，或 memself key set")
     except KeyEndpointMismatch:
         return Check(
             "旁路判别",
@@ -449,6 +471,35 @@ def check_judge(paths: DataPaths, chat: Callable[..., str] | None = None) -> Che
         True,
         f"{shown_base(bound)}（模型 {cfg.sideApiModel}，apiKey 已配置、"
         f"只发往这个地址、不显示）真实请求成功，用时 {elapsed:.1f} 秒",
+    )
+
+
+def check_views(paths: DataPaths) -> Check | None:
+    """How many memories lack "applies when" requests, and what that costs in recall."""
+    from datetime import datetime, timezone
+
+    from memself.config import load_config
+    from memself.views.status import cost_text, coverage
+
+    cov = coverage(paths, load_config(paths), datetime.now(timezone.utc))
+    if not cov.active:
+        return None
+    if not cov.waiting:
+        return Check("适用场景", True, f"{cov.active} 条可召回的记忆都有适用场景")
+    summary = f"{cov.waiting}/{cov.active} 条可召回的记忆还没有适用场景（或已过时）；{cost_text()}"
+    if not cov.endpoint:
+        return Check(
+            "适用场景",
+            None,
+            summary + "；没有配置旁路判别接口，不会补写",
+            "memself setup 配置接口后，每天在后台按额度补写（memself views status 查看）",
+        )
+    b = cov.budget
+    return Check(
+        "适用场景",
+        None,
+        summary + f"；每天在后台按额度补写，今天已用请求 {b.requests_spent}/{b.requests_allowed} 次",
+        "等待后台补写，或运行 memself views fill",
     )
 
 
@@ -486,6 +537,7 @@ def run_checks(
     *,
     engine_wait_s: float = _ENGINE_WAIT_S,
     chat: Callable[..., str] | None = None,
+    confirm: Callable[[str], bool] | None = None,
 ) -> list[Check]:
     claude_bin = find_claude(home)
     checks = [check_install(paths)]
@@ -498,7 +550,8 @@ def run_checks(
         lambda: check_engine_port(paths),
         lambda: check_engine(paths, engine_wait_s),
         lambda: check_runtime_dir(paths),
-        lambda: check_judge(paths, chat),
+        lambda: check_judge(paths, chat, confirm),
+        lambda: check_views(paths),
         lambda: check_secrets(paths),
     )
     for check in later:
@@ -521,7 +574,15 @@ def render(checks: list[Check], echo: Echo) -> None:
     echo("一切正常。" if not problems else f"发现 {problems} 个问题，按上面的「修复」处理。")
 
 
-def run_doctor(echo: Echo, *, paths: DataPaths | None = None, home: Path | None = None) -> int:
-    checks = run_checks(paths or DataPaths.default(), home or Path.home())
+def run_doctor(
+    echo: Echo,
+    *,
+    paths: DataPaths | None = None,
+    home: Path | None = None,
+    confirm: Callable[[str], bool] | None = None,
+) -> int:
+    """``confirm``: the question that binds a key in the original's format to the configured
+    address (asked at a terminal only; None: never bound here)."""
+    checks = run_checks(paths or DataPaths.default(), home or Path.home(), confirm=confirm)
     render(checks, echo)
     return 1 if any(c.ok is False for c in checks) else 0

@@ -114,6 +114,24 @@ def write_answers(paths: DataPaths, answers: Answers, echo: Echo) -> None:
         echo(f"  {paths.side_secret}：apiKey（权限 600，只会发往 {answers.api_base}）")
 
 
+def confirm_original_key(paths: DataPaths, prompter: Prompter, echo: Echo) -> None:
+    """A key in the original's format goes nowhere until the user confirms the address it is
+    for: asked here, showing the address, when setup kept the existing judge settings."""
+    from memself.config import load_config
+    from memself.judge.secrets import bind_key, read_key_file, shown_base
+
+    base = str(load_config(paths).sideApiBase or "").strip()
+    found = read_key_file(paths)
+    if not base or found.state != "ok" or found.bound_base:
+        return
+    echo(f"已有的 apiKey 是原插件的格式，还没有确认可以发往哪个地址。当前的判别接口地址：{shown_base(base)}")
+    if prompter.confirm("这是你自己填写、信任的地址吗？确认后 apiKey 只会发往这个地址", default=False):
+        bind_key(paths, base)
+        echo(f"  {paths.side_secret}：apiKey 只会发往 {shown_base(base)}")
+    else:
+        echo("没有确认，记忆沉淀保持暂停；之后可以运行 memself doctor 确认，或 memself key set 重新输入。")
+
+
 def convert_legacy_blocking(paths: DataPaths, echo: Echo) -> None:
     """``sideJudge: false`` (the removed blocking mode) becomes the side path."""
     from memself.config import load_config, unset_config_value
@@ -194,6 +212,8 @@ def run_setup(
             write_answers(paths, answers, echo)
             if opts.sidepath or (full and opts.interactive):
                 convert_legacy_blocking(paths, echo)
+            if full and opts.interactive and not answers.has_api:
+                confirm_original_key(paths, prompter, echo)
         _prepare(paths, prepare, echo)
 
     ctx = InstallContext(
@@ -286,6 +306,11 @@ def _footer(
         echo(
             "旁路判别已暂停：apiKey 不能用于当前的 sideApiBase（memself key status 查看原因），"
             "运行 memself key set 重新输入 apiKey 后恢复。"
+        )
+    elif state == "paused-unconfirmed":
+        echo(
+            "旁路判别已暂停：apiKey 是原插件格式，还没有确认可以发往哪个地址；"
+            "在终端运行 memself doctor 按提示确认，或运行 memself key set 重新输入 apiKey。"
         )
     elif state == "repaired":
         echo(

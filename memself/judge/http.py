@@ -1,7 +1,8 @@
 """The judge's one HTTP call: OpenAI-compatible ``chat/completions`` over httpx (§4.6).
 
 Not on the hook path (httpx). Errors become ``SideApiError`` with a Chinese message that never
-contains the API key; the caller turns them into a job reason.
+contains the API key; the caller turns them into a job reason. Every text of a request is redacted
+by ``request_body``, whoever wrote it: this is the one way out to the endpoint.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 import httpx
 
 from memself.errors import MemselfError
+from memself.textfilter import redact
 
 DEFAULT_TIMEOUT_S = 70.0
 # A completion is a few hundred bytes of JSON, its SSE stream a few KiB. Reading an endpoint's
@@ -32,6 +34,24 @@ class ResponseTooLarge(SideApiError):
 def endpoint(base: str) -> str:
     url = base.strip().rstrip("/")
     return url if url.endswith("/chat/completions") else url + "/chat/completions"
+
+
+def request_body(model: str, system: str, user: str) -> dict[str, Any]:
+    """The JSON body of one exchange, every message redacted.
+
+    The prompt was redacted when its job was made, but a request also carries memory texts, and a
+    memory keeps what the user typed (``memself rule add`` with a password in it). Redacting here,
+    where every request is built, means no caller can forget; redacting a text twice changes
+    nothing more, and the judge's own prompts pass unchanged.
+    """
+    return {
+        "model": model,
+        "stream": True,
+        "messages": [
+            {"role": "system", "content": redact(system)},
+            {"role": "user", "content": redact(user)},
+        ],
+    }
 
 
 def _scrub(text: str, api_key: str) -> str:
@@ -61,11 +81,7 @@ def chat(
     a small gzip body can expand a thousandfold before any count could stop it. No temperature
     is sent.
     """
-    body = {
-        "model": model,
-        "stream": True,
-        "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
-    }
+    body = request_body(model, system, user)
     headers = {
         "Authorization": f"Bearer {api_key}",
         "Content-Type": "application/json",

@@ -34,6 +34,8 @@ READY = "ready"
 NONE = "none"
 
 PROMPT_LIMIT = 4000
+# A reason is a short code or an error's first line; an endpoint's answer never makes it longer.
+REASON_LIMIT = 300
 # Two 70 s judge calls plus slack: a job still running after this is dead (§4.7).
 STUCK_AFTER = timedelta(seconds=155)
 TOMBSTONE_TTL = timedelta(hours=24)
@@ -217,7 +219,7 @@ def finish(
             return False
         job.update(fields)
         job["status"] = status
-        job["reason"] = reason
+        job["reason"] = " ".join(reason.split())[:REASON_LIMIT]
         job["finishedAt"] = iso(now)
         return True
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
+from memself.textfilter import redact
+
 REMEMBER_SYSTEM = """\
 你是「跨会话长期记忆」的判别器。你只看用户在编程助手里说的这一句话，判断它是否值得写进长期记忆。\
 长期记忆会在以后的新会话里自动提供给助手，所以只留下换一个会话、换一个任务仍然用得上的内容。
@@ -161,7 +163,9 @@ def remember_user_message(safe_prompt: str) -> str:
 
 
 def dedup_user_message(text: str, candidates: Sequence[tuple[str, str]]) -> str:
-    items = [{"id": mem_id, "text": mem_text} for mem_id, mem_text in candidates]
+    # Redacted before JSON encoding as well: an escaped quote (密码是 \"a b\") no longer reads as
+    # a quoted value when the whole request is redacted again on its way out.
+    items = [{"id": mem_id, "text": redact(mem_text)} for mem_id, mem_text in candidates]
     return (
         f"new：{text}\n"
         f"candidates：{json.dumps(items, ensure_ascii=False)}\n"

@@ -15,7 +15,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from memself.atomic import fsync_dir, write_atomic
-from memself.errors import InvalidInput, KeyEndpointMismatch, KeyFileInvalid, SecretUnavailable
+from memself.errors import (
+    InvalidInput,
+    KeyEndpointMismatch,
+    KeyFileInvalid,
+    KeyUnconfirmed,
+    SecretUnavailable,
+)
 from memself.logs import log
 from memself.paths import DataPaths
 
@@ -206,7 +212,7 @@ class KeyFile:
     """What ``side-secret.json`` holds: ``state`` is "missing", "invalid" or "ok".
 
     ``bound_base`` is the endpoint the key was entered for; "" for a file in the original's
-    format, which is bound to the endpoint configured when it is first used.
+    format, which is sent nowhere until the user confirms an endpoint for it (``bind_key``).
     """
 
     __slots__ = ("bound_base", "key", "problem", "state")
@@ -251,7 +257,7 @@ def write_api_key(paths: DataPaths, api_key: str, base: str | None = None) -> No
     """Store the API key bound to ``base``, the endpoint it was entered for (mode 600, atomic).
 
     ``apiKey`` keeps the original's name so the original plugin still reads the file. Without a
-    base the key is bound at its first use. An empty key removes the file.
+    base the key is sent nowhere until the user confirms one. An empty key removes the file.
     """
     key = api_key.strip()
     if any(ch in key for ch in "\r\n\0"):
@@ -324,7 +330,10 @@ def key_for_endpoint(paths: DataPaths, configured_base: str) -> tuple[str, str]:
 
     The base returned is the one the key was entered for (equal to the configured one up to
     spelling), so an address that two URL parsers read differently cannot steer the key
-    elsewhere. A key in the original's format is bound here, at its first use.
+    elsewhere. A key in the original's format is never bound here: the address configured at
+    its first use may be one something else wrote (the original's ``memory_config`` changes it
+    unasked), and binding then would protect the key's new destination. It waits for the user
+    (``bind_key``: setup, ``memself key set``, a doctor prompt at a terminal).
     """
     found = read_key_file(paths)
     if found.state == "missing":
@@ -335,9 +344,11 @@ def key_for_endpoint(paths: DataPaths, configured_base: str) -> tuple[str, str]:
     if not base:
         raise KeyFileInvalid("config.json 没有 sideApiBase")
     if not found.bound_base:
-        write_api_key(paths, found.key, base)
-        log(paths, "side-key-bound", base=shown_base(base))
-        return found.key, base
+        raise KeyUnconfirmed(
+            f"apiKey 是原插件格式，还没有确认可以发往哪个地址（sideApiBase 现在是 {shown_base(base)}）；"
+            "为防密钥和对话被发往别处，没有发送任何请求。在终端运行 memself doctor 按提示确认地址，"
+            "或运行 memself key set 重新输入 apiKey"
+        )
     if not same_base(found.bound_base, base):
         raise KeyEndpointMismatch(
             f"apiKey 是为 {shown_base(found.bound_base)} 录入的，而 config.json 的 sideApiBase 现在是 "
@@ -345,3 +356,17 @@ def key_for_endpoint(paths: DataPaths, configured_base: str) -> tuple[str, str]:
             "memself key set 重新输入 apiKey"
         )
     return found.key, found.bound_base
+
+
+def bind_key(paths: DataPaths, base: str) -> None:
+    """Bind a key in the original's format to ``base``, which the user has just confirmed.
+
+    Only an unbound key is bound: one already bound to another endpoint is re-entered with
+    ``memself key set``, never moved by a confirmation."""
+    found = read_key_file(paths)
+    if found.state != "ok":
+        raise KeyFileInvalid(f"接口密钥文件 {paths.side_secret} {found.problem or '不存在'}")
+    if found.bound_base:
+        raise InvalidInput(f"apiKey 已经绑定 {shown_base(found.bound_base)}，要换地址请运行 memself key set")
+    write_api_key(paths, found.key, base)
+    log(paths, "side-key-bound", base=shown_base(base))

@@ -44,8 +44,9 @@ def deposition_status(paths: DataPaths, config: Config) -> str:
     say so once); "off" (disabled or the API triple incomplete); "legacy" (the removed blocking
     mode); "key-invalid" (``side-secret.json`` exists but is unusable); "paused-endpoint" (the
     configured endpoint is not the one the key was entered for: nothing is sent until the user
-    enters the key again); "secret-broken" (no valid ``session-secret`` can be written, e.g. a
-    full disk).
+    enters the key again); "paused-unconfirmed" (a key in the original's format, whose endpoint
+    the user has not confirmed yet: nothing is sent until they do); "secret-broken" (no valid
+    ``session-secret`` can be written, e.g. a full disk).
     """
     if not config.enabled:
         return "off"
@@ -61,6 +62,8 @@ def deposition_status(paths: DataPaths, config: Config) -> str:
         return "key-invalid"
     if state == "mismatch":
         return "paused-endpoint"
+    if state == "unbound":
+        return "paused-unconfirmed"
     try:
         _, set_aside = ensure_session_secret(paths)
     except (MemselfError, OSError) as exc:

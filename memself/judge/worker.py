@@ -15,9 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from memself.config import Config, load_config
-from memself.errors import InvalidInput, KeyEndpointMismatch, KeyFileInvalid, MemselfError
+from memself.errors import InvalidInput, KeyEndpointMismatch, KeyFileInvalid, KeyUnconfirmed, MemselfError
 from memself.judge import jobs, prompts, runlock
 from memself.judge.apply import apply_proposal
+from memself.judge.bounds import bounded_proposal
 from memself.judge.http import DEFAULT_TIMEOUT_S, chat
 from memself.judge.parse import DedupAnswer, parse_dedup, parse_remember
 from memself.judge.secrets import key_for_endpoint, read_key_file, shown_base
@@ -100,13 +101,13 @@ def _key_for(paths: DataPaths, sid: str, configured_base: str) -> tuple[str, str
             bound=shown_base(found.bound_base),
         )
         raise _Stop("endpoint-mismatch") from None
+    except KeyUnconfirmed:
+        log(paths, "side-key-unconfirmed", id=sid, configured=shown_base(configured_base))
+        raise _Stop("key-unconfirmed") from None
     except KeyFileInvalid as exc:
         raise _Stop(
             "api-key-unusable" if read_key_file(paths).state == "invalid" else "api-not-configured"
         ) from exc
-    except (MemselfError, OSError) as exc:  # binding an original-format key failed to write
-        log(paths, "side-key-bind-failed", id=sid, error=str(exc))
-        raise _Stop("api-key-bind-failed") from exc
 
 
 def build_proposal(job: jobs.Job, call: ChatFn, nearest_fn: NearestFn) -> dict[str, Any]:
@@ -167,7 +168,7 @@ def build_proposal(job: jobs.Job, call: ChatFn, nearest_fn: NearestFn) -> dict[s
     merged_when = decision.applies_when or answer.applies_when  # the new statement is in the merge
     if decision.action == "merge" and merged_when:
         proposal["mergedAppliesWhen"] = list(merged_when)
-    return proposal
+    return bounded_proposal(proposal)
 
 
 def _checked(text: str) -> str | None:

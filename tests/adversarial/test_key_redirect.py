@@ -23,7 +23,7 @@ from memself.config import load_config
 from memself.hosts import HOSTS
 from memself.hosts.base import EventKind
 from memself.judge import jobs
-from memself.judge.secrets import write_api_key
+from memself.judge.secrets import bind_key, write_api_key
 from memself.judge.start import maybe_start_judge
 from memself.paths import DataPaths
 from memself.store import MemoryStore
@@ -168,12 +168,14 @@ def test_hand_edited_base_sends_nothing_to_the_attacker(hook_data: DataPaths) ->
     assert MemoryStore(paths).all() == []
 
 
-def test_original_key_file_is_bound_at_first_use(hook_data: DataPaths) -> None:
+def test_original_key_file_bound_by_the_user_is_then_protected(hook_data: DataPaths) -> None:
+    # A key in the original's format waits for the user (tests/adversarial/test_unconfirmed_key.py);
+    # once they bind it, a later change of address sends nothing, as for any bound key.
     paths = hook_data
     with running_judge() as user, running_judge() as attacker:
         configure(paths, user.url, confirm=True)
-        # The original plugin's side-secret.json: the key alone, no endpoint.
         paths.side_secret.write_text(json.dumps({"apiKey": API_KEY}), encoding="utf-8")
+        bind_key(paths, user.url)
         user.script(sse(remember("回答问题时一律使用中文", "rule")))
         prompt("sess-a", "记住：以后回答都用中文", "p-1")
         wait_jobs_done(paths)

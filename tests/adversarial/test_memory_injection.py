@@ -7,16 +7,19 @@ Two halves, as memory text has two ways in:
 - hand edits and the original plugin's files bypass that, so every place a model reads a memory
   (session start, the recall block, the Stop continuation and popup, result notices, MCP tool
   outputs) renders it inertly on its own. Checked through the real hook entry for every host,
-  with the real offline model recalling the memories in a real engine.
+  with the real offline model recalling the memories in a real engine, for both parts of the
+  corpus: the plain shapes and their look-alike spellings (with markdown that fetches or links).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import random
 import re
 import subprocess
 import sys
+import time
 import unicodedata
 from collections.abc import Iterator
 from datetime import timedelta
@@ -36,9 +39,13 @@ from memself.judge.resolve import resolve
 from memself.judge.worker import run_job
 from memself.mcp_server import MemoryTools
 from memself.paths import DataPaths
+from memself.records import one_line
 from memself.store import MemoryStore
 from memself.texts import CONFIRM_MARKER, NOTICE_HEADER
 from tests.adversarial.injection_corpus import (
+    LOOKALIKE_ORDINARY,
+    LOOKALIKE_SHAPES,
+    MIX_PIECES,
     SHAPES,
     assert_marker_only_first,
     inert_problems,
@@ -51,6 +58,9 @@ from tests.support.judge_server import dedup, remember, running_judge, sse
 __all__ = ["hook_data"]  # the fixture, imported for pytest
 
 NAMES = list(SHAPES)
+# The read side is checked for both parts of the corpus, one part at a time (session start lists
+# at most 50 rules).
+CORPORA = {"plain": SHAPES, "lookalike": LOOKALIKE_SHAPES}
 TOO_LONG = {"very-long"}
 
 CLAUDE_POPUP = HOSTS["claude"].POPUP
@@ -84,13 +94,15 @@ def raw_record(mem_id: str, text: str, group: str) -> str:
     )
 
 
-def hand_write(paths: DataPaths, groups: tuple[str, ...] = ("rule", "project")) -> dict[str, str]:
+def hand_write(
+    paths: DataPaths, groups: tuple[str, ...] = ("rule", "project"), shapes: dict[str, str] = SHAPES
+) -> dict[str, str]:
     """Every shape straight into the group files, as a hand edit would; returns id -> shape."""
     paths.ensure()
     ids = {}
     for group in groups:
         lines = []
-        for i, (name, text) in enumerate(SHAPES.items()):
+        for i, (name, text) in enumerate(shapes.items()):
             mem_id = f"mem-hand-{group}-{i:02d}"
             ids[mem_id] = name
             lines.append(raw_record(mem_id, text, group))
@@ -244,12 +256,29 @@ def test_restore_stores_one_clean_line(name: str) -> None:
 # --- the renderer --------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", [*NAMES, *LOOKALIKE_SHAPES])
 def test_render_is_inert_and_idempotent(name: str) -> None:
-    shown = texts.inert(SHAPES[name])
+    shown = texts.inert(SHAPES.get(name) or LOOKALIKE_SHAPES[name])
     assert inert_problems(shown) == [], shown
     assert probe(name) in shown and len(shown) <= 400
     assert texts.inert(shown) == shown
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_render_of_random_mixes_is_inert_and_idempotent(seed: int) -> None:
+    """Any piece next to any other: what one check rewrites must not open a way past another."""
+    rng = random.Random(seed)
+    for _ in range(2000):
+        text = "".join(rng.choice(MIX_PIECES) for _ in range(rng.randint(1, 12)))
+        shown = texts.inert(text)
+        assert inert_problems(shown) == [], (text, shown)
+        assert texts.inert(shown) == shown, text
+
+
+@pytest.mark.parametrize("name", list(LOOKALIKE_SHAPES))
+def test_lookalike_shapes_act_as_written(name: str) -> None:
+    """The checks see each look-alike shape as the attack it is (else the test above is vacuous)."""
+    assert inert_problems(one_line(LOOKALIKE_SHAPES[name])) != []
 
 
 def test_render_leaves_ordinary_memories_alone() -> None:
@@ -265,6 +294,10 @@ def test_render_leaves_ordinary_memories_alone() -> None:
         assert texts.inert(text) == text
     # Zero-width joiners go too (they split words past the checks); joined emoji fall apart.
     assert texts.inert("家庭 👨\u200d👩\u200d👧") == "家庭 👨👩👧"
+    # Look-alikes are folded only to look for what acts: ordinary text keeps its characters.
+    for text in LOOKALIKE_ORDINARY:
+        assert inert_problems(text) == [], text
+        assert texts.inert(text) == text
 
 
 # --- the real hook, every host: session start and recall ---------------------------------
@@ -288,7 +321,12 @@ def context_of(host: str, answer: dict | None, kind: EventKind) -> str:
 
 
 def check_items(
-    context: str, fixed: set[str], item: re.Pattern[str], extra: re.Pattern[str], groups: int
+    context: str,
+    fixed: set[str],
+    item: re.Pattern[str],
+    extra: re.Pattern[str],
+    groups: int,
+    shapes: dict[str, str] = SHAPES,
 ) -> None:
     """Every line is ours: a fixed line, a title, or one memory per list item, each inert."""
     seen: dict[str, int] = {}
@@ -302,7 +340,7 @@ def check_items(
         probes = re.findall(r"probe\d\d", body)
         assert len(probes) == 1, body[:200]
         seen[probes[0]] = seen.get(probes[0], 0) + 1
-    assert seen == {probe(name): groups for name in NAMES}
+    assert seen == {probe(name): groups for name in shapes}
 
 
 @pytest.fixture
@@ -322,11 +360,23 @@ def real_engine(model_cache: Path, hook_data: DataPaths) -> Iterator[DataPaths]:
     stop_engine(paths)
 
 
-def test_hand_edited_memories_are_inert_at_session_start_and_recall(real_engine: DataPaths) -> None:
+@pytest.mark.parametrize("corpus", list(CORPORA))
+def test_hand_edited_memories_are_inert_at_session_start_and_recall(
+    real_engine: DataPaths, corpus: str
+) -> None:
     paths = real_engine
-    hand_write(paths)
-    warm = call_engine(paths, "recall", {"text": "部署脚本放在哪里", "now": NOW.isoformat()}, timeout_s=180)
-    assert len(warm["rule"]) == len(SHAPES) and len(warm["project"]) == len(SHAPES)
+    shapes = CORPORA[corpus]
+    hand_write(paths, shapes=shapes)
+    # More than the engine encodes inline go to its backlog: wait until every memory is recalled.
+    deadline = time.monotonic() + 180
+    while True:
+        warm = call_engine(
+            paths, "recall", {"text": "部署脚本放在哪里", "now": NOW.isoformat()}, timeout_s=180
+        )
+        if len(warm["rule"]) == len(shapes) and len(warm["project"]) == len(shapes):
+            break
+        assert time.monotonic() < deadline, (len(warm["rule"]), len(warm["project"]))
+        time.sleep(0.5)
     for host, adapter in HOSTS.items():
         session = f"inj-{host}"
         start = {
@@ -339,7 +389,7 @@ def test_hand_edited_memories_are_inert_at_session_start_and_recall(real_engine:
         assert proc.rc == 0
         context = context_of(host, proc.answer(), EventKind.SESSION_START)
         title = re.compile(r"^## 规则与偏好（共 \d+ 条，必须遵守）$")
-        check_items(context, SESSION_FIXED, SESSION_ITEM, title, 1)
+        check_items(context, SESSION_FIXED, SESSION_ITEM, title, 1, shapes)
         prompt = {
             **start,
             "hook_event_name": adapter.EVENT_NAMES[EventKind.PROMPT_SUBMIT],
@@ -351,7 +401,7 @@ def test_hand_edited_memories_are_inert_at_session_start_and_recall(real_engine:
         assert proc.rc == 0
         context = context_of(host, proc.answer(), EventKind.PROMPT_SUBMIT)
         assert context.startswith(texts.RECALL_HEADER + "\n")
-        check_items(context, RECALL_FIXED, RECALL_ITEM, re.compile(r"^$"), 2)
+        check_items(context, RECALL_FIXED, RECALL_ITEM, re.compile(r"^$"), 2, shapes)
 
 
 # --- the real hook, every host: the Stop continuation and popup ---------------------------
@@ -364,24 +414,24 @@ MODEL_FIXED = re.compile(
 DECISIONS = {"reinforce", "merge", "replace", "create_rule", "create_project", "discard"}
 
 
-def _confirm_jobs(paths: DataPaths, host: str, session: str) -> list[str]:
+def _confirm_jobs(paths: DataPaths, host: str, session: str, shapes: dict[str, str]) -> list[str]:
     targets = {m.id: m for m in MemoryStore(paths).all()}
     ids = []
-    for i, name in enumerate(NAMES):
-        target = targets[f"mem-hand-rule-{(i + 1) % len(NAMES):02d}"]
+    for i, name in enumerate(shapes):
+        target = targets[f"mem-hand-rule-{(i + 1) % len(shapes):02d}"]
         action = ("create", "reinforce", "merge", "replace")[i % 4]
         prop = proposal(
-            SHAPES[name],
+            shapes[name],
             action,
             target=None if action == "create" else target,
-            merged=SHAPES[name] if action == "merge" else "",
+            merged=shapes[name] if action == "merge" else "",
         )
-        prop["evidence"] = SHAPES[name]
+        prop["evidence"] = shapes[name]
         # A sealed job holds the judge's cleaned requests; these are raw, as a proposal file of
         # another version might be: the popup reads and quotes them on its own.
-        prop["appliesWhen"] = [SHAPES[name], "记一下取件时间"]
+        prop["appliesWhen"] = [shapes[name], "记一下取件时间"]
         if action == "merge":
-            prop["mergedAppliesWhen"] = [SHAPES[name]]
+            prop["mergedAppliesWhen"] = [shapes[name]]
         ids.append(
             ready(paths, f"记住：以后第 {i} 条规则也要遵守", prop, host=host, session=session, turn=f"t{i}")
         )
@@ -422,13 +472,16 @@ def _check_model(model: str, ids: list[str], popup: Popup) -> None:
     assert sorted(sessions) == sorted(ids)
 
 
+@pytest.mark.parametrize("corpus", list(CORPORA))
 @pytest.mark.parametrize("host", list(HOSTS))
-def test_stop_popup_quotes_proposals_and_targets_inertly(host: str, hook_data: DataPaths) -> None:
+def test_stop_popup_quotes_proposals_and_targets_inertly(
+    host: str, corpus: str, hook_data: DataPaths
+) -> None:
     paths = hook_data
     configure(paths, "http://127.0.0.1:9/v1", True)
-    hand_write(paths, ("rule",))
+    hand_write(paths, ("rule",), CORPORA[corpus])
     session = f"stop-{host}"
-    ids = _confirm_jobs(paths, host, session)
+    ids = _confirm_jobs(paths, host, session, CORPORA[corpus])
     stop = {
         "hook_event_name": HOSTS[host].EVENT_NAMES[EventKind.STOP],
         "session_id": session,
@@ -461,15 +514,17 @@ def test_stop_popup_quotes_proposals_and_targets_inertly(host: str, hook_data: D
     assert visible.count("   适用场景：") == len(ids) and "\n合并后适用场景：" in model
 
 
+@pytest.mark.parametrize("corpus", list(CORPORA))
 @pytest.mark.parametrize("host", list(HOSTS))
-def test_stop_notices_quote_hand_edited_targets_inertly(host: str, hook_data: DataPaths) -> None:
+def test_stop_notices_quote_hand_edited_targets_inertly(host: str, corpus: str, hook_data: DataPaths) -> None:
     """confirm off: reinforcing a hand-edited memory quotes its text in the result notice."""
     paths = hook_data
     configure(paths, "http://127.0.0.1:9/v1", True)
-    hand_write(paths, ("rule",))
+    shapes = CORPORA[corpus]
+    hand_write(paths, ("rule",), shapes)
     session = f"notice-{host}"
     targets = {m.id: m for m in MemoryStore(paths).all()}
-    for i in range(len(NAMES)):
+    for i in range(len(shapes)):
         target = targets[f"mem-hand-rule-{i:02d}"]
         ready(
             paths,
@@ -495,7 +550,7 @@ def test_stop_notices_quote_hand_edited_targets_inertly(host: str, hook_data: Da
     text = answer["followup_message"] if host == "cursor" else answer["reason"]
     lines = text.split("\n")
     assert lines[:2] == [NOTICE_HEADER, texts.RESULT_HEADING]
-    notices = lines[2 : 2 + len(NAMES)]
+    notices = lines[2 : 2 + len(shapes)]
     assert all(n.startswith("记忆插件memory-self-evolution强化了一条记忆") for n in notices), notices
     for line in notices:
         assert inert_problems(line) == [], (line[:200], inert_problems(line))
@@ -508,14 +563,16 @@ def test_stop_notices_quote_hand_edited_targets_inertly(host: str, hook_data: Da
 # --- MCP outputs --------------------------------------------------------------------------
 
 
-def test_mcp_outputs_quote_hand_edited_memories_inertly() -> None:
+@pytest.mark.parametrize("corpus", list(CORPORA))
+def test_mcp_outputs_quote_hand_edited_memories_inertly(corpus: str) -> None:
     paths = DataPaths.default()
-    hand_write(paths)
+    shapes = CORPORA[corpus]
+    hand_write(paths, shapes=shapes)
     tools = MemoryTools(paths, "claude", now_fn=lambda: NOW)
     for group in ("rule", "project"):
         lines = tools.call("memory_read", {"group": group}).split("\n")
-        assert lines[0] == f"{group}（共 {len(NAMES)} 条）"
-        assert len(lines) == 1 + len(NAMES) + 1  # the header, one line each, the current project
+        assert lines[0] == f"{group}（共 {len(shapes)} 条）"
+        assert len(lines) == 1 + len(shapes) + 1  # the header, one line each, the current project
         for line in lines[1:-1]:
             tail = r"（置信度 [0-9.]+，id mem-hand-[a-z]+-\d\d，范围：所有项目）$"
             match = re.match(r"^\d+\. (?P<body>.*)" + tail, line)
@@ -534,12 +591,13 @@ def test_mcp_outputs_quote_hand_edited_memories_inertly() -> None:
         assert line.startswith("- ") and not inert_problems(line), line[:200]
 
 
-def test_resolve_notice_quotes_a_hand_edited_target_inertly() -> None:
+@pytest.mark.parametrize("corpus", list(CORPORA))
+def test_resolve_notice_quotes_a_hand_edited_target_inertly(corpus: str) -> None:
     paths = DataPaths.default()
     configure(paths, "http://127.0.0.1:9/v1", True)
-    hand_write(paths, ("rule",))
+    hand_write(paths, ("rule",), CORPORA[corpus])
     store = MemoryStore(paths)
-    for i, name in enumerate(NAMES):
+    for i, name in enumerate(CORPORA[corpus]):
         target = store.get(f"mem-hand-rule-{i:02d}")
         sid = ready(
             paths,

@@ -58,7 +58,7 @@ def setup_home(home: Path, data: DataPaths, confirm: bool) -> dict[str, str]:
     config = {"sideApiBase": "{base}/v1", "sideApiModel": "fake-judge", "confirm": confirm}
     return {
         str(data.config): json.dumps(config),
-        str(data.side_secret): json.dumps({"apiKey": "sk-judge-e2e"}),
+        str(data.side_secret): json.dumps({"apiKey": "sk-judge-e2e", "boundApiBase": "{base}/v1"}),
     }
 
 

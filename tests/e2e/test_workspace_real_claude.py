@@ -80,7 +80,7 @@ def test_a_fact_learnt_in_one_repository_is_recalled_there_only(
     }
     files = {
         str(data.config): json.dumps(config),
-        str(data.side_secret): json.dumps({"apiKey": "sk-judge-e2e"}),
+        str(data.side_secret): json.dumps({"apiKey": "sk-judge-e2e", "boundApiBase": "{base}/v1"}),
     }
 
     def session(cwd: Path, prompt: str, rules: list[dict]) -> ClientRun:

@@ -13,7 +13,7 @@ import gzip
 import itertools
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -88,6 +88,8 @@ class FakeJudge:
     requests: list[Recorded] = field(default_factory=list)
     url: str = ""
     sent: list[int] = field(default_factory=list)  # body bytes each huge reply got out
+    # With no scripted reply left: the reply computed from the request body, if set.
+    responder: Callable[[dict[str, Any]], Reply] | None = None
     _release: threading.Event = field(default_factory=threading.Event)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -96,10 +98,12 @@ class FakeJudge:
             self.replies[:] = list(replies)
             self.requests.clear()
 
-    def next_reply(self) -> Reply:
+    def next_reply(self, body: dict[str, Any] | None = None) -> Reply:
         with self._lock:
             if self.replies:
                 return self.replies.pop(0)
+        if self.responder is not None:
+            return self.responder(body or {})
         return Reply("status", '{"error":"no scripted reply"}', 500)
 
     @property
@@ -132,7 +136,7 @@ def _handler(judge: FakeJudge) -> type[BaseHTTPRequestHandler]:
             except ValueError:
                 body = {}
             judge.requests.append(Recorded(self.path, dict(self.headers.items()), body, raw))
-            reply = judge.next_reply()
+            reply = judge.next_reply(body)
             getattr(self, "_" + reply.kind)(reply)
 
         def _send(self, status: int, data: bytes, ctype: str) -> None:

@@ -1,0 +1,117 @@
+"""How far the store's memories have their "applies when" requests, and today's budget: for
+``memself views status`` and ``doctor``. Reads only; never sends anything.
+
+What missing requests cost is stated with the held-out figures measured on the labelled case
+sets (``docs/recall.md``): the same sets, recalled with and without each memory's requests.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from memself.config import Config
+from memself.paths import DataPaths
+from memself.store import MemoryStore
+from memself.views.batch import is_stale
+from memself.views.budget import Budget, today_budget
+from memself.views.fill import endpoint_configured
+from memself.views.state import load_state
+
+# Held out, leave-one-set-out, offline model: hit rate and leak rate per group, and the
+# single-memory hit rate, with and without requests.
+WITH_HIT = {"rule": 0.85, "project": 0.86, "single": 1.00}
+WITH_LEAK = {"rule": 0.12, "project": 0.02}
+WITHOUT_HIT = {"rule": 0.76, "project": 0.89, "single": 0.80}
+WITHOUT_LEAK = {"rule": 0.15, "project": 0.07}
+
+
+@dataclass(frozen=True)
+class Coverage:
+    active: int  # memories that can be recalled
+    with_requests: int  # of them, with current requests
+    waiting: int  # without requests, or with stale ones
+    stale: int  # of the waiting, those whose requests describe an older text
+    failed_today: int  # of the waiting, those the endpoint answered badly today (next try tomorrow)
+    tries_before: int  # of the waiting, those with at least one failed attempt
+    budget: Budget
+    endpoint: bool
+
+
+def coverage(paths: DataPaths, config: Config, now: datetime) -> Coverage:
+    state = load_state(paths)
+    memories = [m for m in MemoryStore(paths).all() if m.active]
+    stale = [m for m in memories if is_stale(m, state)]
+    bare = [m for m in memories if not m.appliesWhen]
+    pending = stale + bare
+    budget = today_budget(config, state, now)
+    if state.unreadable:
+        budget = Budget(
+            budget.requests_allowed, budget.tokens_allowed, budget.requests_allowed, budget.tokens_allowed
+        )
+    return Coverage(
+        active=len(memories),
+        with_requests=len(memories) - len(pending),
+        waiting=len(pending),
+        stale=len(stale),
+        failed_today=sum(1 for m in pending if state.failed_today(m.id, now)),
+        tries_before=sum(1 for m in pending if state.tries(m.id) > 0),
+        budget=budget,
+        endpoint=endpoint_configured(config),
+    )
+
+
+def _pct(value: float) -> str:
+    return f"{value:.0%}"
+
+
+def cost_text() -> str:
+    """What recall loses without requests, in the measured figures (Chinese)."""
+    return (
+        f"没有适用场景时召回较弱：规则命中 {_pct(WITHOUT_HIT['rule'])}、误带 {_pct(WITHOUT_LEAK['rule'])}"
+        f"（有适用场景时 {_pct(WITH_HIT['rule'])}、{_pct(WITH_LEAK['rule'])}），"
+        f"项目事实误带 {_pct(WITHOUT_LEAK['project'])}（有时 {_pct(WITH_LEAK['project'])}），"
+        f"单条记忆命中 {_pct(WITHOUT_HIT['single'])}（有时 {_pct(WITH_HIT['single'])}）"
+    )
+
+
+def render_text(cov: Coverage) -> list[str]:
+    b = cov.budget
+    lines = [
+        f"可召回的记忆 {cov.active} 条：已有适用场景 {cov.with_requests} 条，等待补写 {cov.waiting} 条"
+        + (f"（其中 {cov.stale} 条的正文改过，旧的适用场景已过时）" if cov.stale else ""),
+    ]
+    if cov.failed_today:
+        lines.append(f"今天接口没给出可用结果的 {cov.failed_today} 条，明天再试")
+    lines.append(
+        f"今天的额度：请求 {b.requests_spent}/{b.requests_allowed} 次，"
+        f"token {b.tokens_spent}/{b.tokens_allowed}（估算）；还可以发 {b.requests_left} 次"
+    )
+    if not cov.endpoint:
+        lines.append("没有配置旁路判别接口：不会发送任何请求（memself setup 配置后每天在后台补写）")
+    elif cov.waiting:
+        lines.append("每天第一次会话开始时在后台按额度补写；也可以运行 memself views fill")
+    if cov.waiting:
+        lines.append(cost_text())
+    return lines
+
+
+def to_json(cov: Coverage) -> dict[str, Any]:
+    b = cov.budget
+    return {
+        "active": cov.active,
+        "withRequests": cov.with_requests,
+        "waiting": cov.waiting,
+        "stale": cov.stale,
+        "failedToday": cov.failed_today,
+        "endpoint": cov.endpoint,
+        "budget": {
+            "requests": b.requests_allowed,
+            "tokens": b.tokens_allowed,
+            "requestsSpent": b.requests_spent,
+            "tokensSpent": b.tokens_spent,
+            "requestsLeft": b.requests_left,
+            "tokensLeft": b.tokens_left,
+        },
+    }
