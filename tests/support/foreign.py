@@ -57,14 +57,22 @@ def enable() -> None:
 
 
 def _console_text_is_gbk(subprocess: object) -> None:
-    """A test reading a child's output as text reads it as a Windows host would: in the console's
-    code page (Python on Windows decodes a child's text pipes with the locale's encoding)."""
+    """A test reading a Python child's output as text reads it as a Windows host would: in the
+    console's code page (Python on Windows decodes a child's text pipes with the locale's
+    encoding, and the child writes in it)."""
     popen = subprocess.Popen  # type: ignore[attr-defined]
     real_init = popen.__init__
 
     def init(self: object, *args: object, **kwargs: object) -> None:
         if (kwargs.get("text") or kwargs.get("universal_newlines")) and not kwargs.get("encoding"):
-            kwargs["encoding"] = "gbk"
+            env = kwargs.get("env")
+            console = (env if isinstance(env, dict) else os.environ).get("PYTHONIOENCODING", "")
+            argv = args[0] if args else kwargs.get("args")
+            program = argv[0] if isinstance(argv, (list, tuple)) and argv else argv
+            name = os.path.basename(str(program))
+            # Only Python speaks the console's code page here; other programs write UTF-8.
+            if console.lower() == "gbk" and (name.startswith("python") or name == "memself"):
+                kwargs["encoding"] = "gbk"
         real_init(self, *args, **kwargs)
 
     popen.__init__ = init
