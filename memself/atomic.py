@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from memself.errors import WriteFailed
+from memself.platform import files
 
 TMP_MARK = ".tmp."
 
@@ -71,7 +72,7 @@ def write_atomic(path: Path, data: str | bytes, mode: int = 0o600) -> None:
     """
     staged, target = stage(path, data, mode)
     try:
-        os.replace(staged, target)
+        files.replace(staged, target)
     except BaseException as exc:
         with contextlib.suppress(OSError):
             os.unlink(staged)
@@ -94,7 +95,7 @@ def save_npy(path: Path, array: Any, mode: int = 0o600) -> None:
             handle.flush()
             os.fsync(handle.fileno())
         os.chmod(tmp_name, mode)
-        os.replace(tmp_name, target)
+        files.replace(tmp_name, target)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp_name)
@@ -115,7 +116,7 @@ def append_lines(path: Path, data: bytes) -> None:
     size = -1
     try:
         size = os.fstat(fd).st_size
-        if size and os.pread(fd, 1, size - 1) != b"\n":
+        if size and files.read_at(fd, 1, size - 1) != b"\n":
             data = b"\n" + data
         view = memoryview(data)
         while view:

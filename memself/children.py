@@ -11,8 +11,6 @@ Standard library only: the hook path imports this module.
 
 from __future__ import annotations
 
-import os
-
 # pid -> None; a dict keeps insertion order and its updates are atomic under the GIL, so the
 # engine's connection threads may register while its serve loop reaps.
 _PENDING: dict[int, None] = {}
@@ -35,11 +33,11 @@ def track(pid: int) -> None:
 
 def reap() -> int:
     """Wait, without blocking, for every registered child that has exited; how many still run."""
+    from memself.platform import children
+
     for pid in tuple(_PENDING):
         try:
-            done, _ = os.waitpid(pid, os.WNOHANG)
-        except ChildProcessError:  # not ours any more (or already waited for)
-            done = pid
+            done = children.reap(pid)
         except OSError:
             continue
         if done:

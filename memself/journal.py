@@ -32,6 +32,7 @@ from memself.atomic import TMP_MARK, fsync_dir, real_target, stage, write_atomic
 from memself.lock import OWNER_PREFIX, STAGING_PREFIX, owner_pid, pid_alive
 from memself.logs import log
 from memself.paths import DataPaths
+from memself.platform import files as platform_files
 
 INTENT_NAME = ".memory-write.intent"
 # No legitimate write takes this long: a leftover older than this is a leftover whatever its pid.
@@ -79,7 +80,7 @@ def commit(
             staged.append(stage(path, data))
         precheck()
         if len(staged) == 1:
-            os.replace(*staged[0])
+            platform_files.replace(*staged[0])
             fsync_dir(staged[0][1].parent)
             return
         bases = [file_stamp(target) for _, target in staged]
@@ -103,7 +104,7 @@ def _apply(paths: DataPaths, moves: Iterable[tuple[Path, Path]]) -> None:
     folders = set()
     for src, target in moves:
         with contextlib.suppress(FileNotFoundError):  # already renamed by an earlier replay
-            os.replace(src, target)
+            platform_files.replace(src, target)
         folders.add(target.parent)
     for folder in folders:
         fsync_dir(folder)
@@ -139,7 +140,7 @@ def replay(paths: DataPaths) -> bool:
     except (ValueError, KeyError, TypeError) as exc:
         aside = path.with_name(f"{INTENT_NAME}.bad-{time.time_ns()}")
         with contextlib.suppress(OSError):
-            os.replace(path, aside)
+            platform_files.replace(path, aside)
         log(paths, "intent-unreadable", error=type(exc).__name__, moved_to=aside.name)
         return False
     allowed = known_targets(paths)

@@ -2,7 +2,8 @@
 
 Two locks, always taken in this order:
 
-1. A kernel lock (``flock`` on ``.memory-write.flock``) that every memself writer takes first.
+1. A kernel lock (``flock``, or a byte-range lock on Windows: ``memself.platform.locks``) on
+   ``.memory-write.flock`` that every memself writer takes first.
    The kernel drops it when its owner dies, so it needs no lease: a memself writer that is
    paused (SIGSTOP, a suspended laptop, a debugger) keeps it, and no other memself writer ever
    takes the memory files away from a live one. Waiters poll it every 20 ms until their deadline.
@@ -31,7 +32,6 @@ import errno
 import os
 import shutil
 import stat
-import sys
 import tempfile
 import time
 import uuid
@@ -41,6 +41,8 @@ from pathlib import Path
 from memself.errors import LockBroken, LockTimeout
 from memself.logs import log
 from memself.paths import DataPaths
+from memself.platform import files as platform_files
+from memself.platform import processes
 
 STALE_AFTER_S = 15.0
 POLL_S = 0.02
@@ -49,19 +51,10 @@ REWARD_WAIT_S = 0.3
 KERNEL_LOCK_NAME = ".memory-write.flock"
 OWNER_PREFIX = "owner-"
 STAGING_PREFIX = ".memory-write-"
-_KERNEL_LOCKS = sys.platform != "win32"
 
 
 def pid_alive(pid: int) -> bool:
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    return processes.pid_alive(pid)
 
 
 def owner_pid(name: str) -> int:
@@ -163,16 +156,15 @@ def _try_reclaim(paths: DataPaths, owner: tuple[str, int, float]) -> None:
 
 
 class _KernelLock:
-    """``flock`` on a file that is never removed (removing it would let two holders coexist)."""
+    """A kernel lock on a file that is never removed (removing it would let two holders coexist)."""
 
     def __init__(self, paths: DataPaths, deadline: float) -> None:
-        self.fd = -1
-        if not _KERNEL_LOCKS:
-            return
-        import fcntl
+        from memself.platform import locks
 
+        self.fd = -1
         path = paths.root / KERNEL_LOCK_NAME
-        flags = os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0)
+        flags = platform_files.CLOEXEC | platform_files.NOFOLLOW
+        read_only = False
         try:
             fd = os.open(path, os.O_RDWR | os.O_CREAT | flags, 0o600)
         except OSError as exc:
@@ -183,20 +175,26 @@ class _KernelLock:
             # A read-only data folder: the write fails later with the usual message, or, when
             # the lock file exists, read-only is enough for flock.
             fd = os.open(path, os.O_RDONLY | flags)
+            read_only = True
         try:
-            while True:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    pass
-                if time.monotonic() >= deadline:
-                    raise LockTimeout(_timeout_message(fd))
-                time.sleep(POLL_S)
+            try:
+                taken = locks.exclusive(fd, deadline=deadline)
+            except OSError as exc:
+                if read_only:  # a byte-range lock wants a writable file: the folder is the cause
+                    raise
+                # A file system without locks (some network drives): waiting would not help,
+                # and writing without the lock could lose another writer's change.
+                raise LockBroken(
+                    f"记忆写锁文件 {path} 无法加锁（{exc.strerror or exc}）：它所在的文件系统"
+                    "（例如网络盘）不支持文件锁，为了不丢失记忆没有写入。请把数据目录放到本机磁盘上"
+                    "（环境变量 MEMSELF_HOME 可以指定位置）"
+                ) from exc
+            if not taken:
+                raise LockTimeout(_timeout_message(fd))
             # Only for the waiters' message: who is holding us up.
             with contextlib.suppress(OSError):
                 os.ftruncate(fd, 0)
-                os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+                platform_files.write_at(fd, f"{os.getpid()}\n".encode(), 0)
         except BaseException:
             os.close(fd)
             raise
@@ -204,13 +202,13 @@ class _KernelLock:
 
     def release(self) -> None:
         if self.fd >= 0:
-            os.close(self.fd)  # closing the last descriptor drops the flock
+            os.close(self.fd)  # closing the last descriptor drops the lock
             self.fd = -1
 
 
 def _timeout_message(fd: int) -> str:
     try:
-        holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+        holder = platform_files.read_at(fd, 32, 0).decode("ascii", "replace").strip()
     except OSError:
         holder = ""
     if holder.isdigit() and pid_alive(int(holder)):
@@ -264,6 +262,12 @@ def _directory_lock(paths: DataPaths, deadline: float) -> Iterator[LockHandle]:
             owner = _owner_of(paths.lock_dir)
             if owner is not None:
                 _try_reclaim(paths, owner)
+            else:
+                # An empty leftover (a holder that died between removing its owner file and the
+                # folder): POSIX's rename replaces it, Windows' refuses to, so remove it. A lock
+                # being taken is never empty (its owner file is in it before the rename).
+                with contextlib.suppress(OSError):
+                    os.rmdir(paths.lock_dir)
             if time.monotonic() >= deadline:
                 raise LockTimeout(f"等待记忆写锁超时：另一个程序（多半是原插件）正持有 {paths.lock_dir}")
             time.sleep(POLL_S)

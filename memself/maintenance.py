@@ -19,7 +19,6 @@ import sys
 import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from typing import Any
 
 from memself import children, confidence, dedupkeys
 from memself.atomic import write_atomic
@@ -96,15 +95,13 @@ def _spawn(paths: DataPaths, decay_days: int, now: datetime) -> int:
     """``memself.maintenance ROOT DAYS NOW`` in an isolated interpreter (``memself.launcher``) and
     its own session, stdio on /dev/null.
 
-    ``os.posix_spawn`` keeps ``subprocess`` out of the hook process (like the judge's start)."""
+    ``os.posix_spawn`` keeps ``subprocess`` out of the hook process (like the judge's start),
+    where the system has it."""
     env = dict(os.environ)
     argv = python_command("memself.maintenance", str(paths.root), str(decay_days), iso(now))
-    actions: list[tuple[Any, ...]] = [
-        (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
-        (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
-        (os.POSIX_SPAWN_DUP2, 1, 2),
-    ]
-    return os.posix_spawn(argv[0], argv, env, file_actions=actions, setsid=True)
+    from memself.platform import children as platform_children
+
+    return platform_children.spawn_detached(argv, env)
 
 
 def main(argv: list[str]) -> int:

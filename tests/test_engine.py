@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from memself.engine import client as engine_client
+from memself.engine import transport
 from memself.engine.base import SERVICE_ENV
 from memself.engine.client import (
     EngineClient,
@@ -36,13 +37,16 @@ from memself.engine.client import (
     stop_engine,
 )
 from memself.engine.location import RUNTIME_ENV, ensure_private_dir, locate, recorded_socket
-from memself.engine.peercred import peer_allowed, peer_uid
-from memself.engine.protocol import MAX_REQUEST_BYTES, read_message
+from memself.engine.protocol import MAX_REQUEST_BYTES, read_message, recv_exact
 from memself.engine.server import EngineServer
 from memself.errors import EngineUnavailable
 from memself.paths import DataPaths
+from memself.platform.sockets import peer_allowed, peer_uid
+from tests.support import foreign
 from tests.support.engine_test_service import WARM_UP_ENV, WARM_UP_FAIL_ENV, EngineTestService, HeldService
 from tests.support.engines import start_engine_process
+
+UNIX_ONLY = foreign.unix_sockets_only()
 
 # A failed assertion or request inside a helper thread must fail its test.
 pytestmark = pytest.mark.filterwarnings("error::pytest.PytestUnhandledThreadExceptionWarning")
@@ -143,6 +147,7 @@ def log_text(paths: DataPaths) -> str:
 # -- real engine processes ---------------------------------------------------------------------
 
 
+@UNIX_ONLY
 def test_spawned_engine_serves_then_stops(paths: DataPaths, runtime_dir: Path) -> None:
     assert engine_status(paths) is None
     assert ensure_started(paths) == "spawned"
@@ -213,8 +218,9 @@ def test_concurrent_clients_spawn_one_engine(paths: DataPaths) -> None:
     # descheduled long enough, the engine already answering).
     assert outcomes.count("spawned") == 1 and len(outcomes) == 5, outcomes
     assert set(outcomes) <= {"spawned", "starting", "running"}, outcomes
-    assert len(engine_client._SPAWNED_PIDS) == 1
-    assert call_engine(paths, "echo", {}, 15)["pid"] == engine_client._SPAWNED_PIDS[0]
+    spawned = engine_client._SPAWNED_PIDS + [process.pid for process in engine_client._SPAWNED]
+    assert len(spawned) == 1
+    assert call_engine(paths, "echo", {}, 15)["pid"] == spawned[0]
 
 
 def test_engine_exits_when_idle(paths: DataPaths) -> None:
@@ -250,7 +256,9 @@ def test_killed_engine_is_replaced_next_turn(paths: DataPaths) -> None:
     first = wait_for(lambda: ready_recall(paths), 15)["pid"]  # type: ignore[index]
     os.kill(first, signal.SIGKILL)
     wait_for(lambda: not alive(first), 5)
-    assert os.path.exists(locate(paths.root).socket_path)  # left behind by the crash
+    location = locate(paths.root)
+    # Left behind by the crash: the socket file, or the TCP fallback's port file.
+    assert os.path.exists(location.socket_path if foreign.unix_sockets() else location.port_file)
 
     # This turn: no recall, though its budget would let the new engine start and answer.
     assert recall_or_none(paths, "你好", 30.0) is None
@@ -384,6 +392,7 @@ def test_single_instance_in_process(paths: DataPaths) -> None:
         assert EngineClient(paths).ping()["pid"] == first.pid
 
 
+@UNIX_ONLY
 def test_peer_uid_check() -> None:
     assert peer_allowed(1000, 1000)
     assert not peer_allowed(1001, 1000)
@@ -397,6 +406,7 @@ def test_peer_uid_check() -> None:
         right.close()
 
 
+@UNIX_ONLY
 def test_other_users_are_refused(paths: DataPaths) -> None:
     with in_process(paths, allowed_uid=os.getuid() + 1, wait_warm=False):
         with pytest.raises(EngineRequestError) as failure:
@@ -406,6 +416,7 @@ def test_other_users_are_refused(paths: DataPaths) -> None:
     assert "engine-refused" in log_text(paths)
 
 
+@UNIX_ONLY
 def test_oversized_messages_are_rejected(paths: DataPaths) -> None:
     client = EngineClient(paths)
     with in_process(paths):
@@ -431,6 +442,7 @@ def test_oversized_messages_are_rejected(paths: DataPaths) -> None:
         assert client.ping()["ready"] is True  # still serving
 
 
+@UNIX_ONLY
 def test_garbage_request_gets_bad_request(paths: DataPaths) -> None:
     with in_process(paths):
         for body in (b"not json", b"[1, 2]", json.dumps({"op": 3}).encode()):
@@ -532,6 +544,7 @@ def test_service_errors_keep_the_engine_serving(paths: DataPaths) -> None:
     assert "secret-looking" not in log  # messages may quote prompts: never logged
 
 
+@UNIX_ONLY
 def test_removed_socket_file_makes_the_engine_exit(paths: DataPaths) -> None:
     with in_process(paths) as server:
         os.unlink(locate(paths.root).socket_path)
@@ -551,6 +564,7 @@ def test_version_mismatch_stops_the_engine(paths: DataPaths) -> None:
         wait_for(lambda: not os.path.exists(locate(paths.root).socket_path), 5)
 
 
+@UNIX_ONLY
 def test_runtime_dir_must_be_private(paths: DataPaths, runtime_dir: Path, tmp_path: Path) -> None:
     runtime_dir.mkdir(mode=0o755)
     os.chmod(runtime_dir, 0o755)
@@ -584,13 +598,18 @@ def test_tcp_fallback_with_token(paths: DataPaths) -> None:
     port_file = Path(locate(paths.root).port_file)
     with in_process(paths, transport="tcp") as server:
         assert stat.S_IMODE(port_file.stat().st_mode) == 0o600
-        info = json.loads(port_file.read_text())
+        port, token, pid = transport.parse_port_file(port_file.read_text())
+        info = {"port": port, "token": token, "pid": pid}
         assert info["pid"] == server.pid and len(info["token"]) >= 32
         assert not os.path.exists(locate(paths.root).socket_path)
         assert client.request("echo", {"via": "tcp"})["echo"] == {"via": "tcp"}
         assert client.status()["transport"] == "tcp"
 
         raw = socket.create_connection(("127.0.0.1", info["port"]), timeout=2)
+        # The engine proves it holds the token before anything is sent to it.
+        nonce = os.urandom(transport.NONCE_BYTES)
+        raw.sendall(nonce)
+        assert recv_exact(raw, transport.PROOF_BYTES) == transport.tcp_proof(info["token"], nonce)
         body = json.dumps({"op": "ping", "payload": {}, "token": "wrong"}).encode()
         raw.sendall(len(body).to_bytes(4, "big") + body)
         reply = read_message(raw, 1 << 16)
@@ -634,6 +653,7 @@ def test_client_is_light_on_the_hook_path() -> None:
     assert loaded.isdisjoint(heavy), loaded & heavy
 
 
+@UNIX_ONLY
 def test_location_is_short_stable_and_per_data_dir(
     tmp_path: Path, runtime_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -649,7 +669,7 @@ def test_location_is_short_stable_and_per_data_dir(
     assert here.socket_path == str(xdg / "memself" / f"{here.key}.sock")
     assert locate(alias).key == here.key  # the resolved directory decides
     assert locate(tmp_path / "other").key != here.key
-    assert here.port_file == str(data / "engine-port.json")
+    assert here.port_file == str(data / "engine-port")
     # One engine per data directory, whatever the runtime directory: the lock is in the data dir.
     assert here.lock_path == str(data / "engine.lock") == locate(alias).lock_path
 

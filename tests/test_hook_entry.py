@@ -21,6 +21,7 @@ from memself.hooks.command import hook_command_line
 from memself.hosts import HOSTS
 from memself.hosts.base import EventKind, HookEvent, HookReply
 from memself.paths import DataPaths
+from tests.support import foreign
 from tests.support.hookproc import REPO_ROOT, HookProc, hook_data, hook_runs, load_payloads, run_entry
 
 __all__ = ["hook_data"]  # the fixture, imported for pytest
@@ -317,7 +318,8 @@ def test_stuck_core_answers_before_the_host_kills_the_hook(
     # Well before the core's 30 s sleep ends: the deadline cut it. That the answer also beats
     # Cursor's 5 s on a starved machine is the full group's (tests/adversarial/test_hook_deadline.py).
     assert 3.5 < elapsed < 15.0, elapsed
-    assert [r.get("note") for r in hook_runs(hook_data)] == [note]
+    # Windows has no alarm signal: there the watchdog thread answers in either case.
+    assert [r.get("note") for r in hook_runs(hook_data)] == ["watchdog" if foreign.active() else note]
 
 
 @pytest.mark.parametrize(

@@ -148,7 +148,8 @@ def _add_many(path: str, prefix: str) -> None:
 def test_concurrent_editors_lose_nothing(folder: Path) -> None:
     path = folder / "f.json"
     path.write_text("{}\n")
-    ctx = multiprocessing.get_context("fork")
+    # spawn, not fork: what Windows has (and the foreign-platform mode leaves).
+    ctx = multiprocessing.get_context("spawn")
     procs = [ctx.Process(target=_add_many, args=(str(path), p)) for p in ("a", "b", "c")]
     for proc in procs:
         proc.start()

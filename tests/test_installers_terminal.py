@@ -12,7 +12,13 @@ import stat
 import time
 from pathlib import Path
 
+import pytest
+
 from memself.paths import DataPaths
+from tests.support import foreign
+
+# A pseudo-terminal is POSIX's (pty.fork); Windows' console is another thing, never run here.
+pytestmark = pytest.mark.skipif(foreign.active(), reason="POSIX pseudo-terminals only")
 
 KEY = "sk-typed-secret-5d2c"
 ANSWERS = [

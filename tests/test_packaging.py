@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -158,3 +159,35 @@ def test_wheel_imports_from_its_own_files(wheel: zipfile.ZipFile, tmp_path: Path
     assert proc.returncode == 0, proc.stderr
     for line in proc.stdout.splitlines():
         assert Path(line).resolve().is_relative_to(site.resolve()), line
+
+
+@pytest.mark.full
+def test_the_wheel_installs_and_runs_from_anywhere(wheel: zipfile.ZipFile, tmp_path: Path) -> None:
+    """What ``pipx install .`` does, minus the heavy dependencies: the wheel in a fresh venv,
+    ``memself --version`` and the hook entry run from another folder."""
+    venv = tmp_path / "fresh venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    bindir = venv / ("Scripts" if os.name == "nt" else "bin")
+    python = bindir / "python"
+    wheel_file = Path(wheel.filename or "")
+    done = subprocess.run(
+        [str(python), "-m", "pip", "install", "--quiet", "--no-deps", str(wheel_file), "click"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    version = subprocess.run(
+        [str(bindir / "memself"), "--version"], capture_output=True, text=True, timeout=60, cwd=elsewhere
+    )
+    assert version.returncode == 0 and "0.1.0" in version.stdout, version.stderr
+    entry = subprocess.run(
+        [str(python), "-c", "import memself.hooks.entry as e; print(e.__file__)"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=elsewhere,
+    )
+    assert Path(entry.stdout.strip()).resolve().is_relative_to(venv.resolve()), entry.stdout

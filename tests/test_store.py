@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import stat
 import subprocess
 import sys
@@ -174,13 +175,15 @@ except MemselfError as exc:
 
 
 def _run_child(args: list[str]) -> subprocess.CompletedProcess:
-    return subprocess.run(args, capture_output=True, text=True, timeout=60, env=os.environ.copy())
+    # The child prints in its console's encoding (GBK in the foreign-platform mode).
+    encoding = os.environ.get("PYTHONIOENCODING") or "utf-8"
+    return subprocess.run(args, capture_output=True, encoding=encoding, timeout=60, env=os.environ.copy())
 
 
 def test_read_only_directory_gives_clear_error_and_keeps_file(store: MemoryStore) -> None:
     store.create("回答一律使用中文", "rule", T0)
     before = store.paths.group_file("rule").read_bytes()
-    root = str(store.paths.root)
+    root = shlex.quote(str(store.paths.root))
     # A read-only bind mount is a real read-only folder even for root (mode bits are not).
     script = (
         f"mount --bind {root} {root} && mount -o remount,bind,ro {root} && {sys.executable} -c '{_CHILD}' ro"

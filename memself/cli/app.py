@@ -16,6 +16,9 @@ class MemselfGroup(click.Group):
     """Maps expected failures to one clear Chinese line on stderr and exit 1, never a traceback."""
 
     def invoke(self, ctx: click.Context) -> Any:
+        from memself.platform.console import tolerate_narrow_encodings
+
+        tolerate_narrow_encodings()
         try:
             return super().invoke(ctx)
         except MemselfError as exc:

@@ -9,6 +9,7 @@ client shares. Every failure surfaces as ``EngineRequestError`` (an ``EngineUnav
 
 from __future__ import annotations
 
+import _thread
 import os
 import sys
 import time
@@ -36,12 +37,14 @@ from memself.engine.protocol import (
 )
 from memself.errors import EngineUnavailable
 from memself.launcher import python_command
+from memself.platform import children
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import subprocess
     from typing import Any
 
+    from memself.engine.location import EngineLocation
     from memself.paths import DataPaths
 
 # The model reads a few hundred tokens; a longer prompt only costs transfer time.
@@ -51,6 +54,10 @@ _REPLY_MARGIN_S = 0.05
 _FD_DIR = "/dev/fd"
 _SPAWNED: list[subprocess.Popen[bytes]] = []
 _SPAWNED_PIDS: list[int] = []
+# Engines spawned without a handed-over lock: data dir -> (pid, time.monotonic() of the spawn).
+_STARTING: dict[str, tuple[int, float]] = {}
+_START_GRACE_S = 30.0
+_START_LOCK = _thread.allocate_lock()
 
 
 class EngineRequestError(EngineUnavailable):
@@ -159,6 +166,25 @@ def spawn_engine(paths: DataPaths, *, idle_minutes: float | None = None, replace
             raise EngineRequestError(ERR_SPAWN, f"{MESSAGES[ERR_SPAWN]}：{exc}") from None
         if lock_fd is None and not replace:
             return None
+    else:
+        # Without a lock to hand over, an engine takes its own once it runs: until then, the
+        # child spawned here a moment ago is the one starting (threads of one process agree
+        # under _START_LOCK; another process's spawn exits when it finds the lock taken).
+        _START_LOCK.acquire()
+        try:
+            if not replace and (
+                instance_lock.is_held(location.lock_path) or _still_starting(location.data_dir)
+            ):
+                return None
+            return _spawn(paths, location, None, idle_minutes)
+        finally:
+            _START_LOCK.release()
+    return _spawn(paths, location, lock_fd, idle_minutes)
+
+
+def _spawn(
+    paths: DataPaths, location: EngineLocation, lock_fd: int | None, idle_minutes: float | None
+) -> int:
     env = dict(os.environ)
     command = python_command("memself.engine", "serve", "--data-dir", str(paths.root))
     if idle_minutes is not None:
@@ -167,7 +193,7 @@ def spawn_engine(paths: DataPaths, *, idle_minutes: float | None = None, replace
         command += ["--lock-fd", str(lock_fd)]
     try:
         try:
-            if not (hasattr(os, "posix_spawn") and os.path.isdir(_FD_DIR)):
+            if not (children.posix_spawn_detached() and os.path.isdir(_FD_DIR)):
                 raise NotImplementedError
             pid = _spawn_posix(command, env, lock_fd)
         except NotImplementedError:  # no posix_spawn, no /dev/fd, or no POSIX_SPAWN_SETSID
@@ -177,7 +203,23 @@ def spawn_engine(paths: DataPaths, *, idle_minutes: float | None = None, replace
     finally:
         if lock_fd is not None:
             instance_lock.release(lock_fd)  # the child's copy of the fd keeps the lock
+    if lock_fd is None:
+        _STARTING[location.data_dir] = (pid, time.monotonic())
     return pid
+
+
+def _still_starting(data_dir: str) -> bool:
+    """True while an engine this process spawned for ``data_dir`` runs and is young enough to
+    be still on its way to the lock."""
+    started = _STARTING.get(data_dir)
+    if started is None:
+        return False
+    pid, at = started
+    running = any(process.pid == pid and process.poll() is None for process in _SPAWNED)
+    if running and time.monotonic() - at < _START_GRACE_S:
+        return True
+    del _STARTING[data_dir]
+    return False
 
 
 def _spawn_posix(command: list[str], env: dict[str, str], keep_fd: int | None) -> int:
@@ -209,11 +251,6 @@ def _spawn_posix(command: list[str], env: dict[str, str], keep_fd: int | None) -
 def _spawn_subprocess(command: list[str], env: dict[str, str], keep_fd: int | None) -> int:
     import subprocess
 
-    # sys.platform rather than os.name: type checkers take the branch of the platform they check.
-    if sys.platform != "win32":
-        detach: dict[str, Any] = {"start_new_session": True}
-    else:
-        detach = {"creationflags": subprocess.DETACHED_PROCESS | subprocess.CREATE_NEW_PROCESS_GROUP}
     process = subprocess.Popen(
         command,
         stdin=subprocess.DEVNULL,
@@ -223,7 +260,7 @@ def _spawn_subprocess(command: list[str], env: dict[str, str], keep_fd: int | No
         cwd=os.path.abspath(os.sep),
         env=env,
         pass_fds=(keep_fd,) if keep_fd is not None else (),
-        **detach,
+        **children.popen_detached(),
     )
     _SPAWNED.append(process)
     return process.pid
@@ -379,7 +416,10 @@ def stop_engine(paths: DataPaths, timeout_s: float = 5.0) -> int | None:
                 raise
             # Holding the lock without listening: an engine still starting. Left alone it would
             # serve (and outlive its data directory's user) for its whole idle time.
-            if not instance_lock.is_held(client.location.lock_path) or time.monotonic() > deadline:
+            starting = instance_lock.is_held(client.location.lock_path) or _still_starting(
+                client.location.data_dir
+            )
+            if not starting or time.monotonic() > deadline:
                 return None
             time.sleep(0.05)
     while instance_lock.is_held(client.location.lock_path):

@@ -9,28 +9,23 @@ file itself is never deleted: deleting lock files reopens races.
 from __future__ import annotations
 
 import os
-import sys
 
-# fcntl is imported where used: a warm engine answers the hook without any lock, so the hook
-# should not pay for loading the extension module.
-_POSIX_LOCKS = sys.platform != "win32"
+# The lock module is imported where used: a warm engine answers the hook without any lock, so
+# the hook should not pay for loading it.
 
 
 def try_lock(path: str) -> int | None:
-    """Take the lock without waiting; the open fd (keep it open to hold the lock) or None."""
+    """Take the lock without waiting; the open fd (keep it open to hold the lock) or None.
+    OSError when the file cannot be opened or locked at all."""
+    from memself.platform import locks
+
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     try:
-        # sys.platform rather than _POSIX_LOCKS: type checkers take the branch of the platform
-        # they check, and msvcrt's locking exists on Windows only.
-        if sys.platform != "win32":
-            import fcntl
-
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        else:
-            import msvcrt
-
-            msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
-    except OSError:
+        taken = locks.try_exclusive(fd)
+    except BaseException:
+        os.close(fd)
+        raise
+    if not taken:
         os.close(fd)
         return None
     return fd
@@ -39,36 +34,31 @@ def try_lock(path: str) -> int | None:
 def can_hand_over() -> bool:
     """True where a locked fd passed to a child keeps the lock (flock locks belong to the open
     file, which the child shares); Windows' byte-range locks do not survive that."""
-    return _POSIX_LOCKS
+    from memself.platform import locks
+
+    return locks.inherited()
 
 
 def holds(fd: int, path: str) -> bool:
     """True if ``fd`` (handed over by the spawning client) is the lock file ``path`` and carries
     the lock for us."""
-    if not _POSIX_LOCKS:
-        return False
-    import fcntl
+    from memself.platform import locks
 
     try:
         mine, theirs = os.fstat(fd), os.stat(path)
-        if (mine.st_dev, mine.st_ino) != (theirs.st_dev, theirs.st_ino):
-            return False
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # a no-op when this open file holds it
     except OSError:
         return False
-    return True
+    if (mine.st_dev, mine.st_ino) != (theirs.st_dev, theirs.st_ino):
+        return False
+    return locks.holds(fd)
 
 
 def above_stdio(fd: int) -> int:
     """``fd`` moved to a number above 2 (same open file, so the lock stays): a host that closed
     our stdin would otherwise see the child's /dev/null redirection overwrite the lock fd."""
-    if fd > 2 or not _POSIX_LOCKS:
-        return fd
-    import fcntl
+    from memself.platform import locks
 
-    moved = fcntl.fcntl(fd, fcntl.F_DUPFD, 3)
-    os.close(fd)
-    return moved
+    return locks.above_stdio(fd)
 
 
 def release(fd: int) -> None:
@@ -106,8 +96,10 @@ def read_owner(path: str) -> int | None:
 
 def write_owner(fd: int, pid: int) -> None:
     """Record the holder's pid in the lock file, for ``engine status`` and humans."""
+    from memself.platform import files
+
     try:
         os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{pid}\n".encode(), 0)
-    except (OSError, AttributeError):
+        files.write_at(fd, f"{pid}\n".encode(), 0)
+    except OSError:
         pass

@@ -17,10 +17,12 @@ from __future__ import annotations
 import os
 import stat
 
+from memself.platform import files, runtime
+
 RUNTIME_ENV = "MEMSELF_RUNTIME_DIR"
 # Linux allows 107 bytes in sun_path, macOS 103; keep a margin.
 _SUN_PATH_MAX = 100
-PORT_FILE_NAME = "engine-port.json"
+PORT_FILE_NAME = "engine-port"
 LOCK_FILE_NAME = "engine.lock"
 SOCKET_RECORD_NAME = "engine-socket"
 _RECORD_MAX_BYTES = 4096
@@ -51,9 +53,8 @@ class EngineLocation:
 
 
 def own_uid() -> int | None:
-    """This process's uid, or None where the platform has no uids (Windows)."""
-    getuid = getattr(os, "getuid", None)
-    return getuid() if getuid is not None else None
+    """This process's uid, or None where the system has no uids a peer check can use (Windows)."""
+    return files.own_uid()
 
 
 def _fnv1a64(text: str) -> str:
@@ -65,30 +66,12 @@ def _fnv1a64(text: str) -> str:
     return f"{value:016x}"
 
 
-def _user_tag() -> str:
-    uid = own_uid()
-    if uid is not None:
-        return str(uid)
-    return "".join(c for c in os.environ.get("USERNAME", "user") if c.isalnum()) or "user"
-
-
 def runtime_dir_candidates() -> list[str]:
-    """Runtime directories to use, best first: an override, the XDG one, then the temp dir."""
+    """Runtime directories to use, best first: an override, then the system's (``platform.runtime``)."""
     override = os.environ.get(RUNTIME_ENV, "").strip()
     if override:
         return [os.path.abspath(override)]
-    candidates: list[str] = []
-    xdg = os.environ.get("XDG_RUNTIME_DIR", "").strip()
-    if xdg and os.path.isabs(xdg):
-        candidates.append(os.path.join(xdg, "memself"))
-    if os.name == "posix":
-        # Not $TMPDIR: it differs between a terminal and a GUI host more often than /tmp does,
-        # and the hook and the CLI must agree on one engine.
-        candidates.append(f"/tmp/memself-{_user_tag()}")
-    else:
-        tmp = os.environ.get("TEMP") or os.environ.get("TMP") or os.path.expanduser("~")
-        candidates.append(os.path.join(tmp, f"memself-{_user_tag()}"))
-    return candidates
+    return runtime.base_candidates()
 
 
 def locate(data_dir: str | os.PathLike[str]) -> EngineLocation:
@@ -117,9 +100,8 @@ def recorded_socket(location: EngineLocation) -> str | None:
         return None
     try:
         info = os.fstat(fd)
-        uid = own_uid()
         if not stat.S_ISREG(info.st_mode) or (
-            uid is not None and (info.st_uid != uid or info.st_mode & 0o022)
+            files.modes_meaningful() and (info.st_uid != os.getuid() or info.st_mode & 0o022)
         ):
             return None
         data = os.read(fd, _RECORD_MAX_BYTES)
@@ -135,7 +117,7 @@ def recorded_socket(location: EngineLocation) -> str | None:
 
 def fallback_prefix() -> str:
     """Name prefix of the private runtime directories an engine creates for itself."""
-    return f"memself-{_user_tag()}-"
+    return f"memself-{runtime.user_tag()}-"
 
 
 def make_fallback_dir(location: EngineLocation) -> str:
@@ -147,8 +129,7 @@ def make_fallback_dir(location: EngineLocation) -> str:
         return os.path.dirname(previous)
     import tempfile
 
-    base = "/tmp" if os.name == "posix" else tempfile.gettempdir()
-    return tempfile.mkdtemp(prefix=fallback_prefix(), dir=base)
+    return tempfile.mkdtemp(prefix=fallback_prefix(), dir=runtime.temp_base())
 
 
 def dir_problem(path: str) -> str:
@@ -163,12 +144,7 @@ def dir_problem(path: str) -> str:
         return "是一个符号链接"
     if not stat.S_ISDIR(info.st_mode):
         return "不是目录"
-    uid = own_uid()
-    if uid is not None and info.st_uid != uid:
-        return f"属于另一个用户（uid {info.st_uid}）"
-    if uid is not None and info.st_mode & 0o077:
-        return f"其他用户可以访问（权限 {stat.S_IMODE(info.st_mode):o}）"
-    return ""
+    return files.private_problem(info)
 
 
 def dir_state(path: str) -> str:
@@ -185,10 +161,7 @@ def dir_state(path: str) -> str:
         return "unsafe"
     if not stat.S_ISDIR(info.st_mode):
         return "unsafe"
-    uid = own_uid()
-    if uid is None:  # no uids, no modes to check (Windows)
-        return "private"
-    return "private" if info.st_uid == uid and info.st_mode & 0o077 == 0 else "unsafe"
+    return "unsafe" if files.private_problem(info) else "private"
 
 
 def ensure_private_dir(path: str) -> None:
@@ -204,11 +177,10 @@ def ensure_private_dir(path: str) -> None:
     info = os.lstat(path)
     if not stat.S_ISDIR(info.st_mode):
         raise OSError(f"not a directory: {path}")
-    uid = own_uid()
-    if uid is None:
+    if not files.modes_meaningful():
         return
-    if info.st_uid != uid:
-        raise OSError(f"owned by uid {info.st_uid}, not {uid}: {path}")
+    if info.st_uid != os.getuid():
+        raise OSError(f"owned by uid {info.st_uid}, not {os.getuid()}: {path}")
     if info.st_mode & 0o777 != 0o700:
         os.chmod(path, 0o700)
 

@@ -23,6 +23,7 @@ from pathlib import Path
 from memself.launcher import python_command
 from memself.logs import log
 from memself.paths import DataPaths
+from memself.platform import children
 
 Stamp = tuple[int, int, int] | None
 # How far below its own priority the regeneration runs (a niceness increment).
@@ -108,7 +109,7 @@ def spawn_refresh(paths: DataPaths) -> subprocess.Popen[bytes]:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         close_fds=True,
-        start_new_session=True,
+        **children.popen_detached(),
     )
 
 

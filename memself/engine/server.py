@@ -2,7 +2,7 @@
 
 Lifecycle: take the single-instance lock (in the data directory), listen (Unix socket in a
 private directory, whose path is recorded in the data directory, or loopback TCP with a token
-where AF_UNIX is missing), warm the service up in the background,
+where there are no Unix sockets), warm the service up in the background,
 serve one request per connection on its own thread, and exit after ``idle_s`` without requests,
 on ``stop``, on SIGTERM, or when a client of another version asks for a service op.
 
@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import hmac
-import json
 import os
 import secrets
 import select
@@ -42,7 +41,6 @@ from memself.engine.location import (
     own_uid,
 )
 from memself.engine.page_refresh import PageRefresher
-from memself.engine.peercred import peer_allowed, peer_uid
 from memself.engine.protocol import (
     ACK,
     ACK_WAIT_S,
@@ -66,10 +64,15 @@ from memself.engine.protocol import (
     pack,
     read_body,
     read_header,
+    recv_exact,
 )
+from memself.engine.transport import NONCE_BYTES, format_port_file, parse_port_file, tcp_proof
 from memself.errors import MemselfError
 from memself.logs import log
 from memself.paths import DataPaths
+from memself.platform import signals as platform_signals
+from memself.platform import sockets
+from memself.platform.sockets import peer_allowed, peer_uid
 
 STATE_LOADING = "loading"
 STATE_READY = "ready"
@@ -110,7 +113,7 @@ def _stamp(path: Path) -> FileStamp:
 class EngineServer:
     """Serves one data directory. Use: ``acquire()`` -> ``start(service)`` -> ``serve_forever()``.
 
-    ``transport`` is "unix" (default where AF_UNIX exists) or "tcp"; ``allowed_uid`` is the only
+    ``transport`` is "unix" (default where Unix sockets exist) or "tcp"; ``allowed_uid`` is the only
     uid whose connections are served (default: ours). ``lock_wait_s`` bounds how long a new
     engine waits for an exiting one (version change) to release the lock; if a healthy engine of
     the same code answers meanwhile, ``acquire`` returns False at once.
@@ -131,7 +134,7 @@ class EngineServer:
         self.paths = paths
         self.idle_s = idle_s
         self.location = location or locate(paths.root)
-        self.transport = transport or ("unix" if hasattr(socket, "AF_UNIX") else "tcp")
+        self.transport = transport or ("unix" if sockets.unix_sockets() else "tcp")
         self.allowed_uid = allowed_uid if allowed_uid is not None else own_uid()
         self.version = memself.__version__
         self.fingerprint = code_fingerprint()
@@ -264,7 +267,7 @@ class EngineServer:
         # We hold the lock, so whatever socket file is there belongs to a dead engine.
         with contextlib.suppress(FileNotFoundError):
             os.unlink(path)
-        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        listener = socket.socket(sockets.unix_family(), socket.SOCK_STREAM)
         try:
             listener.bind(path)
             os.chmod(path, 0o600)
@@ -292,7 +295,7 @@ class EngineServer:
             self.paths.ensure()
             write_atomic(
                 Path(self.location.port_file),
-                json.dumps({"port": port, "token": self._token, "pid": self.pid}),
+                format_port_file(port, self._token, self.pid),
             )
         except BaseException:
             listener.close()
@@ -388,8 +391,10 @@ class EngineServer:
             self._last_activity = time.monotonic()
         if not self._slots.acquire(blocking=False):
             # Read the request first: closing a Unix socket with unread data resets it, and the
-            # client would report "not running" instead of "busy".
-            _discard_request(conn, _BUSY_READ_S)
+            # client would report "not running" instead of "busy". On TCP the client waits for
+            # our proof before it sends the request.
+            if self.transport != "tcp" or self._prove(conn, _BUSY_READ_S):
+                _discard_request(conn, _BUSY_READ_S)
             _send(conn, _error(ERR_BUSY), timeout=0.2)
             conn.close()
             return
@@ -449,7 +454,7 @@ class EngineServer:
     def _remove_port_file(self) -> None:
         try:
             with open(self.location.port_file, encoding="utf-8") as handle:
-                if json.load(handle).get("token") == self._token:
+                if parse_port_file(handle.read(4096))[1] == self._token:
                     os.unlink(self.location.port_file)
         except (OSError, ValueError, AttributeError):
             pass
@@ -462,9 +467,22 @@ class EngineServer:
 
     # -- one connection ------------------------------------------------------------------------
 
+    def _prove(self, conn: socket.socket, timeout: float) -> bool:
+        """TCP: answer the client's nonce with the proof that we hold the token
+        (``transport.tcp_proof``), before it sends anything; False when that failed."""
+        try:
+            conn.settimeout(timeout)
+            nonce = recv_exact(conn, NONCE_BYTES)
+            conn.sendall(tcp_proof(self._token, nonce))
+        except OSError:
+            return False
+        return True
+
     def _serve_connection(self, conn: socket.socket) -> None:
         try:
             conn.settimeout(_READ_TIMEOUT_S)
+            if self.transport == "tcp" and not self._prove(conn, _READ_TIMEOUT_S):
+                return
             # Read the (bounded) request before any refusal: closing a Unix socket with unread
             # data resets it, and the client would see "unreachable" instead of the reason.
             try:
@@ -761,7 +779,7 @@ def run_engine(
     if not started:
         return 0
     if threading.current_thread() is threading.main_thread():
-        for name in ("SIGTERM", "SIGINT", "SIGHUP"):
+        for name in platform_signals.shutdown_signal_names():
             signum = getattr(signal, name, None)
             if signum is not None:
                 signal.signal(signum, lambda *_: server.shutdown("signal"))

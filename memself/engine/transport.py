@@ -4,11 +4,14 @@ Both clients use it: the full one (``memself.engine.client``: CLI, MCP server, j
 hook's recall) and the hook process's fast one (``memself.hook.process``), which builds its
 request body by hand. The engine listens on a Unix socket in a private runtime directory (or
 where it recorded it listens); where there are no Unix sockets, on loopback TCP with a token
-from a 0600 port file. On a Unix socket the peer's uid must be ours.
+from a 0600 port file. On a Unix socket the peer's uid must be ours; on TCP the engine first
+proves it knows the token (``tcp_proof`` of a fresh nonce), so a program that took the port of
+a dead engine is refused before it sees any request.
 
-Standard library only and cheap to import: ``_socket`` (``socket`` pulls in selectors and enum),
-``json`` only to read the TCP fallback's port file. Every failure is a ``FrameError`` with an
-ERR_* code of ``protocol``.
+Standard library only and cheap to import: ``_socket`` (``socket`` pulls in selectors and enum);
+the TCP fallback's port file is plain lines and its proof a keyed BLAKE2b from the built-in
+``_blake2`` (``json`` and ``hmac`` would cost the hook tens of milliseconds). Every failure is a
+``FrameError`` with an ERR_* code of ``protocol``.
 """
 
 from __future__ import annotations
@@ -18,7 +21,6 @@ import os
 import time
 
 from memself.engine.location import dir_state, own_uid, recorded_socket
-from memself.engine.peercred import peer_allowed, peer_uid
 from memself.engine.protocol import (
     ERR_REFUSED,
     ERR_TIMEOUT,
@@ -31,6 +33,8 @@ from memself.engine.protocol import (
     read_header,
     recv_exact,
 )
+from memself.platform import files, sockets
+from memself.platform.sockets import peer_allowed, peer_uid
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -40,7 +44,7 @@ if TYPE_CHECKING:
 def connect(location: EngineLocation, deadline: float) -> tuple[_socket.socket, str | None]:
     """A connection to the engine of ``location`` and, on the TCP fallback, the token its
     requests must carry. ``deadline`` is a ``time.monotonic()`` instant."""
-    if hasattr(_socket, "AF_UNIX"):
+    if sockets.unix_sockets():
         state = dir_state(location.runtime_dir)
         if state == "private":
             sock = _connect_unix(location.socket_path, deadline)
@@ -82,7 +86,7 @@ def remaining(deadline: float) -> float:
 
 def _connect_unix(path: str, deadline: float) -> _socket.socket | None:
     """A connection to the engine at ``path``; None when nobody listens there."""
-    sock = _connected(_socket.AF_UNIX, path, deadline, absent_ok=True)
+    sock = _connected(sockets.unix_family(), path, deadline, absent_ok=True)
     if sock is not None and not peer_allowed(peer_uid(sock), own_uid()):
         sock.close()
         raise FrameError(ERR_REFUSED)
@@ -119,19 +123,90 @@ def _connected(
         raise
 
 
-def _connect_tcp(port_file: str, deadline: float) -> tuple[_socket.socket, str | None]:
-    """The fallback where AF_UNIX is missing: loopback TCP plus the token from a 0600 file."""
-    try:
-        info = os.stat(port_file)
-        if own_uid() is not None and (info.st_mode & 0o077 or info.st_uid != own_uid()):
-            raise FrameError(ERR_UNSAFE_DIR, message=f"{MESSAGES[ERR_UNSAFE_DIR]}：{port_file}")
-        import json
+NONCE_BYTES = 16
+PROOF_BYTES = 32
 
+
+def tcp_proof(token: str, nonce: bytes) -> bytes:
+    """What an engine answers to a client's nonce on TCP: BLAKE2b of the nonce keyed by the token."""
+    from _blake2 import blake2b
+
+    return blake2b(nonce, key=token.encode("utf-8")[:64], digest_size=PROOF_BYTES).digest()
+
+
+def same_bytes(a: bytes, b: bytes) -> bool:
+    """Constant-time comparison (``hmac.compare_digest``, without importing hmac)."""
+    from _operator import _compare_digest
+
+    return bool(_compare_digest(a, b))
+
+
+def format_port_file(port: int, token: str, pid: int) -> str:
+    """The TCP fallback's port file: port, token and the engine's pid, one a line."""
+    return f"{port}\n{token}\n{pid}\n"
+
+
+def parse_port_file(text: str) -> tuple[int, str, int]:
+    """``(port, token, pid)`` of a port file; ValueError when it is not one."""
+    lines = text.split("\n")
+    if len(lines) < 3 or not lines[1]:
+        raise ValueError("not a port file")
+    return int(lines[0]), lines[1], int(lines[2])
+
+
+def port_file_problem(port_file: str) -> str:
+    """Why the TCP fallback's port file must not be believed, in words for the user; "" if it may.
+
+    Whoever can read it can talk to the engine as us; whoever can write it can send our prompts
+    elsewhere."""
+    try:
+        info = os.lstat(port_file)
+    except FileNotFoundError:
+        return ""
+    except OSError as exc:
+        return f"无法读取：{exc.strerror or exc}"
+    problem = files.private_problem(info)
+    return f"{port_file} {problem}" if problem else ""
+
+
+def _connect_tcp(port_file: str, deadline: float) -> tuple[_socket.socket, str | None]:
+    """The fallback without Unix sockets: loopback TCP plus the token from a private file."""
+    problem = port_file_problem(port_file)
+    if problem:
+        raise FrameError(ERR_UNSAFE_DIR, message=f"{MESSAGES[ERR_UNSAFE_DIR]}：{problem}")
+    try:
         with open(port_file, encoding="utf-8") as handle:
-            data = json.load(handle)
-        port, token = int(data["port"]), str(data["token"])
-    except (OSError, ValueError, KeyError, TypeError):
+            port, token, _ = parse_port_file(handle.read(4096))
+    except (OSError, ValueError):
         raise FrameError(ERR_UNREACHABLE) from None
     sock = _connected(_socket.AF_INET, ("127.0.0.1", port), deadline)
     assert sock is not None  # only absent_ok returns None
+    try:
+        nonce = os.urandom(NONCE_BYTES)
+        sock.settimeout(remaining(deadline))
+        sock.sendall(nonce)
+        proof = recv_exact(sock, PROOF_BYTES, deadline)
+    except FrameError as exc:
+        sock.close()
+        if exc.code == ERR_TIMEOUT:
+            raise
+        raise FrameError(ERR_UNREACHABLE, message=_foreign_port(port)) from None
+    except TimeoutError:  # an engine that does not answer (stopped, or swamped)
+        sock.close()
+        raise FrameError(ERR_TIMEOUT) from None
+    except OSError:
+        sock.close()
+        raise FrameError(ERR_UNREACHABLE, message=_foreign_port(port)) from None
+    if not same_bytes(proof, tcp_proof(token, nonce)):
+        sock.close()
+        raise FrameError(ERR_UNREACHABLE, message=_foreign_port(port))
     return sock, token
+
+
+def _foreign_port(port: int) -> str:
+    # Our engine is gone (its port file outlived it): "unreachable", so a new one is started,
+    # which listens on a port of its own.
+    return (
+        f"本机端口 {port} 上应答的不是本用户的 memself 召回引擎（端口可能被别的程序占用了），"
+        "没有向它发送任何内容；新启动的召回引擎会换用别的端口（memself engine start）"
+    )

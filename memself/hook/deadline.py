@@ -135,7 +135,9 @@ def _set(deadline: float) -> bool:
             import _signal
     except ImportError:  # pragma: no cover - every CPython has it
         return False
-    if not hasattr(_signal, "setitimer") or not hasattr(_signal, "SIGALRM"):
+    from memself.platform.signals import alarm_available
+
+    if not alarm_available(_signal):
         return False
     _state.deadline = deadline
     try:

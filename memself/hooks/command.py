@@ -1,8 +1,17 @@
-"""The command line installers register for a host's hooks, and how to recognise ours."""
+"""The command line installers register for a host's hooks, and how to recognise ours.
+
+One argv, spelled for the shell the host runs it in on this system (the adapter's
+``HOOK_SHELLS``): a POSIX shell on Linux and macOS; on Windows Git Bash (paths with forward
+slashes, which Git Bash, Python and Windows all read) or PowerShell (the call operator ``&``
+before a quoted path, single quotes doubled inside single quotes, and UTF-8 both ways: Windows
+PowerShell re-encodes what it pipes to a program with ``$OutputEncoding``, ASCII by default, and
+decodes what it reads back with the console's code page, GBK on a Chinese system).
+"""
 
 from __future__ import annotations
 
 import json
+import ntpath
 import os
 import re
 import shlex
@@ -54,9 +63,60 @@ def hook_command(host: str, kind: EventKind | None = None) -> list[str]:
     return argv
 
 
-def hook_command_line(host: str, kind: EventKind | None = None) -> str:
-    """``hook_command`` as one POSIX shell string, for config files whose ``command`` is a string."""
-    return shlex.join(hook_command(host, kind))
+def hook_command_line(host: str, kind: EventKind | None = None, system: str | None = None) -> str:
+    """``hook_command`` as one string for the shell ``host`` runs hooks in on ``system`` ("linux",
+    "macos", "windows"; default: this machine's own), for config files whose ``command`` is a
+    string."""
+    from memself.hosts import HOSTS
+    from memself.platform import system as platform_system
+
+    argv = hook_command(host, kind)
+    return command_line(argv, HOSTS[host].HOOK_SHELLS[system or platform_system.real_name()])
+
+
+def command_line(argv: Sequence[str], shell: str) -> str:
+    """``argv`` as one command string for ``shell``: "sh", "bash" (Git Bash: Windows paths get
+    forward slashes), "powershell" (the payload is PowerShell's own stdin) or "powershell-stage"
+    (the host pipes the payload into the command, a stage of its pipeline)."""
+    if shell in ("powershell", "powershell-stage"):
+        return powershell_command(argv, stage=shell == "powershell-stage")
+    if shell == "bash":
+        return shlex.join(git_bash_path(arg) for arg in argv)
+    return shlex.join(argv)
+
+
+def git_bash_path(arg: str) -> str:
+    """A Windows path (``C:\\Users\\张 三\\x.exe``) with forward slashes, which Git Bash does not
+    take for escapes; anything else unchanged."""
+    drive, rest = ntpath.splitdrive(arg)
+    if len(drive) == 2 and drive[1] == ":" and rest.startswith(("\\", "/")):
+        return drive + rest.replace("\\", "/")
+    return arg
+
+
+_POWERSHELL_BARE = re.compile(r"-{0,2}[A-Za-z0-9_][A-Za-z0-9_.=-]*")
+
+
+def powershell_quote(arg: str) -> str:
+    """One argument for PowerShell: bare when it holds nothing PowerShell would read, else in
+    single quotes (no expansion inside) with each single quote doubled. Typographic quotes count
+    as quotes to PowerShell, so they are doubled too."""
+    if _POWERSHELL_BARE.fullmatch(arg):
+        return arg
+    return "'" + re.sub("(['\u2018\u2019\u201a\u201b])", r"\1\1", arg) + "'"
+
+
+def powershell_command(argv: Sequence[str], stage: bool = False) -> str:
+    """A PowerShell command running ``argv`` with the payload as its stdin, UTF-8 both ways: a
+    script block that the payload is piped into, by the command itself (``$input``: PowerShell's
+    stdin) or, as a ``stage``, by the host's own pipeline (an expression cannot stand there)."""
+    if any('"' in arg for arg in argv):
+        # Windows PowerShell drops embedded double quotes when it starts a program.
+        raise ValueError("a PowerShell hook command cannot carry double quotes")
+    call = " ".join(["&", *(powershell_quote(arg) for arg in argv)])
+    utf8 = "[System.Text.UTF8Encoding]::new($false)"
+    block = f"& {{ $OutputEncoding = [Console]::OutputEncoding = {utf8}; $input | {call} }}"
+    return block if stage else f"$input | {block}"
 
 
 def hook_command_agent(cmd: str | Sequence[str]) -> str | None:

@@ -71,6 +71,17 @@ class HostAdapter(Protocol):
     # The host's own memory, by name, which our instructions must leave alone ("" when it has
     # none): with a name they constrain "this plugin only".
     OWN_MEMORY: str
+    # The client's config folder, relative to the user's home on every system (``~`` on Linux
+    # and macOS, ``%USERPROFILE%`` on Windows), and the variable that names another one.
+    CONFIG_DIR: str
+    CONFIG_ENV: str | None
+    # The shell that runs a hook's command string, per system ("linux", "macos", "windows"):
+    # "sh" (a POSIX shell), "bash" (Git Bash on Windows), "powershell" (the payload is
+    # PowerShell's stdin) or "powershell-stage" (the host pipes the payload into the command).
+    HOOK_SHELLS: dict[str, str]
+    # Whether a hook entry names its shell in a "shell" field (so the shell above is chosen,
+    # not the client's default).
+    HOOK_SHELL_FIELD: bool
 
     def parse(self, payload: dict[str, Any], env: Mapping[str, str] | None = None) -> HookEvent:
         """Normalise a payload; ``env`` (the hook's environment) only fills a missing cwd."""

@@ -28,6 +28,12 @@ TIMEOUTS = CLAUDE_TIMEOUTS
 CONTEXT_LIMIT = 10_000  # longer additionalContext is replaced by a file path and a preview
 # Claude Code has its own memory: our instructions constrain this plugin only and leave it alone.
 OWN_MEMORY = "Claude Code"
+CONFIG_DIR = ".claude"
+CONFIG_ENV: str | None = None
+# Windows: Git Bash runs hooks, or PowerShell where Git Bash is missing; the entry says
+# "shell": "powershell", which every Windows has, so one command form works on every machine.
+HOOK_SHELLS = {"linux": "sh", "macos": "sh", "windows": "powershell"}
+HOOK_SHELL_FIELD = True
 
 
 def working_directory(payload: dict[str, Any]) -> str:

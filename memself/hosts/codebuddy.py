@@ -24,6 +24,11 @@ EVENT_NAMES = CLAUDE_EVENT_NAMES
 TIMEOUTS = CLAUDE_TIMEOUTS
 CONTEXT_LIMIT = 10_000  # undocumented; Claude Code's cap, to be safe
 OWN_MEMORY = ""
+CONFIG_DIR = ".codebuddy"
+CONFIG_ENV: str | None = "CODEBUDDY_CONFIG_DIR"
+# Windows: Git Bash is enforced (no cmd or PowerShell).
+HOOK_SHELLS = {"linux": "sh", "macos": "sh", "windows": "bash"}
+HOOK_SHELL_FIELD = False
 
 # The original read ``user_prompt``; CodeBuddy Code 2.117.0 sends ``prompt``.
 PROMPT_KEYS = ("prompt", "user_prompt")

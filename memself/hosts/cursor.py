@@ -22,6 +22,11 @@ EVENT_NAMES = {
 TIMEOUTS = {EventKind.SESSION_START: 10, EventKind.PROMPT_SUBMIT: 5, EventKind.STOP: 20}
 CONTEXT_LIMIT = 10_000  # beforeSubmitPrompt: longer text goes to a file (client 3.20.17)
 OWN_MEMORY = ""
+CONFIG_DIR = ".cursor"
+CONFIG_ENV: str | None = None
+# Windows: the payload is piped through PowerShell (``Get-Content -Raw | & { $input | <command> }``).
+HOOK_SHELLS = {"linux": "sh", "macos": "sh", "windows": "powershell-stage"}
+HOOK_SHELL_FIELD = False
 
 
 def parse(payload: dict[str, Any], env: Mapping[str, str] | None = None) -> HookEvent:

@@ -25,6 +25,12 @@ EVENT_NAMES = CLAUDE_EVENT_NAMES
 TIMEOUTS = CLAUDE_TIMEOUTS
 CONTEXT_LIMIT = 10_000
 OWN_MEMORY = ""
+CONFIG_DIR = ".workbuddy"
+CONFIG_ENV: str | None = None
+# WorkBuddy embeds the CodeBuddy engine (Git Bash enforced on Windows); it ships for macOS and
+# Windows only. Its config folder is set by WorkBuddy itself, never by the user's variable.
+HOOK_SHELLS = {"linux": "sh", "macos": "sh", "windows": "bash"}
+HOOK_SHELL_FIELD = False
 
 
 def parse(payload: dict[str, Any], env: Mapping[str, str] | None = None) -> HookEvent:

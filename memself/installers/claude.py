@@ -12,6 +12,7 @@ from pathlib import Path
 
 import memself.installers.claude_cli as claude_cli
 import memself.installers.entries as entries
+from memself.hosts import claude as claude_host
 from memself.installers.base import InstallContext, Step, StepResult
 from memself.installers.jsonfile import Transform
 from memself.installers.jsonhost import JsonHostInstaller
@@ -132,7 +133,7 @@ class ClaudeInstaller(JsonHostInstaller):
 INSTALLER = ClaudeInstaller(
     name="claude",
     label="Claude Code",
-    config_dir=".claude",
+    config_dir=claude_host.CONFIG_DIR,
     hooks_file="settings.json",
     hook_shape="nested",
     mcp_file=None,

@@ -10,17 +10,19 @@ WorkBuddy runs the same engine with ``CODEBUDDY_CONFIG_DIR`` at ``~/.workbuddy``
 WorkBuddy's (its own installer), never CodeBuddy's.
 """
 
+from memself.hosts import codebuddy as codebuddy_host
+from memself.hosts import workbuddy as workbuddy_host
 from memself.installers.jsonhost import JsonHostInstaller
 
 INSTALLER = JsonHostInstaller(
     name="codebuddy",
     label="CodeBuddy",
-    config_dir=".codebuddy",
+    config_dir=codebuddy_host.CONFIG_DIR,
     hooks_file="settings.json",
     hook_shape="nested",
     mcp_file=".mcp.json",
     other_mcp_files=("mcp.json",),
     mcp_read_order=(".mcp.json", "mcp.json"),
-    config_env="CODEBUDDY_CONFIG_DIR",
-    config_env_ignored=(".workbuddy",),
+    config_env=codebuddy_host.CONFIG_ENV,
+    config_env_ignored=(workbuddy_host.CONFIG_DIR,),
 )

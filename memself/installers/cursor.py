@@ -5,13 +5,14 @@ copies are byte-identical and share one name, and a passive skill listed twice c
 whereas relying on the Claude copy would make ``uninstall --only claude`` take it from Cursor.
 """
 
+from memself.hosts import cursor as cursor_host
 from memself.hosts.base import EventKind
 from memself.installers.jsonhost import JsonHostInstaller
 
 INSTALLER = JsonHostInstaller(
     name="cursor",
     label="Cursor",
-    config_dir=".cursor",
+    config_dir=cursor_host.CONFIG_DIR,
     hooks_file="hooks.json",
     hook_shape="flat",
     mcp_file="mcp.json",

@@ -7,6 +7,7 @@ shown); the engine check starts the engine if none runs, which also proves the m
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -313,6 +314,35 @@ def check_engine(paths: DataPaths, wait_s: float = _ENGINE_WAIT_S) -> Check:
     return Check("召回进程", True, detail)
 
 
+def check_engine_port(paths: DataPaths) -> Check | None:
+    """Only where the engine listens on loopback TCP and left a port file: a port file others
+    may read (whoever reads the token can use the engine as you) is refused; a port that
+    another program answers on (the engine died and its port was taken) is never sent to."""
+    from memself.engine.location import locate
+    from memself.engine.protocol import FrameError
+    from memself.engine.transport import connect, port_file_problem
+
+    location = locate(paths.root)
+    if not os.path.exists(location.port_file):
+        return None
+    problem = port_file_problem(location.port_file)
+    if problem:
+        return Check(
+            "引擎端口文件",
+            False,
+            f"{problem}，已拒绝使用：读到其中口令的人可以冒用你的召回引擎",
+            f"删除 {location.port_file} 后运行 memself engine stop，再运行 memself engine start",
+        )
+    try:
+        sock, _ = connect(location, time.monotonic() + 2.0)
+    except FrameError as exc:
+        if exc.message:
+            return Check("引擎端口", False, exc.message, "memself engine start")
+        return None  # no engine there: the engine check starts one
+    sock.close()
+    return None
+
+
 def check_runtime_dir(paths: DataPaths) -> Check | None:
     """Only when the usual runtime directory is unusable (another user created it first, or a
     symlink sits there): say so, and where the engine listens instead."""
@@ -538,6 +568,7 @@ def run_checks(
         lambda: check_original_vectors(paths),
         lambda: check_model(paths),
         lambda: check_recall_lines(paths),
+        lambda: check_engine_port(paths),
         lambda: check_engine(paths, engine_wait_s),
         lambda: check_runtime_dir(paths),
         lambda: check_judge(paths, chat, confirm),

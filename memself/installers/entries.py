@@ -63,13 +63,17 @@ class Registration(NamedTuple):
     event: str
     timeout: int
     command: str
+    shell: str | None = None  # the entry's "shell" field, where the host has one and it matters
 
 
 # ---- Claude-shaped hooks (Claude Code, CodeBuddy, WorkBuddy): event -> [group{hooks:[handler]}]
 
 
-def claude_handler(command: str, timeout: int) -> dict[str, Any]:
-    return {"type": "command", "command": command, "timeout": timeout}
+def claude_handler(command: str, timeout: int, shell: str | None = None) -> dict[str, Any]:
+    handler: dict[str, Any] = {"type": "command", "command": command, "timeout": timeout}
+    if shell is not None:
+        handler["shell"] = shell
+    return handler
 
 
 def upsert_nested_hooks(
@@ -84,7 +88,7 @@ def upsert_nested_hooks(
         if groups is None:
             continue
         ours = wanted.get(event)
-        replacement = claude_handler(ours.command, ours.timeout) if ours is not None else None
+        replacement = claude_handler(ours.command, ours.timeout, ours.shell) if ours is not None else None
         placed = _strip_nested(groups, path, event, replacement)
         if event in wanted and not placed:
             groups.append({"matcher": "", "hooks": [replacement]})
@@ -92,7 +96,7 @@ def upsert_nested_hooks(
             del hooks[event]
     for r in registrations:
         if r.event not in hooks:
-            hooks[r.event] = [{"matcher": "", "hooks": [claude_handler(r.command, r.timeout)]}]
+            hooks[r.event] = [{"matcher": "", "hooks": [claude_handler(r.command, r.timeout, r.shell)]}]
     return data
 
 

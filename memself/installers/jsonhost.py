@@ -17,7 +17,7 @@ from typing import Any, Literal
 import memself.installers.entries as entries
 from memself.hooks.command import hook_command_agent
 from memself.hosts import HOSTS
-from memself.hosts.base import EventKind
+from memself.hosts.base import EventKind, HostAdapter
 from memself.installers.base import (
     SKILL_NAME,
     InstallContext,
@@ -96,7 +96,9 @@ class JsonHostInstaller:
         the adapter's table is the only place these live."""
         adapter = HOSTS[self.name]
         return [
-            entries.Registration(name, adapter.TIMEOUTS[kind], ctx.hook_command(self.name, kind))
+            entries.Registration(
+                name, adapter.TIMEOUTS[kind], ctx.hook_command(self.name, kind), _shell_field(adapter)
+            )
             for kind, name in adapter.EVENT_NAMES.items()
         ]
 
@@ -204,3 +206,13 @@ def _mcp_upsert(data: dict[str, Any], path: Path, *, command: list[str]) -> dict
 
 def _mcp_update(data: dict[str, Any], path: Path, *, command: list[str]) -> dict[str, Any]:
     return entries.update_mcp_if_present(data, path, command)
+
+
+def _shell_field(adapter: HostAdapter) -> str | None:
+    """The "shell" of a hook entry: named only where the host has the field and its default
+    shell on this system is not the one our command is written for (Windows)."""
+    from memself.platform import system
+
+    if not adapter.HOOK_SHELL_FIELD or system.real_name() != "windows":
+        return None
+    return adapter.HOOK_SHELLS["windows"]

@@ -7,12 +7,13 @@ ours from the latter. WorkBuddy shows a new server disabled until the user appro
 Connectors, so setup says so.
 """
 
+from memself.hosts import workbuddy as workbuddy_host
 from memself.installers.jsonhost import JsonHostInstaller
 
 INSTALLER = JsonHostInstaller(
     name="workbuddy",
     label="WorkBuddy",
-    config_dir=".workbuddy",
+    config_dir=workbuddy_host.CONFIG_DIR,
     hooks_file="settings.json",
     hook_shape="nested",
     mcp_file="mcp.json",

@@ -3,7 +3,7 @@
 A job moves ``running`` -> ``ready`` (a proposal, or an applied notice) -> ``none`` (resolved,
 skipped, superseded, failed). Finished jobs stay 24 h as tombstones so a retried hook with the
 same sessionID never starts a second judge. Read-modify-write updates are serialised by one
-``flock`` on ``side/.lock`` because the judge, Stop hooks and MCP servers update jobs concurrently.
+kernel lock on ``side/.lock`` because the judge, Stop hooks and MCP servers update jobs concurrently.
 """
 
 from __future__ import annotations
@@ -23,13 +23,9 @@ from memself.judge.proposal_id import is_proposal_id
 from memself.judge.secrets import read_session_secret
 from memself.logs import log
 from memself.paths import DataPaths
+from memself.platform import locks
 from memself.timeutil import iso, local_midnight, parse_iso
 from memself.workspaces import Workspace, workspace_for_key
-
-try:  # POSIX only; elsewhere updates fall back to last-writer-wins like the original.
-    import fcntl
-except ImportError:  # pragma: no cover - not a supported platform for hooks
-    fcntl = None  # type: ignore[assignment]
 
 Job = dict[str, Any]
 
@@ -60,15 +56,12 @@ def ensure_side_dir(paths: DataPaths) -> Path:
 def side_lock(paths: DataPaths) -> Iterator[None]:
     """Serialise read-modify-write of job files across processes (short critical sections only)."""
     ensure_side_dir(paths)
-    if fcntl is None:  # pragma: no cover
-        yield
-        return
     fd = os.open(paths.side_dir / ".lock", os.O_RDWR | os.O_CREAT, 0o600)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        locks.exclusive(fd)
         yield
     finally:
-        os.close(fd)  # closing releases the flock
+        os.close(fd)  # closing releases the lock
 
 
 def new_job(

@@ -27,6 +27,8 @@ from memself.judge.secrets import (
 from memself.launcher import python_command
 from memself.logs import log
 from memself.paths import DataPaths
+from memself.platform import children as platform_children
+from memself.platform import locks
 from memself.textfilter import prepare_for_judge
 
 # (job file, run-lock descriptor): the spawned judge must hold that descriptor while it runs.
@@ -96,6 +98,23 @@ def spawn_judge(job_file: Path, run_lock: int | None = None) -> int:
     env = dict(os.environ)
     env["MEMORY_SIDE_JUDGE"] = "1"
     argv = judge_command(job_file)
+    if not platform_children.posix_spawn_detached():
+        import subprocess
+
+        process = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            close_fds=True,
+            env=env,
+            # Where locks are not inherited the judge takes its own (runlock.hold_as_judge).
+            pass_fds=(run_lock,) if run_lock is not None and locks.inherited() else (),
+            **platform_children.popen_detached(),
+        )
+        pid = platform_children.adopt(process)
+        children.track(pid)  # as below: the engine waits for it
+        return pid
     actions: list[tuple] = []
     source = -1
     if run_lock is not None:
@@ -110,20 +129,6 @@ def spawn_judge(job_file: Path, run_lock: int | None = None) -> int:
     ]
     try:
         pid = os.posix_spawn(argv[0], argv, env, file_actions=actions, setsid=True)
-    except (AttributeError, NotImplementedError):  # pragma: no cover - platforms without it
-        import subprocess
-
-        process = subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            close_fds=True,
-            start_new_session=True,
-            env=env,
-            pass_fds=(run_lock,) if run_lock is not None else (),
-        )
-        return process.pid  # subprocess waits for its own children
     finally:
         if source >= 0 and source != run_lock:
             os.close(source)

@@ -16,7 +16,7 @@ from typing import Any
 
 from memself.config import Config, load_config
 from memself.errors import InvalidInput, KeyEndpointMismatch, KeyFileInvalid, KeyUnconfirmed, MemselfError
-from memself.judge import jobs, prompts
+from memself.judge import jobs, prompts, runlock
 from memself.judge.apply import apply_proposal
 from memself.judge.bounds import bounded_proposal
 from memself.judge.http import DEFAULT_TIMEOUT_S, chat
@@ -235,10 +235,11 @@ def run_detached(job_file: Path) -> None:
 
     The hook that spawned us handed over the job's run lock as fd ``runlock.RUN_LOCK_FD``; it
     stays open, untouched, until this process exits, which is how Stop tells a judge that died
-    from one still working."""
+    from one still working. Where locks are not inherited, the judge takes its own first."""
     job_file = job_file.resolve()
     paths = DataPaths(job_file.parent.parent)
     if job_file.parent != paths.side_dir or not job_file.name.endswith(".json"):
         raise MemselfError(f"不是旁路任务文件：{job_file}")
+    runlock.hold_as_judge(paths, job_file.name[: -len(".json")])
     store = MemoryStore(paths)
     run_job(job_file, lambda: datetime.now(timezone.utc), engine_nearest(store), store, load_config(paths))

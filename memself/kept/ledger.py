@@ -19,11 +19,6 @@ from memself.kept.turns import ensure_kept_dir, kept_dir
 from memself.paths import DataPaths
 from memself.timeutil import local_day
 
-try:
-    import fcntl
-except ImportError:  # pragma: no cover - not a supported platform for hooks
-    fcntl = None  # type: ignore[assignment]
-
 # The check's own daily budget: one request per checked turn, at most this many a day.
 DAILY_REQUESTS = 200
 DAILY_TOKENS = 600_000
@@ -36,13 +31,12 @@ def ledger_path(paths: DataPaths) -> Any:
 
 @contextlib.contextmanager
 def ledger_lock(paths: DataPaths) -> Iterator[None]:
+    from memself.platform import locks
+
     ensure_kept_dir(paths)
-    if fcntl is None:  # pragma: no cover
-        yield
-        return
     fd = os.open(kept_dir(paths) / ".lock", os.O_RDWR | os.O_CREAT, 0o600)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        locks.exclusive(fd)
         yield
     finally:
         os.close(fd)

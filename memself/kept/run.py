@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -212,3 +213,7 @@ def main(argv: list[str]) -> int:
         problem=result.problem,
     )
     return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

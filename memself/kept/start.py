@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import sys
 import time
 from collections.abc import Callable
 from datetime import datetime
@@ -21,6 +20,7 @@ from typing import Any
 from memself.atomic import write_atomic
 from memself.hosts.base import HookEvent
 from memself.kept.turns import ensure_kept_dir, take_shown
+from memself.launcher import python_command
 from memself.logs import log
 from memself.paths import DataPaths
 from memself.timeutil import iso
@@ -49,13 +49,9 @@ def bounded_answer(answer: str) -> str:
 
 
 def check_command(paths: DataPaths, handoff: Path) -> list[str]:
-    """``python -I``: nothing from the working directory or PYTHONPATH is imported."""
-    package_parent = str(Path(__file__).resolve().parents[2])
-    code = (
-        "import sys; sys.path.insert(0, sys.argv[1]); "
-        "from memself.kept.run import main; sys.exit(main(sys.argv[2:]))"
-    )
-    return [sys.executable, "-I", "-c", code, package_parent, str(paths.root), str(handoff)]
+    """An isolated interpreter (``memself.launcher``): nothing from the working directory or
+    PYTHONPATH is imported."""
+    return python_command("memself.kept.run", str(paths.root), str(handoff))
 
 
 def maybe_start_check(
@@ -104,13 +100,9 @@ def maybe_start_check(
 
 def _spawn(argv: list[str]) -> int:
     from memself import children
+    from memself.platform import children as platform_children
 
-    actions: list[tuple[Any, ...]] = [
-        (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
-        (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
-        (os.POSIX_SPAWN_DUP2, 1, 2),
-    ]
-    pid = os.posix_spawn(argv[0], argv, dict(os.environ), file_actions=actions, setsid=True)
+    pid = platform_children.spawn_detached(argv, dict(os.environ))
     children.track(pid)
     return pid
 

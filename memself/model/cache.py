@@ -30,6 +30,7 @@ from typing import Any
 from memself.errors import MemselfError
 from memself.models import ModelSettings
 from memself.paths import model_cache_dir
+from memself.platform import files as platform_files
 
 FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
@@ -268,7 +269,7 @@ def write_stamps(folder: Path, stamps: dict[str, list[Any]]) -> None:
     tmp = folder / f".{STAMPS}.{os.getpid()}.tmp"
     try:
         tmp.write_text(json.dumps(stamps, indent=1) + "\n", encoding="utf-8")
-        os.replace(tmp, folder / STAMPS)
+        platform_files.replace(tmp, folder / STAMPS)
     except OSError:
         try:
             tmp.unlink()

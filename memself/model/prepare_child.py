@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
 import subprocess
 import tempfile
 import threading
@@ -20,6 +19,7 @@ from pathlib import Path
 
 from memself.errors import ModelUnavailable
 from memself.launcher import python_command
+from memself.platform import children
 
 # How long a stopped child gets to remove its temporary folder before it is killed.
 STOP_GRACE_S = 3.0
@@ -45,7 +45,7 @@ def prepare_in_child(model: str, cache_dir: Path | None) -> None:
         command += ["--cache-dir", str(cache_dir)]
     try:
         try:
-            process = subprocess.Popen(command, stdin=subprocess.DEVNULL, start_new_session=True)
+            process = subprocess.Popen(command, stdin=subprocess.DEVNULL, **children.popen_own_group())
         except OSError as exc:
             raise ModelUnavailable(f"无法启动向量模型的准备进程：{exc}") from exc
         with _running_lock:
@@ -87,18 +87,10 @@ def stop_preparations(grace_s: float = STOP_GRACE_S) -> list[int]:
 def _end(process: subprocess.Popen[bytes], grace_s: float) -> None:
     """SIGTERM to the child's group (the child then removes its temporary folder), SIGKILL to
     the group after ``grace_s``."""
-    _signal_group(process.pid, signal.SIGTERM)
+    children.end_group(process, force=False)
     deadline = time.monotonic() + grace_s
     while process.poll() is None and time.monotonic() < deadline:
         time.sleep(0.02)
-    _signal_group(process.pid, getattr(signal, "SIGKILL", signal.SIGTERM))
+    children.end_group(process, force=True)
     with contextlib.suppress(subprocess.TimeoutExpired):
         process.wait(timeout=grace_s)
-
-
-def _signal_group(pid: int, signum: int) -> None:
-    with contextlib.suppress(OSError):
-        if hasattr(os, "killpg"):
-            os.killpg(pid, signum)
-        else:  # pragma: no cover - no process groups (Windows): the child alone
-            os.kill(pid, signum)

@@ -16,6 +16,8 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from memself.platform import files
+
 if TYPE_CHECKING:
     import numpy as np
 
@@ -91,11 +93,8 @@ class RowTable:
             del self._slot_of[old]
         self._owner[slot] = -1
         position = self._offset + row * self._row_bytes
-        if hasattr(os, "pread"):
-            data = os.pread(self._fd, self._row_bytes, position)
-        else:  # pragma: no cover - Windows: under the lock, a seek and a read are one step
-            os.lseek(self._fd, position, os.SEEK_SET)
-            data = os.read(self._fd, self._row_bytes)
+        # Where there is no pread (Windows) this is a seek and a read: one step under the lock.
+        data = files.read_at(self._fd, self._row_bytes, position)
         if len(data) != self._row_bytes:
             raise OSError(f"short read of row {row}")
         self._slots[slot] = np.frombuffer(data, dtype=self.dtype)

@@ -13,8 +13,6 @@ from __future__ import annotations
 import os
 import sys
 from datetime import datetime, timezone
-from pathlib import Path
-from typing import Any
 
 from memself.paths import DataPaths
 
@@ -26,14 +24,11 @@ SWITCH_ENV = "MEMSELF_VIEWS_BACKGROUND"
 
 
 def background_command(paths: DataPaths) -> list[str]:
-    """``python -I``: nothing from the working directory (a repository the user has open) or
-    from PYTHONPATH is imported; the package is found where this one was loaded from."""
-    package_parent = str(Path(__file__).resolve().parents[2])
-    code = (
-        "import sys; sys.path.insert(0, sys.argv[1]); "
-        "from memself.views.background import main; sys.exit(main(sys.argv[2:]))"
-    )
-    return [sys.executable, "-I", "-c", code, package_parent, str(paths.root)]
+    """An isolated interpreter (``memself.launcher``): nothing from the working directory (a
+    repository the user has open) or from PYTHONPATH is imported."""
+    from memself.launcher import python_command
+
+    return python_command("memself.views.background", str(paths.root))
 
 
 def start_background_fill(paths: DataPaths) -> int | None:
@@ -53,14 +48,11 @@ def start_background_fill(paths: DataPaths) -> int | None:
         return None
     if config.viewsDailyRequests <= 0 or config.viewsDailyTokens <= 0:
         return None
+    from memself.platform import children as platform_children
+
     argv = background_command(paths)
-    actions: list[tuple[Any, ...]] = [
-        (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
-        (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
-        (os.POSIX_SPAWN_DUP2, 1, 2),
-    ]
     try:
-        pid = os.posix_spawn(argv[0], argv, dict(os.environ), file_actions=actions, setsid=True)
+        pid = platform_children.spawn_detached(argv, dict(os.environ))
     except OSError as exc:
         log(paths, "views-fill-start-failed", error=str(exc))
         return None

@@ -36,11 +36,6 @@ from memself.views.state import (
     views_dir,
 )
 
-try:
-    import fcntl
-except ImportError:  # pragma: no cover - not a supported platform for background work
-    fcntl = None  # type: ignore[assignment]
-
 ChatFn = Callable[[str, str], str]  # (system, user) -> assistant text
 DEFAULT_TIMEOUT_S = 70.0
 # A batch's answer is a few KiB (a stream of it some tens): far less than the judge's own cap.
@@ -79,14 +74,13 @@ def fill_lock(paths: DataPaths) -> Iterator[bool]:
     folder = views_dir(paths)
     paths.ensure()
     folder.mkdir(mode=0o700, exist_ok=True)
-    fd = os.open(folder / "fill.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    from memself.platform import files, locks
+
+    fd = os.open(folder / "fill.lock", os.O_RDWR | os.O_CREAT | files.CLOEXEC, 0o600)
     try:
-        if fcntl is not None:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                yield False
-                return
+        if not locks.try_exclusive(fd):
+            yield False
+            return
         yield True
     finally:
         os.close(fd)

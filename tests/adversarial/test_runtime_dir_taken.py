@@ -19,9 +19,13 @@ from memself.engine.location import RUNTIME_ENV, locate
 from memself.errors import EngineUnavailable
 from memself.installers import doctor
 from memself.paths import DataPaths
+from tests.support import foreign
 from tests.support.hookcore_service import RECALLED_RULE
 from tests.support.hookproc import hook_data, hook_runs, run_entry
 from tests.test_engine import wait_for
+
+# The runtime folder holds the Unix socket; the foreign mode's engine listens on loopback TCP.
+pytestmark = foreign.unix_sockets_only()
 
 __all__ = ["hook_data"]
 

@@ -142,7 +142,7 @@ def test_racing_processes_end_with_one_secret(start: bytes | None) -> None:
     paths.ensure()
     if start is not None:
         paths.session_secret.write_bytes(start)
-    ctx = multiprocessing.get_context("fork")
+    ctx = multiprocessing.get_context("spawn")  # what Windows has
     barrier, results = ctx.Barrier(8), ctx.Queue()
     procs = [ctx.Process(target=_race, args=(str(paths.root), barrier, results)) for _ in range(8)]
     for proc in procs:

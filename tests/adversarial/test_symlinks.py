@@ -94,7 +94,8 @@ def test_link_into_a_read_only_folder_is_refused_clearly(store: MemoryStore, tmp
     result = subprocess.run(
         ["unshare", "-m", "sh", "-c", script],
         capture_output=True,
-        text=True,
+        # The child prints in its console's encoding (GBK in the foreign-platform mode).
+        encoding=os.environ.get("PYTHONIOENCODING") or "utf-8",
         timeout=60,
         env=os.environ.copy(),
     )

@@ -98,7 +98,8 @@ def doctor_at_a_terminal(answer: str) -> str:
     finally:
         proc.wait(timeout=60)
         os.close(leader)
-    return out.decode("utf-8", errors="replace")
+    # The terminal's encoding: the child's console (GBK in the foreign-platform mode).
+    return out.decode(os.environ.get("PYTHONIOENCODING") or "utf-8", errors="replace")
 
 
 def assert_nothing_reached(listener: FakeJudge) -> None:

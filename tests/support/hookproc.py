@@ -127,9 +127,14 @@ def hook_data(monkeypatch: pytest.MonkeyPatch) -> Iterator[DataPaths]:
 def _stop_engines(paths: DataPaths) -> None:
     """An engine spawned by a hook may still be starting: look for it for a moment."""
     from memself.engine.client import stop_engine
+    from memself.platform import locks
 
-    deadline = time.monotonic() + 3.0
+    started = time.monotonic()
+    deadline = started + 3.0
     lock = _lock_path(paths)
+    # Where the spawning hook cannot hand its lock to the engine (Windows' rules), a starting
+    # engine holds no lock until it runs: keep looking for a while before believing it absent.
+    settle = 0.0 if locks.inherited() else 1.5
     while time.monotonic() < deadline:
         pid = _engine_pid(paths)
         if pid is not None:
@@ -137,7 +142,7 @@ def _stop_engines(paths: DataPaths) -> None:
                 stop_engine(paths, timeout_s=3.0)
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-        if lock is None or not _lock_held(lock):
+        if (lock is None or not _lock_held(lock)) and time.monotonic() - started >= settle:
             return
         time.sleep(0.1)
 

@@ -13,12 +13,13 @@ import pytest
 
 from memself.config import load_config, set_config_value
 from memself.hosts import HOSTS
-from memself.judge import jobs
+from memself.judge import jobs, runlock
 from memself.judge.followup import followup
 from memself.judge.secrets import write_api_key
 from memself.judge.start import maybe_start_judge
 from memself.judge.worker import run_job
 from memself.paths import DataPaths
+from memself.platform import locks
 from memself.records import Memory
 from memself.store import MemoryStore
 from tests.support.judge_server import FakeJudge, running_judge
@@ -105,7 +106,13 @@ def start_job(
 
     def spawn(path: Path, run_lock: int) -> None:
         spawned.append(str(path))
-        _RUNNING[path.stem] = (paths.root, os.dup(run_lock))  # a duplicate shares the lock
+        if locks.inherited():
+            _RUNNING[path.stem] = (paths.root, os.dup(run_lock))  # a duplicate shares the lock
+            return
+        # Where a child would not inherit the hook's lock (Windows), the judge takes its own.
+        held = runlock.judge_lock(paths, path.stem)
+        assert held is not None
+        _RUNNING[path.stem] = (paths.root, held)
 
     sid = maybe_start_judge(
         paths, load_config(paths), host, session, turn, prompt, now, spawn=spawn, workspace=workspace
