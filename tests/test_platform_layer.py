@@ -49,9 +49,6 @@ _OS_TESTS = re.compile(r"\bfcntl\b|\bmsvcrt\b|\bsys\.platform\b")
 _POSIX_ONLY = re.compile(
     r"\bos\.fork\b|\bos\.setsid\b|start_new_session|\bAF_UNIX\b|\bSO_PEERCRED\b|\bos\.p(read|write)\b"
 )
-# Edited elsewhere at the same time; its session-secret lock moves onto memself.platform.locks
-# once that change has landed. Until then it keeps its own fallback (no lock without fcntl).
-_PENDING = {"memself/judge/secrets.py"}
 
 
 def _sources() -> list[tuple[str, str]]:
@@ -68,13 +65,10 @@ def test_no_module_outside_the_platform_layer_tests_the_system() -> None:
     offenders = [
         f"{rel}:{number}: {line.strip()}"
         for rel, text in _sources()
-        if rel not in _PENDING
         for number, line in enumerate(text.splitlines(), 1)
         if _OS_TESTS.search(line) or _POSIX_ONLY.search(line)
     ]
     assert offenders == []
-    # The exception is still needed (else it must go).
-    assert all(_OS_TESTS.search((REPO_ROOT / rel).read_text(encoding="utf-8")) for rel in _PENDING)
 
 
 def test_the_grep_sees_what_it_forbids() -> None:

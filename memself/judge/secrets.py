@@ -192,17 +192,19 @@ def _replace_invalid(paths: DataPaths) -> tuple[str, Path | None]:
 
 @contextlib.contextmanager
 def _secret_lock(paths: DataPaths) -> Iterator[None]:
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - not a supported platform for hooks
-        yield
-        return
+    from memself.platform import locks
+
     try:
         fd = os.open(paths.root / _LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o600)
     except OSError as exc:
         raise SecretUnavailable(f"无法锁定本地会话密钥（{exc.strerror or exc}）") from exc
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            locks.exclusive(fd)
+        except OSError as exc:  # a file system without locks: say which file
+            raise SecretUnavailable(
+                f"无法锁定本地会话密钥 {paths.root / _LOCK_NAME}（{exc.strerror or exc}）"
+            ) from exc
         yield
     finally:
         os.close(fd)
