@@ -3,9 +3,10 @@
 Each checkout (a clone or worktree with its own ``.venv``) gets its own data directory holding
 the same 1k memories and its own warm engine on the offline model; runs alternate between the
 two, so a load drift on a shared machine hits both rows alike. Rows: the prompt hook and the
-session start, as each checkout registers them for Claude Code.
+session start, as each checkout registers them for Claude Code, and the engine's start on the
+already indexed store (``memself engine start`` until it says ready, from a stopped engine).
 
-    .venv/bin/python bench/bench_hooks_side_by_side.py BEFORE_ROOT AFTER_ROOT [--runs 60]
+    .venv/bin/python bench/bench_hooks_side_by_side.py BEFORE_ROOT AFTER_ROOT [--runs 60] [--starts 8]
 
 Uses the shared model cache (``MEMSELF_MODEL_CACHE``, default ``<this repo>/.cache/models``).
 """
@@ -59,6 +60,7 @@ def main() -> None:
     parser.add_argument("before", type=Path)
     parser.add_argument("after", type=Path)
     parser.add_argument("--runs", type=int, default=60)
+    parser.add_argument("--starts", type=int, default=8)
     args = parser.parse_args()
     roots = {"before": args.before.resolve(), "after": args.after.resolve()}
 
@@ -79,9 +81,8 @@ def main() -> None:
         name: {k: hook_argv(root, k) for k in ("PROMPT_SUBMIT", "SESSION_START")}
         for name, root in roots.items()
     }
-    rows: dict[str, list[float]] = {
-        f"{what}, {name}": [] for what in ("prompt hook", "session start") for name in roots
-    }
+    whats = ("prompt hook", "session start", "engine start to ready")
+    rows: dict[str, list[float]] = {f"{what}, {name}": [] for what in whats for name in roots}
     try:
         for name, root in roots.items():
             env = envs[name]
@@ -103,6 +104,13 @@ def main() -> None:
                 rows[f"session start, {name}"].append(
                     timed(hooks[name]["SESSION_START"], payloads[f"start {name}"], env)
                 )
+        for i in range(args.starts):
+            for name in order if i % 2 == 0 else reversed(order):
+                root, env = roots[name], envs[name]
+                cli(root, env, "engine", "stop")
+                rows[f"engine start to ready, {name}"].append(
+                    timed([python_of(root), "-m", "memself", "engine", "start", "--timeout", "300"], b"", env)
+                )
     finally:
         for name, root in roots.items():
             subprocess.run(
@@ -122,7 +130,7 @@ def main() -> None:
     for name, samples in rows.items():
         p50, p95 = percentiles(samples)
         print(f"| {name} | {p50:.1f} | {p95:.1f} |")
-    for what in ("prompt hook", "session start"):
+    for what in whats:
         before = statistics.median(rows[f"{what}, before"])
         after = statistics.median(rows[f"{what}, after"])
         print(f"\n{what}: p50 after - before = {after - before:+.1f} ms")
