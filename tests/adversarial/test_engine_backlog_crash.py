@@ -33,7 +33,10 @@ __all__ = ["engine_home"]  # a fixture: pytest finds it here
 # tests/test_engine_backlog.py covers the same steps on a scripted encoder, every run.
 pytestmark = pytest.mark.full
 
-COUNT = 800
+# Three kills each wait for an index write (every couple of seconds) and then up to 1.6 s more:
+# on a quiet machine an 800-memory backlog was done by the third, so the store is large enough to
+# outlast them there; on a loaded one the final wait has its own long timeout.
+COUNT = 3000
 
 
 def _kill(pid: int) -> None:
