@@ -70,8 +70,12 @@ def _console_text_is_gbk(subprocess: object) -> None:
             argv = args[0] if args else kwargs.get("args")
             program = argv[0] if isinstance(argv, (list, tuple)) and argv else argv
             name = os.path.basename(str(program))
-            # Only Python speaks the console's code page here; other programs write UTF-8.
-            if console.lower() == "gbk" and (name.startswith("python") or name == "memself"):
+            # Only Python speaks the console's code page here; other programs write UTF-8. An
+            # isolated child (-I, -E) ignores PYTHONIOENCODING, so here it writes UTF-8 (on Windows
+            # it would follow the console's code page, which this mode cannot give it).
+            flags = [str(a) for a in argv[1:3]] if isinstance(argv, (list, tuple)) else []
+            isolated = any(f.startswith("-") and ("I" in f or "E" in f) for f in flags)
+            if console.lower() == "gbk" and (name.startswith("python") or name == "memself") and not isolated:
                 kwargs["encoding"] = "gbk"
         real_init(self, *args, **kwargs)
 
