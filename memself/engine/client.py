@@ -249,21 +249,11 @@ def _spawn_posix(command: list[str], env: dict[str, str], keep_fd: int | None) -
 
 
 def _spawn_subprocess(command: list[str], env: dict[str, str], keep_fd: int | None) -> int:
-    import subprocess
-
-    process = subprocess.Popen(
-        command,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        close_fds=True,
-        cwd=os.path.abspath(os.sep),
-        env=env,
-        pass_fds=(keep_fd,) if keep_fd is not None else (),
-        **children.popen_detached(),
-    )
+    keep = (keep_fd,) if keep_fd is not None else ()
+    process = children.popen_detached_child(command, env, keep, cwd=os.path.abspath(os.sep))
     _SPAWNED.append(process)
-    return process.pid
+    pid: int = process.pid
+    return pid
 
 
 def _reap() -> None:

@@ -99,20 +99,9 @@ def spawn_judge(job_file: Path, run_lock: int | None = None) -> int:
     env["MEMORY_SIDE_JUDGE"] = "1"
     argv = judge_command(job_file)
     if not platform_children.posix_spawn_detached():
-        import subprocess
-
-        process = subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            close_fds=True,
-            env=env,
-            # Where locks are not inherited the judge takes its own (runlock.hold_as_judge).
-            pass_fds=(run_lock,) if run_lock is not None and locks.inherited() else (),
-            **platform_children.popen_detached(),
-        )
-        pid = platform_children.adopt(process)
+        # Where locks are not inherited the judge takes its own (runlock.hold_as_judge).
+        keep = (run_lock,) if run_lock is not None and locks.inherited() else ()
+        pid = platform_children.adopt(platform_children.popen_detached_child(argv, env, keep))
         children.track(pid)  # as below: the engine waits for it
         return pid
     actions: list[tuple] = []

@@ -56,18 +56,27 @@ def spawn_detached(argv: list[str], env: dict[str, str]) -> int:
             (os.POSIX_SPAWN_DUP2, 1, 2),
         ]
         return os.posix_spawn(argv[0], argv, env, file_actions=actions, setsid=True)
+    return adopt(popen_detached_child(argv, env))
+
+
+def popen_detached_child(
+    argv: list[str], env: dict[str, str], pass_fds: tuple[int, ...] = (), cwd: str | None = None
+) -> Any:
+    """``subprocess.Popen`` of a detached child, stdio on the null device, only ``pass_fds``
+    inherited; the Popen object (the caller adopts it or waits through it)."""
     import subprocess
 
-    process = subprocess.Popen(
+    return subprocess.Popen(
         argv,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         close_fds=True,
+        cwd=cwd,
         env=env,
+        pass_fds=pass_fds,
         **popen_detached(),
     )
-    return adopt(process)
 
 
 def adopt(process: Any) -> int:
