@@ -34,7 +34,7 @@ from memself.engine.client import engine_status, stop_engine  # noqa: E402
 from memself.paths import DataPaths  # noqa: E402
 from tests.support.backlog_helpers import record  # noqa: E402
 
-ENTRY = REPO / "memself" / "hooks" / "entry.py"
+ENTRY = REPO / "hooks" / "entry.py"
 SERVICES = ["支付", "订单", "库存", "用户中心", "消息推送", "风控", "结算", "搜索", "推荐", "网关"]
 THINGS = ["灰度开关", "超时时间", "重试次数", "连接池", "缓存过期时间", "限流阈值", "日志级别", "告警阈值"]
 PLACES = ["配置中心", "环境变量", "部署脚本", "Helm values", "README", "运维手册"]

@@ -32,8 +32,8 @@ if __name__ == "__main__" and "--blas-threads" in sys.argv:
 
 import numpy as np  # noqa: E402
 
-from memself.background import build_space  # noqa: E402
 from memself.index.sync import VectorIndex  # noqa: E402
+from memself.recall.background import build_space  # noqa: E402
 from memself.recall.scoring import Recaller, ScoringSettings  # noqa: E402
 
 # Generic prompts of varied length written for this benchmark (not the eval cases).
@@ -111,7 +111,7 @@ def current_rss_mb() -> float:
 
 def bench_encoder(model: str, cache: Path) -> tuple[object, list[str]]:
     t0 = time.perf_counter()
-    from memself.encoder import load_encoder
+    from memself.model.encoder import load_encoder
 
     encoder = load_encoder(model, cache)
     load_s = time.perf_counter() - t0

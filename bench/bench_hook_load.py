@@ -36,7 +36,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
 
 from bench.bench_hooks import memself_cli, synthetic_memories, write_group  # noqa: E402
-from memself.hooks.command import hook_command  # noqa: E402
+from memself.hook.command import hook_command  # noqa: E402
 from memself.hosts.base import EventKind  # noqa: E402
 
 CURSOR_PROMPT_HOOK = hook_command("cursor", EventKind.PROMPT_SUBMIT)  # what setup registers

@@ -129,7 +129,7 @@ def main() -> None:
             "cwd": str(work),
         }
     ).encode()
-    from memself.hooks.command import hook_command
+    from memself.hook.command import hook_command
     from memself.hosts.base import EventKind
 
     # What setup registers; Claude Code gives session start and prompt the same timeout.

@@ -41,7 +41,7 @@ def python_of(root: Path) -> str:
 def hook_argv(root: Path, kind: str) -> list[str]:
     """The command ``root``'s own installer registers for Claude Code's ``kind`` event."""
     code = (
-        "import json, sys; from memself.hooks.command import hook_command; "
+        "import json, sys; from memself.hook.command import hook_command; "
         "from memself.hosts.base import EventKind; "
         f"print(json.dumps(hook_command('claude', EventKind.{kind})))"
     )

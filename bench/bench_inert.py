@@ -49,7 +49,7 @@ def memories(everyday: bool = True) -> list[str]:
 
 def one_round_us(everyday: bool) -> float:
     """A fresh process's first round (import excluded, table build included), in microseconds."""
-    from memself.texts import inert
+    from memself.text.messages import inert
 
     texts = memories(everyday)
     start = time.perf_counter()
@@ -68,7 +68,7 @@ def main() -> None:
         print(json.dumps(one_round_us(args.first_round == "everyday")))
         return
     import memself
-    from memself.texts import inert
+    from memself.text.messages import inert
 
     texts = memories()
     for text in texts:

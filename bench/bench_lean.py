@@ -66,7 +66,7 @@ def pct(values: list[float], q: float) -> float:
 def encode_worker(model: str, cache: str, int8: bool) -> dict[str, Any]:
     """Runs in a fresh interpreter of either checkout: load, one-prompt and batch timings."""
     t0 = time.perf_counter()
-    from memself.encoder import load_encoder
+    from memself.model.encoder import load_encoder
 
     encoder = load_encoder(model, Path(cache))
     enable = getattr(encoder, "enable_fast_single", None)

@@ -13,11 +13,11 @@ Candidates (the optional ones only when installed):
 - rjieba + idf.txt parsed: the jieba-rs binding, the IDF table parsed into a dict as before;
 - rjieba + marshal dict: the IDF dict from a marshal file (the fastest dict form; not shipped:
   marshal is not meant for files another program may have written);
-- rjieba + IdfTable cache: ``memself.lexical.warm_up()`` with its cache file in place;
+- rjieba + IdfTable cache: ``memself.recall.lexical.warm_up()`` with its cache file in place;
 - the same on a cold cache (first run after install: parses idf.txt and writes the cache);
 - jieba_fast / jieba_fast_dat (with jieba's dict.txt) + idf.txt parsed.
 
-Equality: ``memself.lexical.tokens`` against the jieba reference (same code, jieba's
+Equality: ``memself.recall.lexical.tokens`` against the jieba reference (same code, jieba's
 ``lcut_for_search`` on whole runs and the parsed dict) on every string of the given JSON files
 (the repo's background sentences and general prompts by default; ``--cases`` adds case files,
 read in place), plus ``--fuzz`` random runs of dictionary words and rare characters.
@@ -60,14 +60,14 @@ def _status_mb(field: str) -> float:
 def _rjieba_cut():
     import rjieba
 
-    from memself.lexical import _JIEBA_HAN
+    from memself.recall.lexical import _JIEBA_HAN
 
     cut = rjieba.cut_for_search
     return lambda run: [w for p in _JIEBA_HAN.findall(run) for w in cut(p, True)]
 
 
 def _parsed_idf():
-    from memself.lexical import UNKNOWN_IDF, idf_source_path, parse_idf
+    from memself.recall.lexical import UNKNOWN_IDF, idf_source_path, parse_idf
 
     table = parse_idf(idf_source_path())
     return lambda word: table.get(word, UNKNOWN_IDF)
@@ -82,7 +82,7 @@ def _jieba_ref():
 
 
 def child(name: str) -> dict:
-    from memself import lexical
+    from memself.recall import lexical
 
     if name == "baseline":
         out: dict = {}
@@ -141,7 +141,7 @@ def _run_child(name: str, env: dict[str, str]) -> dict:
 def bench_times(runs: int) -> None:
     import marshal
 
-    from memself.lexical import idf_source_path, parse_idf
+    from memself.recall.lexical import idf_source_path, parse_idf
 
     names = [
         "baseline",
@@ -202,7 +202,7 @@ def _strings(node: object, out: list[str], key: str | None = None) -> None:
 
 
 def _fuzz_texts(count: int, seed: int = 7) -> list[str]:
-    from memself.lexical import idf_source_path
+    from memself.recall.lexical import idf_source_path
 
     idf_words = [line.split(" ", 1)[0] for line in idf_source_path().read_text("utf-8").splitlines()]
     dict_words = [
@@ -228,7 +228,7 @@ def _fuzz_texts(count: int, seed: int = 7) -> list[str]:
 
 
 def bench_equal(case_files: list[Path], fuzz: int) -> None:
-    from memself import lexical
+    from memself.recall import lexical
 
     files = [
         REPO / "background_sentences.json",
@@ -268,7 +268,7 @@ def bench_equal(case_files: list[Path], fuzz: int) -> None:
 
 def bench_throughput(rounds: int = 20) -> None:
     """Steady-state cost of ``tokens`` per text (what an index build over many memories pays)."""
-    from memself import lexical
+    from memself.recall import lexical
 
     texts: list[str] = []
     for path in (REPO / "background_sentences.json", REPO / "memself" / "data" / "general_prompts.json"):
@@ -311,7 +311,7 @@ def _model_load(tokenizer: Path, onnx: Path | None) -> None:
 def child_parallel(mode: str, tokenizer: Path, onnx: Path | None) -> dict:
     import threading
 
-    from memself import lexical
+    from memself.recall import lexical
 
     if mode == "model-only":
         _model_load(tokenizer, onnx)
@@ -383,7 +383,7 @@ def main() -> None:
         bench_throughput()
     if args.parallel:
         if args.tokenizer is None:
-            from memself.offline_model import expanded_path
+            from memself.model.offline import expanded_path
 
             args.tokenizer = expanded_path() / "tokenizer.json"
         bench_parallel(args.runs, args.tokenizer, args.onnx)

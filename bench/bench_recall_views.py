@@ -33,15 +33,15 @@ sys.path.insert(0, str(REPO))
 
 import numpy as np  # noqa: E402
 
-from memself.background import load_space  # noqa: E402
-from memself.encoder import load_encoder  # noqa: E402
 from memself.index.sync import VectorIndex  # noqa: E402
-from memself.models import OFFLINE_MODEL, resolve_model  # noqa: E402
+from memself.model.catalog import OFFLINE_MODEL, resolve_model  # noqa: E402
+from memself.model.encoder import load_encoder  # noqa: E402
+from memself.recall.background import load_space  # noqa: E402
 from memself.recall.gate import GateParams, default_floors  # noqa: E402
 from memself.recall.memory_side import memory_side  # noqa: E402
 from memself.recall.pool import indexed_pool  # noqa: E402
 from memself.recall.scoring import Recaller, ScoringSettings, query_views  # noqa: E402
-from memself.records import Memory  # noqa: E402
+from memself.store.records import Memory  # noqa: E402
 
 NOW = datetime(2026, 12, 1, tzinfo=timezone.utc)
 TOPICS = ["支付", "订单", "物流", "司机端", "网关", "缓存", "数据库", "监控", "发布", "权限", "日志", "测试"]

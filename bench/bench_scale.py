@@ -50,11 +50,11 @@ sys.path.insert(0, str(REPO_ROOT))
 
 from bench.bench_hooks import synthetic_memories  # noqa: E402
 from memself.engine.client import engine_status  # noqa: E402
-from memself.hooks.command import hook_command  # noqa: E402
+from memself.hook.command import hook_command  # noqa: E402
 from memself.hosts.base import EventKind  # noqa: E402
 from memself.paths import DataPaths  # noqa: E402
-from memself.records import Memory, sort_memories  # noqa: E402
-from memself.store import render_lines  # noqa: E402
+from memself.store.memory_store import render_lines  # noqa: E402
+from memself.store.records import Memory, sort_memories  # noqa: E402
 from memself.timeutil import iso  # noqa: E402
 
 PROMPT = "支付模块的灰度开关配置在哪里，上线前要检查什么"
@@ -103,10 +103,10 @@ def write_synthetic_index(home: Path, cache: Path) -> int:
     """Index every memory of ``home`` as the engine would, with random vectors; returns the rows
     written. The model is loaded only for its key and dimension."""
     from memself.config import load_config
-    from memself.encoder import load_encoder
     from memself.index.sync import VectorIndex
+    from memself.model.encoder import load_encoder
     from memself.recall.memory_side import memory_side
-    from memself.store import MemoryStore
+    from memself.store.memory_store import MemoryStore
 
     paths = DataPaths(home)
     side = memory_side(load_encoder(load_config(paths).model, cache_dir=cache))

@@ -20,10 +20,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from memself.encoder import load_encoder  # noqa: E402
 from memself.kept.similarity import best_cosines  # noqa: E402
 from memself.kept.used import SIMILARITY_LINE, sentences, shares_identifier  # noqa: E402
-from memself.models import OFFLINE_MODEL  # noqa: E402
+from memself.model.catalog import OFFLINE_MODEL  # noqa: E402
+from memself.model.encoder import load_encoder  # noqa: E402
 from memself.paths import model_cache_dir  # noqa: E402
 from memself.recall.scoring import load_recaller  # noqa: E402
 

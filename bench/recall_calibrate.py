@@ -5,7 +5,7 @@
 
 Scores every set once with the real model and the scoring knobs of the model's calibration file
 (``memself/data/recall/<model>.json``; ``--set`` overrides a knob for this run), then runs the
-shipped procedure (``memself.recall.calibrate``): leave-one-set-out, printed per set and as a mean,
+shipped procedure (``memself.recall.fitting``): leave-one-set-out, printed per set and as a mean,
 and the calibration on all the sets. ``--write`` stores that calibration (floors, view offset,
 general-question classifier and penalties) in the file, keeping its knobs (overrides included).
 ``memself verify --cases eval/cases --applies-when eval/applies-when`` then reproduces the
@@ -25,16 +25,16 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from memself.background import load_space  # noqa: E402
 from memself.cli.recall_run import case_files  # noqa: E402
-from memself.encoder import load_encoder  # noqa: E402
-from memself.models import OFFLINE_MODEL  # noqa: E402
-from memself.recall import calibrate as cal_mod  # noqa: E402
+from memself.model.catalog import OFFLINE_MODEL  # noqa: E402
+from memself.model.encoder import load_encoder  # noqa: E402
+from memself.recall import fitting as cal_mod  # noqa: E402
+from memself.recall.background import load_space  # noqa: E402
 from memself.recall.calibration import FORMAT, VERSION, calibration_dir, file_name, load_calibration  # noqa: E402
 from memself.recall.gate import GateParams, default_floors  # noqa: E402
 from memself.recall.scoring import Recaller, ScoringSettings  # noqa: E402
-from memself.verify_cases import load_applies_when, load_cases, with_applies_when  # noqa: E402
-from memself.verify_sets import SetsResult, means, render_sets_text, run_sets  # noqa: E402
+from memself.verify.cases import load_applies_when, load_cases, with_applies_when  # noqa: E402
+from memself.verify.sets import SetsResult, means, render_sets_text, run_sets  # noqa: E402
 
 NOW = datetime(2026, 12, 1, tzinfo=timezone.utc)
 
@@ -73,7 +73,7 @@ def run(model: str, knobs: dict[str, float], cases: Path, applies_when: Path | N
             c = with_applies_when(c, load_applies_when(applies_when / path.name))
         sets.append(c)
     recaller = recaller_for(model, knobs)
-    from memself.models import resolve_model
+    from memself.model.catalog import resolve_model
 
     params = GateParams(default_floors(resolve_model(model)), -1.0, 3)
     return run_sets(sets, recaller, params, NOW, model)
@@ -97,7 +97,7 @@ def calibration_file(model: str, knobs: dict[str, float], res: SetsResult) -> di
         }
     out["calibrated_on"] = {
         "sets": cal.sets,
-        "procedure": "memself.recall.calibrate.calibrate",
+        "procedure": "memself.recall.fitting.calibrate",
         "leak_limit": cal_mod.LEAK_LIMIT,
         "penalty_steps": list(cal_mod.PENALTY_STEPS),
         "l2": cal_mod.L2,
@@ -133,7 +133,7 @@ def main() -> None:
             )
     print(f"({time.time() - started:.0f} s)")
     if args.json:
-        from memself.verify_sets import render_sets_json
+        from memself.verify.sets import render_sets_json
 
         args.json.write_text(
             json.dumps(render_sets_json(res), ensure_ascii=False, indent=1), encoding="utf-8"

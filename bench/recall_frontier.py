@@ -5,7 +5,7 @@
 
 Scores the in-repo case sets once with the shipped model and calibration knobs, then for each leak
 limit of one group (the other keeps its own) runs leave-one-set-out with the shipped procedure
-(``memself.recall.calibrate.loso``) and prints, per group, the mean held-out hit and leak rates
+(``memself.recall.fitting.loso``) and prints, per group, the mean held-out hit and leak rates
 and single-memory hits: without appliesWhen views and with them. The row at the shipped limit
 (rule 20%, project 5%) is the shipped configuration. ``--set`` overrides a scoring knob of the
 model's calibration file for this run (as in ``recall_calibrate.py``), e.g. to draw the frontier
@@ -28,11 +28,11 @@ sys.path.insert(0, str(REPO / "bench"))
 from recall_calibrate import knobs_of, recaller_for  # noqa: E402
 
 from memself.cli.recall_run import case_files  # noqa: E402
-from memself.models import OFFLINE_MODEL, resolve_model  # noqa: E402
-from memself.recall.calibrate import LEAK_LIMIT, loso, rates  # noqa: E402
+from memself.model.catalog import OFFLINE_MODEL, resolve_model  # noqa: E402
+from memself.recall.fitting import LEAK_LIMIT, loso, rates  # noqa: E402
 from memself.recall.gate import GateParams, default_floors  # noqa: E402
-from memself.verify import run_cases  # noqa: E402
-from memself.verify_cases import load_applies_when, load_cases, with_applies_when  # noqa: E402
+from memself.verify.cases import load_applies_when, load_cases, with_applies_when  # noqa: E402
+from memself.verify.run import run_cases  # noqa: E402
 
 LIMITS = (0.0, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.25, 0.3)
 NOW = datetime(2026, 12, 1, tzinfo=timezone.utc)

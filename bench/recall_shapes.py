@@ -29,8 +29,8 @@ sys.path.insert(0, str(REPO / "bench"))
 from recall_calibrate import knobs_of, recaller_for  # noqa: E402
 
 from memself.cli.recall_run import case_files  # noqa: E402
-from memself.models import OFFLINE_MODEL, resolve_model  # noqa: E402
-from memself.recall.calibrate import (  # noqa: E402
+from memself.model.catalog import OFFLINE_MODEL, resolve_model  # noqa: E402
+from memself.recall.fitting import (  # noqa: E402
     GROUPS,
     loso,
     params_of,
@@ -40,8 +40,8 @@ from memself.recall.calibrate import (  # noqa: E402
 )
 from memself.recall.gate import GateParams, default_floors  # noqa: E402
 from memself.recall.scoring import extra_floors, fuse  # noqa: E402
-from memself.verify import run_cases  # noqa: E402
-from memself.verify_cases import load_applies_when, load_cases, with_applies_when  # noqa: E402
+from memself.verify.cases import load_applies_when, load_cases, with_applies_when  # noqa: E402
+from memself.verify.run import run_cases  # noqa: E402
 
 NOW = datetime(2026, 12, 1, tzinfo=timezone.utc)
 

@@ -24,7 +24,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from memself.background import (  # noqa: E402
+from memself.recall.background import (  # noqa: E402
     build_space,
     default_sentences_path,
     general_prompts_path,
@@ -32,8 +32,8 @@ from memself.background import (  # noqa: E402
 )
 from memself.recall.gate import GateParams  # noqa: E402
 from memself.recall.scoring import Recaller, ScoringSettings  # noqa: E402
-from memself.verify import run_cases  # noqa: E402
-from memself.verify_cases import load_cases  # noqa: E402
+from memself.verify.cases import load_cases  # noqa: E402
+from memself.verify.run import run_cases  # noqa: E402
 
 EVERYDAY = REPO / "bench" / "data" / "everyday_sentences.json"
 
@@ -79,7 +79,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--cases", default=str(REPO / "eval" / "cases" / "dev.json"))
     args = ap.parse_args()
-    from memself.encoder import load_encoder
+    from memself.model.encoder import load_encoder
 
     inner = load_encoder("multilingual-e5-small", REPO / ".cache" / "models")
     cases = load_cases(Path(args.cases))

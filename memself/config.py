@@ -20,7 +20,7 @@ from typing import Any
 from memself.atomic import write_atomic
 from memself.errors import ConfigError
 from memself.logs import log
-from memself.models import DEFAULT_MODEL, resolve_model
+from memself.model.catalog import DEFAULT_MODEL, resolve_model
 from memself.paths import DataPaths
 
 
@@ -35,7 +35,7 @@ class Key:
     user_only: bool = False
 
 
-# None as a default means "not set": thresholds then come from the model table (memself.models).
+# None as a default means "not set": thresholds then come from the model table (memself.model.catalog).
 KEYS: dict[str, Key] = {
     # enabled decides whether prompts leave the machine at all: switching it back on would resume
     # sending them to the judge after the user stopped that.

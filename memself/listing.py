@@ -23,13 +23,20 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from memself import journal
 from memself.atomic import write_atomic
 from memself.errors import MemselfError
 from memself.logs import log
 from memself.paths import DataPaths
-from memself.records import DEPRECATION_LINE, GROUPS, Memory, round_conf, sort_memories
-from memself.store import BadLine, GroupFile, MemoryStore, TrashFile, parse_records, read_file
+from memself.store.memory_store import (
+    BadLine,
+    GroupFile,
+    MemoryStore,
+    TrashFile,
+    journal,
+    parse_records,
+    read_file,
+)
+from memself.store.records import DEPRECATION_LINE, GROUPS, Memory, round_conf, sort_memories
 
 TOP = 50
 CACHE_NAME = "list-view.json"
@@ -262,7 +269,7 @@ def load(store: MemoryStore) -> dict[str, Summary]:
 
 def refresh_views(paths: DataPaths, now: datetime) -> Path:
     """Regenerate memories.html and these summaries from one read of the files; the page's path."""
-    from memself.snapshot import write_snapshot
+    from memself.page.html import write_snapshot
 
     store = MemoryStore(paths)
     loaded = {g: store.load_group(g) for g in GROUPS}

@@ -20,16 +20,24 @@ import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
-from memself import children, confidence, dedupkeys
+from memself import children
 from memself.atomic import write_atomic
 from memself.errors import CorruptFile, MemselfError
-from memself.journal import file_stamp
 from memself.launcher import python_command
-from memself.lock import LockHandle, write_lock
 from memself.logs import log
 from memself.paths import DataPaths
-from memself.records import GROUPS, Memory, sort_memories
-from memself.store import TRASH_KEEP_DAYS, MemoryStore, TrashFile, WriteSession, render_lines
+from memself.store.journal import file_stamp
+from memself.store.lock import LockHandle, write_lock
+from memself.store.memory_store import (
+    TRASH_KEEP_DAYS,
+    MemoryStore,
+    TrashFile,
+    WriteSession,
+    confidence,
+    dedupkeys,
+    render_lines,
+)
+from memself.store.records import GROUPS, Memory, sort_memories
 from memself.timeutil import iso, local_day, parse_iso
 
 # Up to this many bytes of group files the maintenance runs inside the session start that

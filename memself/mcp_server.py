@@ -17,7 +17,8 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any
 
-from memself import __version__, memories
+from memself import __version__
+from memself import edits as memories
 from memself.config import (
     KEYS,
     USER_ONLY_KEYS,
@@ -27,16 +28,16 @@ from memself.config import (
     user_only_key,
 )
 from memself.errors import InvalidInput, MemselfError
+from memself.judge.credentials import key_state, read_key_file
 from memself.judge.resolve import DECISIONS, MSG_INVALID, resolve
-from memself.judge.secrets import key_state, read_key_file
 from memself.logs import log
 from memself.paths import DataPaths
 from memself.recall.lines import line_in_effect, line_set_message
-from memself.records import GROUP_LABELS, GROUPS, Memory, fmt_confidence
-from memself.store import MemoryStore
-from memself.texts import SCOPE_LABEL, group_suffix, inert, requests_line, scope_text, workspace_label
+from memself.store.memory_store import MemoryStore
+from memself.store.records import GROUP_LABELS, GROUPS, Memory, fmt_confidence
+from memself.store.workspaces import Workspace
+from memself.text.messages import SCOPE_LABEL, group_suffix, inert, requests_line, scope_text, workspace_label
 from memself.workspace_args import current_workspace, directory_workspace
-from memself.workspaces import Workspace
 
 SERVER_NAME = "memory-self-evolution"
 READ_LIMIT = 50

@@ -1,6 +1,6 @@
 """A workspace named by a person: a directory given on the command line or in an MCP call, or
 the working directory of the process (the CLI's, or the MCP server's, which hosts start in the
-project). The errors are for the user; ``memself.workspaces`` stays free of them (the hook uses it).
+project). The errors are for the user; ``memself.store.workspaces`` stays free of them (the hook uses it).
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import os
 from collections.abc import Iterable
 
 from memself.errors import InvalidInput
-from memself.workspaces import Workspace, workspace_for_key, workspace_of
+from memself.store.workspaces import Workspace, workspace_for_key, workspace_of
 
 
 def directory_workspace(directory: str, known: Iterable[str] = ()) -> Workspace:

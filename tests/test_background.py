@@ -8,7 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from memself.background import (
+from memself.errors import CorruptFile
+from memself.recall.background import (
     RecallSpace,
     build_background,
     cache_file,
@@ -18,7 +19,6 @@ from memself.background import (
     load_space,
     sentences_digest,
 )
-from memself.errors import CorruptFile
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 

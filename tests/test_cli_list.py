@@ -11,9 +11,9 @@ from typing import Any
 
 from memself import listing
 from memself.paths import DataPaths
-from memself.records import Memory, sort_memories
-from memself.store import MemoryStore, render_lines
-from memself.workspaces import Workspace
+from memself.store.memory_store import MemoryStore, render_lines
+from memself.store.records import Memory, sort_memories
+from memself.store.workspaces import Workspace
 from tests.support.cli import memself
 
 NOW = datetime(2026, 12, 1, 9, 0, tzinfo=timezone.utc)

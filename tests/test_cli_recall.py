@@ -46,7 +46,7 @@ def test_rebuild_index_shows_a_bar_on_a_terminal_and_nothing_in_a_pipe(model_cac
     from datetime import datetime, timezone
 
     from memself.paths import DataPaths
-    from memself.store import MemoryStore
+    from memself.store.memory_store import MemoryStore
     from tests.test_installers_terminal import drive
 
     assert memself("config", "model", "multilingual-e5-small").returncode == 0

@@ -17,8 +17,8 @@ import pytest
 from memself.config import set_config_value
 from memself.engine.client import call_engine, stop_engine
 from memself.paths import DataPaths
-from memself.store import MemoryStore
-from memself.workspaces import workspace_of
+from memself.store.memory_store import MemoryStore
+from memself.store.workspaces import workspace_of
 
 NOW = datetime(2026, 11, 30, 9, 0, tzinfo=timezone.utc)
 PROMPT = "支付页新流程的灰度开关叫什么"

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from memself.store import MemoryStore
+from memself.store.memory_store import MemoryStore
 from tests.support.helpers import T0, days, make_store, record, write_records
 
 # Many writer processes and SIGKILL mid-write: the full group.
@@ -23,7 +23,7 @@ _WORKER = """
 import sys
 from datetime import datetime, timedelta, timezone
 from memself.paths import DataPaths
-from memself.store import MemoryStore
+from memself.store.memory_store import MemoryStore
 worker = int(sys.argv[1]); ops = int(sys.argv[2])
 store = MemoryStore(DataPaths.default())
 now = datetime.fromisoformat(sys.argv[3])
@@ -72,7 +72,7 @@ _WRITER = """
 import sys
 from datetime import datetime, timezone
 from memself.paths import DataPaths
-from memself.store import MemoryStore
+from memself.store.memory_store import MemoryStore
 store = MemoryStore(DataPaths.default())
 now = datetime.fromisoformat(sys.argv[1])
 print("go", flush=True)

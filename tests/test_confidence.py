@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from memself.confidence import apply_gain, decay, reinforce, reward_recall
-from memself.records import Memory
+from memself.store.confidence import apply_gain, decay, reinforce, reward_recall
+from memself.store.records import Memory
 from tests.support.helpers import T0, days
 
 

@@ -103,7 +103,7 @@ def test_the_cli_still_sets_user_only_keys(paths: DataPaths) -> None:
 
 
 def test_recall_lines_per_model_set_and_reset(paths: DataPaths) -> None:
-    from memself.models import OFFLINE_MODEL, resolve_model
+    from memself.model.catalog import OFFLINE_MODEL, resolve_model
     from memself.recall.lines import recall_lines
 
     set_config_value(paths, "model", OFFLINE_MODEL)
@@ -118,7 +118,7 @@ def test_recall_lines_per_model_set_and_reset(paths: DataPaths) -> None:
 
 
 def test_an_uncalibrated_model_uses_the_generic_lines(paths: DataPaths) -> None:
-    from memself.models import GENERIC_PROJECT_FLOOR, GENERIC_RULE_FLOOR, MODELS, resolve_model
+    from memself.model.catalog import GENERIC_PROJECT_FLOOR, GENERIC_RULE_FLOOR, MODELS, resolve_model
     from memself.recall.lines import recall_lines
 
     for name in ("someone/some-model", "intfloat/multilingual-e5-small"):

@@ -17,9 +17,9 @@ from typing import ClassVar
 import numpy as np
 import pytest
 
-from memself.encoder import Encoder, download_failure_message
 from memself.errors import InvalidInput, MemselfError, ModelUnavailable
-from memself.models import DEFAULT_MODEL, MODELS, OFFLINE_MODEL, resolve_model
+from memself.model.catalog import DEFAULT_MODEL, MODELS, OFFLINE_MODEL, resolve_model
+from memself.model.encoder import Encoder, download_failure_message
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -162,7 +162,7 @@ def fake_hub(bge_tiny_folder) -> Iterator[str]:
 
 def _run_load(model: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     code = (
-        "import sys\nfrom memself.encoder import load_encoder\n"
+        "import sys\nfrom memself.model.encoder import load_encoder\n"
         "from memself.errors import MemselfError\n"
         "try:\n    e = load_encoder(sys.argv[1])\n"
         "except MemselfError as exc:\n    print('ERR', exc)\n    sys.exit(3)\n"

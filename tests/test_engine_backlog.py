@@ -11,10 +11,10 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from memself.engine.backlog import Backlog
 from memself.index.files import read_state
 from memself.index.sync import VectorIndex
 from memself.paths import DataPaths
+from memself.warm.backlog import Backlog
 from tests.test_vector_index import FakeEncoder
 
 

@@ -8,8 +8,8 @@ import pytest
 from click.testing import CliRunner
 
 from memself.cli.app import main
+from memself.doctor import check_engine
 from memself.index.files import read_state
-from memself.installers.doctor import check_engine
 from memself.paths import DataPaths
 from tests.support.backlog_helpers import (
     backlog_of,

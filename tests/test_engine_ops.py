@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from memself.engine import protocol
-from memself.engine.service import RecallService
 from memself.errors import InvalidInput
 from memself.paths import DataPaths
+from memself.warm.service import RecallService
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from memself.engine.service import CachedReadStore, RecallService
 from memself.paths import DataPaths
-from memself.store import MemoryStore
+from memself.store.memory_store import MemoryStore
+from memself.warm.service import CachedReadStore, RecallService
 from tests.support.helpers import T0, days, make_store, record, write_records
 
 

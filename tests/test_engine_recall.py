@@ -18,9 +18,9 @@ import pytest
 from memself.config import set_config_value
 from memself.engine.client import call_engine, stop_engine
 from memself.paths import DataPaths
-from memself.store import MemoryStore
+from memself.store.memory_store import MemoryStore
 
-ENTRY = Path(__file__).resolve().parent.parent / "memself" / "hooks" / "entry.py"
+ENTRY = Path(__file__).resolve().parent.parent / "hooks" / "entry.py"
 NOW = datetime(2026, 11, 30, 9, 0, tzinfo=timezone.utc)
 
 

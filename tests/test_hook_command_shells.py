@@ -20,12 +20,12 @@ from pathlib import Path
 
 import pytest
 
-from memself.hooks import command
-from memself.hooks.command import command_line, git_bash_path, powershell_command, powershell_quote
+from memself.hook import command
+from memself.hook.command import command_line, git_bash_path, powershell_command, powershell_quote
 from memself.hosts import HOSTS
 from memself.hosts.base import EventKind
 from memself.paths import DataPaths
-from memself.store import MemoryStore
+from memself.store.memory_store import MemoryStore
 from tests.support.helpers import T0
 from tests.support.hookproc import hook_data, hook_runs, load_payloads
 
@@ -45,7 +45,7 @@ SESSION_START = {
     "cursor": CURSOR["sessionStart"],
 }
 WINDOWS_PYTHON = r"C:\Users\张 三\AppData\Local\Programs\Python\Python312\python.exe"
-WINDOWS_ENTRY = r"C:\Users\张 三\AppData\Roaming\Python\site-packages\memself\hooks\entry.py"
+WINDOWS_ENTRY = r"C:\Users\张 三\AppData\Roaming\Python\site-packages\memself\_shipped\hooks\entry.py"
 
 
 @pytest.fixture
@@ -56,9 +56,10 @@ def spaced_install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     site = home / "Program Files" / "mem self"
     site.mkdir(parents=True)
     (site / "memself").symlink_to(REPO_ROOT / "memself", target_is_directory=True)
+    (site / "hooks").symlink_to(REPO_ROOT / "hooks", target_is_directory=True)
     (home / "venv").symlink_to(Path(sys.prefix), target_is_directory=True)
     monkeypatch.setattr(sys, "executable", str(home / "venv" / "bin" / "python"))
-    monkeypatch.setattr(command, "ENTRY", site / "memself" / "hooks" / "entry.py")
+    monkeypatch.setattr(command, "ENTRY", site / "hooks" / "entry.py")
     return home
 
 
@@ -187,8 +188,8 @@ def test_powershell_quoting_rules() -> None:
 def test_claude_on_windows_names_its_shell(monkeypatch: pytest.MonkeyPatch) -> None:
     """Claude Code runs hooks through Git Bash, or PowerShell where Git Bash is missing: the
     entry says "shell": "powershell", which every Windows has."""
-    from memself.installers import entries
-    from memself.installers.jsonhost import _shell_field
+    from memself.install import entries
+    from memself.install.jsonhost import _shell_field
     from memself.platform import system
 
     monkeypatch.setattr(system, "_REAL_WINDOWS", True)

@@ -13,9 +13,9 @@ import time
 import pytest
 
 from memself.hook import deadline
+from memself.hook.command import hook_command, hook_command_agent, hook_command_line
 from memself.hook.inputs import Stdin
 from memself.hook.run import RunContext, run
-from memself.hooks.command import hook_command, hook_command_agent, hook_command_line
 from memself.hosts import HOSTS
 from memself.hosts.base import EventKind, HookReply
 from tests.support import foreign

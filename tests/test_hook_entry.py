@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from memself.hook.command import hook_command_line
 from memself.hook.inputs import Stdin, read_bounded
 from memself.hook.run import RunContext, run
-from memself.hooks.command import hook_command_line
 from memself.hosts import HOSTS
 from memself.hosts.base import EventKind, HookEvent, HookReply
 from memself.paths import DataPaths
@@ -107,7 +107,7 @@ def test_bad_input_through_the_real_entry(host: str, case: str, hook_data: DataP
 
 
 def test_unknown_agent_is_silent_and_logged(hook_data: DataPaths) -> None:
-    entry = str(REPO_ROOT / "memself" / "hooks" / "entry.py")
+    entry = str(REPO_ROOT / "hooks" / "entry.py")
     for argv in (["--agent", "vscode"], ["--agent=VSCODE"]):
         done = subprocess.run(
             [sys.executable, "-I", "-S", entry, *argv],
@@ -122,7 +122,7 @@ def test_unknown_agent_is_silent_and_logged(hook_data: DataPaths) -> None:
 
 def test_missing_agent_is_guessed_and_logged(hook_data: DataPaths) -> None:
     """As the original: no ``--agent`` and a PascalCase event name means CodeBuddy."""
-    entry = str(REPO_ROOT / "memself" / "hooks" / "entry.py")
+    entry = str(REPO_ROOT / "hooks" / "entry.py")
     for argv in ([], ["--agent"]):
         done = subprocess.run(
             [sys.executable, "-I", "-S", entry, *argv],
@@ -140,7 +140,7 @@ def test_the_entry_survives_a_missing_package(tmp_path: Path) -> None:
     """A hook left registered after the package is gone must still exit 0 silently."""
     lone = tmp_path / "hooks" / "entry.py"
     lone.parent.mkdir()
-    shutil.copy(REPO_ROOT / "memself" / "hooks" / "entry.py", lone)
+    shutil.copy(REPO_ROOT / "hooks" / "entry.py", lone)
     done = subprocess.run(
         [sys.executable, "-I", "-S", str(lone), "--agent", "claude"],
         input=b"{}",
@@ -347,8 +347,8 @@ def test_slow_cli_entry_is_the_same_function(
 
 
 def test_entry_finds_the_package_in_a_wheel_layout(tmp_path: Path, hook_data: DataPaths) -> None:
-    """Installed from a wheel the entry is <site>/memself/hooks/entry.py: the bootstrap must import
-    from that site dir, not the source tree."""
+    """Installed from a wheel the entry is <site>/memself/_shipped/hooks/entry.py: the bootstrap
+    must import from that site dir, not the source tree."""
     site = tmp_path / "site"
     ignore = shutil.ignore_patterns("__pycache__")
     shutil.copytree(REPO_ROOT / "memself", site / "memself", ignore=ignore)
@@ -361,7 +361,8 @@ def test_entry_finds_the_package_in_a_wheel_layout(tmp_path: Path, hook_data: Da
         + marker,
         encoding="utf-8",
     )
-    entry = site / "memself" / "hooks" / "entry.py"
+    shutil.copytree(REPO_ROOT / "hooks", site / "memself" / "_shipped" / "hooks", ignore=ignore)
+    entry = site / "memself" / "_shipped" / "hooks" / "entry.py"
     probe = tmp_path / "probe.py"
     probe.write_text(
         "import runpy, sys\n"

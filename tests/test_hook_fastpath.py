@@ -16,14 +16,14 @@ import pytest
 
 from memself.engine.client import call_engine
 from memself.engine.protocol import MAX_RESPONSE_BYTES, OP_HOOK_FORWARD, pack
-from memself.engine.service import run_forwarded
 from memself.hook import inputs, process
+from memself.hook.command import hook_command
 from memself.hook.inputs import Stdin
 from memself.hook.run import ENGINE_KINDS, FIXED_NOW_ENV, RunContext, now_from_env, run
-from memself.hooks.command import hook_command
 from memself.hosts import HOSTS
 from memself.hosts.base import EventKind, HookEvent, HookReply
 from memself.paths import DataPaths, data_root
+from memself.warm.service import run_forwarded
 from tests.support.fastpath_service import RECALLED_RULE, scripted_core
 from tests.support.hookproc import hook_data, hook_runs, run_entry
 from tests.test_hook_imports import imported_modules
@@ -42,7 +42,7 @@ NOT_ON_THE_FAST_PATH = {
     "dataclasses",
     "memself.hook.run",
     "memself.hosts",
-    "memself.hookcore",
+    "memself.hook.core",
     "memself.engine.client",
 }
 
@@ -369,7 +369,7 @@ def test_a_prompt_whose_stdin_stays_open_runs_here_with_the_engines_recall(
     answer = json.loads(out)
     assert RECALLED_RULE in answer["hookSpecificOutput"]["additionalContext"]
     assert b"engine pid=" not in out  # not the engine's scripted hook
-    assert "memself.hookcore" in imported_modules(err)
+    assert "memself.hook.core" in imported_modules(err)
     runs = hook_runs(fast_engine)
     assert [(r["kind"], r.get("note")) for r in runs] == [("prompt_submit", "stdin-timeout")]
 

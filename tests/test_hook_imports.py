@@ -76,7 +76,7 @@ def test_hook_imports_no_heavy_package(host: str, judge: bool, hook_data: DataPa
     # Every run reached the core (no early exit that would make this test vacuous).
     runs = [r for r in hook_runs(hook_data) if r["host"] == host]
     assert [r["kind"] for r in runs] == ["session_start", "prompt_submit", "stop"]
-    assert "memself.hookcore" in seen
+    assert "memself.hook.core" in seen
 
 
 def test_the_checker_sees_a_heavy_import(hook_data: DataPaths) -> None:

@@ -7,9 +7,9 @@ import json
 import pytest
 
 from memself.config import set_config_value
-from memself.hookcore import handle
+from memself.hook.core import handle
 from memself.hosts.base import EventKind, HookEvent
-from memself.judge.secrets import write_api_key
+from memself.judge.credentials import write_api_key
 from memself.paths import DataPaths
 from tests.support.helpers import T0, days, make_store, record, write_records
 

@@ -13,13 +13,13 @@ from types import ModuleType
 
 import pytest
 
+from memself.hook.command import ENTRY
 from memself.hook.deadline import EMPTY_REPLY_ARG, TIMEOUT_ARG
 from memself.hook.inputs import EVENT_ARG
-from memself.hooks.command import ENTRY
 from memself.hosts import HOSTS
 from memself.hosts.base import EventKind
-from memself.installers import INSTALLERS
-from memself.installers.base import InstallContext
+from memself.install import INSTALLERS
+from memself.install.base import InstallContext
 
 REPO = Path(__file__).resolve().parent.parent
 SKILL = REPO / "tests" / "fixtures" / "installers" / "_skill" / "memory-self-evolution-manage"
@@ -91,7 +91,7 @@ def test_changing_the_adapters_table_changes_what_is_installed(
 @pytest.mark.parametrize("host", list(HOSTS))
 def test_setup_replaces_the_commands_of_an_older_install(host: str, isolated_home: Path) -> None:
     """Commands registered before they carried the timeout are still ours: replaced in place."""
-    from memself.hooks.command import hook_command_line
+    from memself.hook.command import hook_command_line
 
     installer = INSTALLERS[host]
     ctx = InstallContext(home=isolated_home, skill_source=SKILL)
@@ -127,7 +127,7 @@ def test_installers_hold_no_event_name() -> None:
 
 @pytest.mark.parametrize("host", list(HOSTS))
 def test_registered_commands_are_recognised_as_ours(host: str) -> None:
-    from memself.hooks.command import hook_command_agent, hook_command_line
+    from memself.hook.command import hook_command_agent, hook_command_line
 
     for kind in HOSTS[host].EVENT_NAMES:
         line = hook_command_line(host, kind)
@@ -148,9 +148,9 @@ HOST_WORDS = re.compile(
 # The core: memself but its host adapters and installers, and the entry's old-place shim
 # (``hooks/``); every line of every file, comments and docstrings included.
 CORE_DIRS = ("memself", "hooks")
-NOT_CORE = ("memself/hosts", "memself/installers")
+NOT_CORE = ("memself/hosts", "memself/install")
 SKILL_MD = "memself/skills/memory-self-evolution-manage/SKILL.md"
-PAGE_STYLE = "memself/snapshot_assets.py"
+PAGE_STYLE = "memself/page/assets.py"
 _CSS_CURSOR = re.compile(r"\bcursor: (pointer|default);")
 # What may stay, each with why: (file, the line, stripped).
 ALLOWED = {

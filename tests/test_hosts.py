@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from memself.hooks.command import (
+from memself.hook.command import (
     ENTRY,
     hook_command,
     hook_command_agent,

@@ -17,7 +17,7 @@ HOOK_PATH = (
     "memself.hook",
     "memself.hooks.entry",
     "memself.engine",
-    "memself.hookcore",
+    "memself.hook.core",
 )
 # Circles elsewhere that predate this test, each being taken apart on its own; the list may only
 # shrink (a new circle anywhere fails, and so does an entry whose circle is gone).

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from memself.installers import claude_cli
-from memself.installers.claude import ClaudeMcpStep
-from memself.installers.entries import mcp_command
+from memself.install import claude_cli
+from memself.install.claude import ClaudeMcpStep
+from memself.install.entries import mcp_command
 from memself.launcher import LAUNCHER
 
 FAKE_CLAUDE = """#!{python}

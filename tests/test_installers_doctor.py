@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
+from memself import doctor
 from memself.config import set_config_value
 from memself.errors import MemselfError
-from memself.installers import doctor
-from memself.installers.base import InstallContext
-from memself.installers.cursor import INSTALLER as CURSOR
+from memself.install.base import InstallContext
+from memself.install.cursor import INSTALLER as CURSOR
 from memself.paths import DataPaths
 from tests.support.judge_helpers import API_KEY, configure
 from tests.support.judge_server import Reply, running_judge, sse
@@ -33,7 +33,7 @@ def packaged_skill(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_host_not_installed_is_not_a_problem(isolated_home: Path) -> None:
-    check = doctor.check_host("cursor", isolated_home, None)
+    check = doctor.check_host("cursor", InstallContext(home=isolated_home, skill_source=SKILL))
     assert check.ok is None and "未安装" in check.summary
 
 
@@ -41,21 +41,21 @@ def test_host_registration_is_checked_against_the_current_commands(
     isolated_home: Path, packaged_skill: None
 ) -> None:
     (isolated_home / ".cursor").mkdir()
-    before = doctor.check_host("cursor", isolated_home, None)
+    before = doctor.check_host("cursor", InstallContext(home=isolated_home, skill_source=SKILL))
     assert before.ok is False and before.fix == "memself setup --only cursor"
     CURSOR.apply(InstallContext(home=isolated_home, skill_source=SKILL))
-    after = doctor.check_host("cursor", isolated_home, None)
+    after = doctor.check_host("cursor", InstallContext(home=isolated_home, skill_source=SKILL))
     assert after.ok is True, after.summary
     assert str(isolated_home / ".cursor/hooks.json") in after.summary
     # A registration pointing at another interpreter (a moved venv) is stale.
     hooks = isolated_home / ".cursor/hooks.json"
     hooks.write_text(hooks.read_text().replace("-I -S", "-I  -S"))
-    assert doctor.check_host("cursor", isolated_home, None).ok is False
+    assert doctor.check_host("cursor", InstallContext(home=isolated_home, skill_source=SKILL)).ok is False
 
 
 def test_claude_without_binary_names_the_manual_command(isolated_home: Path, packaged_skill: None) -> None:
     (isolated_home / ".claude").mkdir()
-    check = doctor.check_host("claude", isolated_home, None)
+    check = doctor.check_host("claude", InstallContext(home=isolated_home, skill_source=SKILL))
     assert check.ok is False
     assert "claude mcp add --scope user memory-self-evolution --" in check.fix
 
@@ -63,7 +63,7 @@ def test_claude_without_binary_names_the_manual_command(isolated_home: Path, pac
 def test_malformed_host_file_is_reported_with_its_name(isolated_home: Path, packaged_skill: None) -> None:
     (isolated_home / ".codebuddy").mkdir()
     (isolated_home / ".codebuddy/settings.json").write_text("{,")
-    check = doctor.check_host("codebuddy", isolated_home, None)
+    check = doctor.check_host("codebuddy", InstallContext(home=isolated_home, skill_source=SKILL))
     assert check.ok is False and "settings.json 不是合法的 JSON" in check.summary
 
 
@@ -200,8 +200,8 @@ def test_engine_that_cannot_load_its_model_is_reported(
 def test_the_data_check_counts_memories_per_workspace(isolated_home: Path) -> None:
     from datetime import datetime, timezone
 
-    from memself.store import MemoryStore
-    from memself.workspaces import Workspace
+    from memself.store.memory_store import MemoryStore
+    from memself.store.workspaces import Workspace
 
     paths = DataPaths.default()
     assert doctor.check_data(paths).summary == "还没有记忆文件（第一次写入时创建）"

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from memself.errors import MemselfError
-from memself.hooks.command import ENTRY
-from memself.installers import INSTALLERS
-from memself.installers.base import InstallContext
+from memself.hook.command import ENTRY
+from memself.install import INSTALLERS
+from memself.install.base import InstallContext
 from memself.launcher import LAUNCHER
 
 FIXTURES = Path(__file__).parent / "fixtures" / "installers"

@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from memself.hooks.command import hook_command_line
+from memself.hook.command import hook_command_line
 from memself.hosts import HOSTS
 from memself.hosts.base import EventKind
-from memself.installers import entries, jsonfile
-from memself.installers.jsonfile import ForeignFileError
+from memself.install import entries, jsonfile
+from memself.install.jsonfile import ForeignFileError
 
 OURS = hook_command_line("claude")
 LEGACY = '"/usr/local/bin/node" "/Users/dev/memory-self-evolution/bin/memory.mjs" hook --agent claude'
@@ -176,8 +176,8 @@ def test_duplicates_and_legacy_collapse_into_one_entry_in_place(folder: Path) ->
 
 
 def test_a_command_at_the_entrys_old_place_is_replaced_not_doubled(folder: Path) -> None:
-    """Setup before the entry moved into the package registered <repo>/hooks/entry.py."""
-    old = OURS.replace("/memself/hooks/entry.py", "/hooks/entry.py")
+    """Setup before the entry moved out of the package registered <root>/memself/hooks/entry.py."""
+    old = OURS.replace("/hooks/entry.py", "/memself/hooks/entry.py")
     assert old != OURS and entries.is_our_hook(old)
     data = {
         "hooks": {"Stop": [{"matcher": "", "hooks": [{"type": "command", "command": old, "timeout": 20}]}]}
@@ -255,8 +255,8 @@ def test_removal_of_a_file_we_created_deletes_it(folder: Path) -> None:
 def test_paths_with_spaces_are_quoted_and_still_recognised(folder: Path) -> None:
     import shlex
 
-    from memself.installers.base import InstallContext
-    from memself.installers.cursor import INSTALLER
+    from memself.install.base import InstallContext
+    from memself.install.cursor import INSTALLER
 
     def command(host: str, kind: EventKind) -> str:
         return shlex.join(

@@ -13,10 +13,10 @@ from click.testing import CliRunner
 from memself.cli import main
 from memself.errors import MemselfError
 from memself.hosts import HOSTS
-from memself.installers import INSTALLERS
-from memself.installers.entries import RESOLVE_RULE
-from memself.installers.model_prep import ModelReady, prepare_model
-from memself.installers.setup_flow import SetupOptions, run_setup, run_uninstall
+from memself.install import INSTALLERS
+from memself.install.entries import RESOLVE_RULE
+from memself.install.model_prep import ModelReady, prepare_model
+from memself.install.setup_flow import SetupOptions, run_setup, run_uninstall
 from memself.paths import DataPaths
 from tests.support.hookproc import hook_data
 
@@ -331,7 +331,7 @@ def test_every_installer_implements_the_interface() -> None:
 def test_hook_registered_after_install_only(host: str, isolated_home: Path) -> None:
     """What a Claude-registered hook asks when Cursor runs it: is the host's own hook of ours
     there? Yes after install, no before and after uninstall, whatever the hooks file's shape."""
-    from memself.installers.base import InstallContext
+    from memself.install.base import InstallContext
 
     installer = INSTALLERS[host]
     ctx = InstallContext(home=isolated_home, skill_source=SKILL)
@@ -390,7 +390,7 @@ def test_cursor_hook_registered_is_false_for_other_files(isolated_home: Path, co
     [(True, [RESOLVE_RULE, "Bash(ls:*)"]), (False, ["Bash(ls:*)"]), (None, [RESOLVE_RULE, "Bash(ls:*)"])],
 )
 def test_claude_permission_answer(isolated_home: Path, allow: bool | None, expected: list[str]) -> None:
-    from memself.installers.base import InstallContext
+    from memself.install.base import InstallContext
 
     settings = isolated_home / ".claude/settings.json"
     settings.parent.mkdir()

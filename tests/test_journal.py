@@ -7,11 +7,11 @@ import os
 
 import pytest
 
-from memself import journal
 from memself.atomic import stage
 from memself.errors import LockLost
 from memself.paths import DataPaths
-from memself.store import MemoryStore, render_lines
+from memself.store import journal
+from memself.store.memory_store import MemoryStore, render_lines
 from tests.support.helpers import T0, make_store, record, write_records
 
 

@@ -11,7 +11,7 @@ import pytest
 from memself.config import set_config_value
 from memself.judge.resolve import resolve
 from memself.paths import DataPaths
-from memself.store import MemoryStore
+from memself.store.memory_store import MemoryStore
 from tests.support.judge_helpers import NOW, judge, start_job, stop
 from tests.support.judge_helpers import judged_data as setup
 from tests.support.judge_helpers import run_judge_job as run

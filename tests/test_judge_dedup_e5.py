@@ -12,7 +12,7 @@ from memself.config import load_config
 from memself.judge import jobs
 from memself.judge.worker import run_job
 from memself.paths import DataPaths
-from memself.store import MemoryStore
+from memself.store.memory_store import MemoryStore
 from tests.support.judge_helpers import NOW, clock, configure, start_job
 from tests.support.judge_server import dedup, remember, running_judge, sse
 

@@ -15,7 +15,7 @@ from memself.hosts import HOSTS
 from memself.hosts.base import EventKind
 from memself.judge import jobs
 from memself.paths import DataPaths
-from memself.store import MemoryStore
+from memself.store.memory_store import MemoryStore
 from tests.support.hookproc import hook_data, run_entry
 from tests.support.judge_helpers import API_KEY, configure
 from tests.support.judge_server import remember, running_judge, sse

@@ -11,8 +11,8 @@ from memself.hosts import HOSTS
 from memself.judge import jobs
 from memself.judge.followup import confirm_pair_path, restore_continuation_prompt
 from memself.paths import DataPaths
-from memself.store import MemoryStore
-from memself.texts import NOTICE_HEADER
+from memself.store.memory_store import MemoryStore
+from memself.text.messages import NOTICE_HEADER
 from tests.support.judge_helpers import NOW, Clock, configure, judge_exits, proposal, ready, start_job, stop
 
 

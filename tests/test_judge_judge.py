@@ -8,7 +8,7 @@ import pytest
 
 from memself.judge import jobs
 from memself.paths import DataPaths
-from memself.store import MemoryStore
+from memself.store.memory_store import MemoryStore
 from tests.support.judge_helpers import API_KEY, NOW, clock, judge, overlap_nearest, start_job
 from tests.support.judge_helpers import judged_data as setup
 from tests.support.judge_helpers import run_judge_job as run

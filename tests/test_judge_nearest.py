@@ -8,7 +8,7 @@ import pytest
 
 from memself.judge.worker import engine_nearest
 from memself.paths import DataPaths
-from memself.store import MemoryStore
+from memself.store.memory_store import MemoryStore
 from tests.support.judge_helpers import NOW
 
 

@@ -18,7 +18,7 @@ from memself.judge.resolve import (
     resolve,
 )
 from memself.paths import DataPaths
-from memself.store import MemoryStore
+from memself.store.memory_store import MemoryStore
 from tests.support.judge_helpers import NOW, configure, proposal, ready, start_job, stop
 
 

@@ -9,9 +9,9 @@ from memself.judge import jobs
 from memself.judge.resolve import DECISIONS, MSG_MISMATCH, ResolveRejected, resolve
 from memself.mcp_server import TOOLS
 from memself.paths import DataPaths
-from memself.store import MemoryStore
-from memself.texts import popup_options
-from memself.workspaces import Workspace
+from memself.store.memory_store import MemoryStore
+from memself.store.workspaces import Workspace
+from memself.text.messages import popup_options
 from tests.support.judge_helpers import NOW, configure, proposal, ready, stop
 
 PAY = Workspace("/srv/repos/pay-service", "pay-service")

@@ -9,8 +9,8 @@ import json
 import pytest
 
 from memself.judge import jobs, seal
+from memself.judge.credentials import read_session_secret
 from memself.judge.proposal_id import normalise_prompt
-from memself.judge.secrets import read_session_secret
 from memself.paths import DataPaths
 from tests.support.judge_helpers import NOW, configure, start_job
 

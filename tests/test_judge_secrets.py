@@ -11,8 +11,7 @@ import threading
 import pytest
 
 from memself.errors import InvalidInput, KeyEndpointMismatch, KeyFileInvalid, KeyUnconfirmed
-from memself.judge.proposal_id import PROPOSAL_ID_RE, normalise_prompt, proposal_id
-from memself.judge.secrets import (
+from memself.judge.credentials import (
     bind_key,
     ensure_session_secret,
     key_for_endpoint,
@@ -26,6 +25,7 @@ from memself.judge.secrets import (
     shown_base,
     write_api_key,
 )
+from memself.judge.proposal_id import PROPOSAL_ID_RE, normalise_prompt, proposal_id
 from memself.paths import DataPaths
 
 SECRET = "a" * 64

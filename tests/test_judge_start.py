@@ -15,8 +15,8 @@ import pytest
 
 from memself.config import load_config, set_config_value
 from memself.judge import jobs
+from memself.judge.credentials import load_or_create_session_secret
 from memself.judge.proposal_id import proposal_id
-from memself.judge.secrets import load_or_create_session_secret
 from memself.judge.start import maybe_start_judge, spawn_judge
 from memself.paths import DataPaths
 from tests.support import foreign

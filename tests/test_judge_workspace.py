@@ -15,9 +15,9 @@ from memself.judge.parse import parse_remember
 from memself.judge.resolve import MSG_TAMPERED, ResolveRejected, resolve
 from memself.judge.worker import engine_nearest
 from memself.paths import DataPaths
-from memself.records import Memory
-from memself.store import MemoryStore
-from memself.workspaces import Workspace
+from memself.store.memory_store import MemoryStore
+from memself.store.records import Memory
+from memself.store.workspaces import Workspace
 from tests.support.judge_helpers import NOW, judge, start_job, stop
 from tests.support.judge_helpers import judged_data as setup
 from tests.support.judge_helpers import run_judge_job as run

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from memself.hookcore import handle
+from memself.hook.core import handle
 from memself.hosts.base import EventKind, HookEvent
 from memself.kept import counts
 from memself.kept.run import check_turn, judge_call, main, read_handoff
@@ -16,7 +16,7 @@ from memself.kept.start import ANSWER_HEAD, ANSWER_TAIL, maybe_start_check
 from memself.kept.turns import note_shown, notice_path, take_notice
 from memself.kept.verdict import parse_verdict
 from memself.paths import DataPaths
-from memself.store import MemoryStore
+from memself.store.memory_store import MemoryStore
 from tests.support.helpers import T0, make_store, record, write_records
 from tests.support.judge_helpers import API_KEY, configure
 from tests.support.judge_server import FakeJudge, running_judge, sse
@@ -211,8 +211,8 @@ def test_a_rule_broken_again_and_again_gets_advice_everywhere_and_stays(monkeypa
     from click.testing import CliRunner
 
     from memself.cli import main as cli
-    from memself.installers.doctor import check_kept
-    from memself.snapshot import render_html
+    from memself.doctor import check_kept
+    from memself.page.html import render_html
     from tests.test_snapshot import rows
 
     store = rules_store()
@@ -237,7 +237,7 @@ def test_a_rule_broken_again_and_again_gets_advice_everywhere_and_stays(monkeypa
 
 
 def test_below_the_line_no_advice() -> None:
-    from memself.installers.doctor import check_kept
+    from memself.doctor import check_kept
 
     store = rules_store()
     store.add_counts({"r-zh": {counts.BROKEN: counts.OFTEN_BROKEN - 1}}, T0)

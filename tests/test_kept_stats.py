@@ -8,9 +8,9 @@ from click.testing import CliRunner
 
 from memself.cli import main as cli
 from memself.kept import counts, ledger
+from memself.page.html import write_snapshot
 from memself.paths import DataPaths
-from memself.snapshot import write_snapshot
-from memself.store import MemoryStore
+from memself.store.memory_store import MemoryStore
 from tests.support.helpers import T0, make_store, record, write_records
 
 SHOP = "/home/dev/code/shop"

@@ -12,7 +12,7 @@ from memself.kept import counts
 from memself.kept.run import check_turn
 from memself.kept.similarity import best_cosines
 from memself.kept.used import identifiers, sentences, used_facts
-from memself.store import MemoryStore
+from memself.store.memory_store import MemoryStore
 from tests.support.helpers import T0, make_store, record, write_records
 from tests.support.original_reader import original_reads
 from tests.test_engine_recall import engine_home as real_engine_home
@@ -24,7 +24,7 @@ PAIRS = Path(__file__).resolve().parents[1] / "eval" / "kept"
 
 @pytest.fixture(scope="module")
 def similarity(e5_encoder):  # -> SimilarityFn, as the engine answers it
-    from memself.models import OFFLINE_MODEL
+    from memself.model.catalog import OFFLINE_MODEL
     from memself.recall.scoring import load_recaller
 
     space = load_recaller(e5_encoder, OFFLINE_MODEL).space

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from memself import lexical
-from memself.lexical import UNKNOWN_IDF, IdfTable, cache_path, load_idf_table, parse_idf
+from memself.recall import lexical
+from memself.recall.lexical import UNKNOWN_IDF, IdfTable, cache_path, load_idf_table, parse_idf
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -84,7 +84,7 @@ def test_runs_are_cut_where_jieba_stops_treating_characters_as_chinese(jieba_tok
 
 def test_new_path_never_imports_jieba():
     code = (
-        "import sys; from memself import lexical; lexical.warm_up(); lexical.tokens('运单详情');"
+        "import sys; from memself.recall import lexical; lexical.warm_up(); lexical.tokens('运单详情');"
         "import json; print(json.dumps(sorted(m for m in sys.modules"
         " if m.split('.')[0] in ('jieba', 'rjieba'))))"
     )

@@ -10,8 +10,8 @@ import time
 import pytest
 
 from memself.errors import LockTimeout
-from memself.lock import write_lock
-from memself.store import MemoryStore
+from memself.store.lock import write_lock
+from memself.store.memory_store import MemoryStore
 from tests.support.helpers import T0, days, make_store, record, write_records
 
 
@@ -65,7 +65,7 @@ def test_live_fresh_lock_blocks_until_timeout(store: MemoryStore) -> None:
 _HOLDER = """
 import sys, time
 from memself.paths import DataPaths
-from memself.lock import write_lock
+from memself.store.lock import write_lock
 with write_lock(DataPaths.default()):
     print("held", flush=True)
     time.sleep(float(sys.argv[1]))

@@ -12,7 +12,7 @@ import pytest
 from memself import maintenance
 from memself.errors import CorruptFile
 from memself.maintenance import ran_today, run_daily_maintenance
-from memself.store import MemoryStore
+from memself.store.memory_store import MemoryStore
 from memself.timeutil import iso
 from tests.support.helpers import T0, by_id, days, make_store, record, write_records
 

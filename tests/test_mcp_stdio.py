@@ -15,7 +15,7 @@ from memself.judge import jobs
 from memself.judge.followup import followup
 from memself.judge.start import maybe_start_judge
 from memself.paths import DataPaths
-from memself.store import MemoryStore
+from memself.store.memory_store import MemoryStore
 from tests.support.judge_helpers import configure
 from tests.support.judge_server import remember, running_judge, sse
 from tests.support.mcp_client import run, text_of

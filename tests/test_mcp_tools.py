@@ -10,10 +10,10 @@ import pytest
 from memself.config import set_config_value
 from memself.errors import MemselfError
 from memself.judge import jobs
-from memself.judge.secrets import load_or_create_session_secret
+from memself.judge.credentials import load_or_create_session_secret
 from memself.mcp_server import TOOL_NAMES, TOOLS, MemoryTools
 from memself.paths import DataPaths
-from memself.store import MemoryStore
+from memself.store.memory_store import MemoryStore
 from tests.support.judge_helpers import API_KEY, NOW, configure, proposal, ready, stop
 
 

@@ -12,8 +12,8 @@ import pytest
 from memself.errors import MemselfError
 from memself.mcp_server import TOOLS, MemoryTools
 from memself.paths import DataPaths
-from memself.store import MemoryStore
-from memself.workspaces import Workspace, workspace_of
+from memself.store.memory_store import MemoryStore
+from memself.store.workspaces import Workspace, workspace_of
 from tests.support.judge_helpers import NOW, configure
 from tests.support.mcp_client import run, text_of
 

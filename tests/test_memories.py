@@ -10,10 +10,10 @@ from datetime import timedelta
 
 import pytest
 
-from memself import memories
+from memself import edits as memories
 from memself.judge import jobs
 from memself.paths import DataPaths
-from memself.store import MemoryStore
+from memself.store.memory_store import MemoryStore
 from tests.support.judge_helpers import NOW, configure, proposal, ready, stop
 
 
@@ -37,7 +37,7 @@ def reason(paths: DataPaths, sid: str) -> tuple[str, str]:
 
 
 def test_a_move_ends_the_proposals_aimed_at_it_and_a_non_move_ends_none(env) -> None:
-    from memself.workspaces import Workspace
+    from memself.store.workspaces import Workspace
 
     paths, store = env
     target = store.create("回答问题时一律使用中文", "rule", NOW - timedelta(days=3))

@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 from memself.model import cache, unigram
+from memself.model.catalog import OFFLINE_MODEL, resolve_model
 from memself.model.probes import PROBES
-from memself.models import OFFLINE_MODEL, resolve_model
 
 # Preparation loads sentence-transformers and torch and exports ONNX: minutes, the full group.
 pytestmark = pytest.mark.full
@@ -102,7 +102,7 @@ def test_compact_unigram_tokenizes_exactly_like_tokenizers(shared_model_cache: P
 
 def test_runtime_imports_no_torch(shared_model_cache: Path) -> None:
     code = (
-        "import sys\nfrom pathlib import Path\nfrom memself.encoder import load_encoder\n"
+        "import sys\nfrom pathlib import Path\nfrom memself.model.encoder import load_encoder\n"
         "e = load_encoder('multilingual-e5-small', Path(sys.argv[1]))\n"
         "e.encode_queries(['你好']); e.encode_passages(['a', 'bb' * 300])\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in "
@@ -166,7 +166,7 @@ def test_a_local_folder_is_prepared_on_first_use_with_its_prompts(
         json.dumps({"prompts": {"query": "q> ", "document": "d> "}}), encoding="utf-8"
     )
     code = (
-        "import sys\nfrom memself.encoder import load_encoder\n"
+        "import sys\nfrom memself.model.encoder import load_encoder\n"
         "e = load_encoder(sys.argv[1])\n"
         "a, b = e.encode_queries(['本地']), e.encode_raw(['q> 本地'])\n"
         "c, d = e.encode_passages(['本地']), e.encode_raw(['d> 本地'])\n"
@@ -246,7 +246,7 @@ def test_missing_stale_or_damaged_preparation_is_redone_with_a_message(
     with pytest.raises(cache.PreparedInvalid):
         cache.find_prepared(settings)
     code = (
-        "import sys\nfrom memself.encoder import load_encoder\n"
+        "import sys\nfrom memself.model.encoder import load_encoder\n"
         "e = load_encoder(sys.argv[1])\nimport numpy as np\n"
         "np.save(sys.argv[2], e.encode_passages(sys.argv[3:]))\n"
     )

@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from memself import offline_model
-from memself.offline_model import (
+from memself.model import offline as offline_model
+from memself.model.offline import (
     FOLDER_NAME,
     MARKER_FILE,
     OfflineModelError,

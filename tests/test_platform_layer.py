@@ -23,10 +23,10 @@ from memself.engine import instance_lock
 from memself.engine.location import locate
 from memself.errors import LockBroken
 from memself.judge import runlock
-from memself.lock import KERNEL_LOCK_NAME, write_lock
 from memself.paths import DataPaths
 from memself.platform import children, files, locks, processes, sockets, system
 from memself.platform.system import FOREIGN_ENV
+from memself.store.lock import KERNEL_LOCK_NAME, write_lock
 from tests.support.helpers import T0, make_store
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -364,8 +364,8 @@ def _port_file(paths: DataPaths, port: int, mode: int = 0o600) -> Path:
 
 
 def test_a_port_taken_by_another_program_sees_no_request(monkeypatch: pytest.MonkeyPatch) -> None:
+    from memself.doctor import check_engine_port
     from memself.engine.client import EngineClient, EngineRequestError
-    from memself.installers.doctor import check_engine_port
 
     monkeypatch.setenv(FOREIGN_ENV, "1")
     paths = make_store().paths
@@ -413,8 +413,8 @@ def test_a_port_taken_by_another_program_sees_no_request(monkeypatch: pytest.Mon
 
 @pytest.mark.skipif(system.real_windows(), reason="Windows guards the file by its folder's ACL, not modes")
 def test_a_port_file_others_can_read_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    from memself.doctor import check_engine_port
     from memself.engine.client import EngineClient, EngineRequestError
-    from memself.installers.doctor import check_engine_port
 
     monkeypatch.setenv(FOREIGN_ENV, "1")
     paths = make_store().paths

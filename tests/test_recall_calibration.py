@@ -10,13 +10,13 @@ import numpy as np
 import pytest
 
 from memself.errors import CorruptFile
-from memself.models import DEFAULT_MODEL, MODELS, OFFLINE_MODEL, ModelSettings, resolve_model
-from memself.recall import calibrate as cal
+from memself.model.catalog import DEFAULT_MODEL, MODELS, OFFLINE_MODEL, ModelSettings, resolve_model
+from memself.recall import fitting as cal
 from memself.recall.calibration import FORMAT, VERSION, calibration_dir, file_name, load_calibration
 from memself.recall.gate import RELATIVE, default_floors, gate_explained
 from memself.recall.memory_side import memory_side
 from memself.recall.scoring import ScoringSettings
-from memself.records import GROUPS
+from memself.store.records import GROUPS
 
 # ------------------------------------------------------------------------- per-model isolation
 

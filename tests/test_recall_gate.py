@@ -7,11 +7,11 @@ from datetime import datetime, timezone
 import numpy as np
 import pytest
 
-from memself.background import RecallSpace, build_space
-from memself.models import MODELS, OFFLINE_MODEL
+from memself.model.catalog import MODELS, OFFLINE_MODEL
+from memself.recall.background import RecallSpace, build_space
 from memself.recall.gate import GateParams, gate, gate_explained
 from memself.recall.scoring import Recaller, ScoringSettings, query_views
-from memself.records import Memory
+from memself.store.records import Memory
 
 NOW = datetime(2026, 11, 30, 9, 0, tzinfo=timezone.utc)
 
@@ -236,7 +236,7 @@ def test_lexical_fusion_only_for_weighted_groups_and_pool_reuse() -> None:
 
 
 def test_list_pools_are_reused_and_tokens_carried_over(monkeypatch: pytest.MonkeyPatch) -> None:
-    import memself.lexical as lexical
+    import memself.recall.lexical as lexical
 
     calls: list[str] = []
     real = lexical.tokens
@@ -272,7 +272,7 @@ def test_list_pools_are_reused_and_tokens_carried_over(monkeypatch: pytest.Monke
 def test_space_is_cached_and_rebuilt_on_request(tmp_path) -> None:
     import hashlib
 
-    from memself.background import load_space
+    from memself.recall.background import load_space
 
     class HashEncoder:
         model_id, dim = "test:hash", 8

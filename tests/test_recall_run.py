@@ -16,10 +16,10 @@ from memself.cli.recall_run import (
 )
 from memself.config import load_config
 from memself.errors import InvalidInput
-from memself.models import OFFLINE_MODEL
+from memself.model.catalog import OFFLINE_MODEL
 from memself.paths import DataPaths
 from memself.recall.scoring import load_recaller
-from memself.store import MemoryStore
+from memself.store.memory_store import MemoryStore
 
 NOW = datetime(2026, 11, 30, 9, 0, tzinfo=timezone.utc)
 

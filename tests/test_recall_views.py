@@ -10,13 +10,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from memself.background import RecallSpace
 from memself.index.sync import VectorIndex, view_row_id
+from memself.recall.background import RecallSpace
 from memself.recall.calibration import GeneralQuestion
 from memself.recall.gate import GateParams, gate_explained
 from memself.recall.pool import RecallPool, indexed_pool
 from memself.recall.scoring import Recaller, ScoringSettings
-from memself.records import Memory
+from memself.store.records import Memory
 from tests.test_vector_index import FakeEncoder
 
 NOW = datetime(2026, 11, 30, 9, 0, tzinfo=timezone.utc)

@@ -9,8 +9,8 @@ import random
 import pytest
 
 from memself.errors import InvalidInput
-from memself.recordlines import MAX_LINE_BYTES, encode_record
-from memself.store import parse_records
+from memself.store.memory_store import parse_records
+from memself.store.recordlines import MAX_LINE_BYTES, encode_record
 
 ALPHABET = ["a", "证", "\ud800", '"', "\\", "\n", "\x01", "😀", "…", " "]
 

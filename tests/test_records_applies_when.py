@@ -8,7 +8,7 @@ import json
 import pytest
 
 from memself.errors import InvalidInput
-from memself.records import MAX_APPLIES_WHEN, Memory, check_applies_when
+from memself.store.records import MAX_APPLIES_WHEN, Memory, check_applies_when
 
 BASE = {
     "id": "mem-1",

@@ -21,11 +21,11 @@ from typing import Any
 
 import pytest
 
-from memself import snapshot
+from memself.page import html as snapshot
+from memself.page.assets import SCRIPT
+from memself.page.html import render_html, write_snapshot
 from memself.paths import DataPaths
-from memself.records import Memory
-from memself.snapshot import render_html, write_snapshot
-from memself.snapshot_assets import SCRIPT
+from memself.store.records import Memory
 
 CHROMIUM = Path("/usr/bin/chromium")
 DATA_OPEN = '<script type="application/json" id="memself-data">'
@@ -393,9 +393,9 @@ def test_write_snapshot_creates_the_data_directory() -> None:
 
 def test_snapshot_module_imports_only_the_standard_library() -> None:
     # The store (hook path) regenerates the page, so this module must not pull heavy packages.
-    root = str(Path(snapshot.__file__).resolve().parent.parent)
+    root = str(Path(snapshot.__file__).resolve().parents[2])
     code = (
-        f"import sys; sys.path.insert(0, {root!r}); import memself.snapshot; "
+        f"import sys; sys.path.insert(0, {root!r}); import memself.page.html; "
         "heavy = {'numpy', 'torch', 'sentence_transformers', 'httpx', 'mcp', 'click', 'jieba'}"
         "; print(sorted(heavy & set(sys.modules)))"
     )

@@ -12,8 +12,8 @@ import sys
 import pytest
 
 from memself.errors import InvalidInput, NotFound
-from memself.records import Memory
-from memself.store import MemoryStore
+from memself.store.memory_store import MemoryStore
+from memself.store.records import Memory
 from tests.support.helpers import T0, by_id, days, make_store, record, write_records
 
 
@@ -161,7 +161,7 @@ _CHILD = """
 import sys, signal, resource
 from datetime import datetime, timezone
 from memself.paths import DataPaths
-from memself.store import MemoryStore
+from memself.store.memory_store import MemoryStore
 from memself.errors import MemselfError
 mode = sys.argv[1]
 if mode == "full":

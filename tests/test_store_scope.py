@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import timedelta
 
 from memself.paths import DataPaths
-from memself.store import MemoryStore
-from memself.workspaces import Workspace
+from memself.store.memory_store import MemoryStore
+from memself.store.workspaces import Workspace
 from tests.support.judge_helpers import NOW
 
 PAY = Workspace("/srv/repos/pay-service", "pay-service")

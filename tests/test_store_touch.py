@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-import memself.store as store_module
-from memself.journal import Stamp
-from memself.store import MemoryStore
+import memself.store.memory_store as store_module
+from memself.store.journal import Stamp
+from memself.store.memory_store import MemoryStore
 from tests.support.helpers import T0, days, make_store, record, write_records
 
 

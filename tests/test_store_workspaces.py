@@ -8,9 +8,9 @@ import json
 import pytest
 
 from memself.errors import LockLost, NotFound
-from memself.records import Memory
-from memself.store import MemoryStore
-from memself.workspaces import Workspace
+from memself.store.memory_store import MemoryStore
+from memself.store.records import Memory
+from memself.store.workspaces import Workspace
 from tests.support.helpers import T0, by_id, days, make_store, record, write_records
 
 PAY = Workspace("/srv/pay-service", "pay-service")

@@ -1,4 +1,4 @@
-"""Table-driven tests of the input filter and redaction (memself.textfilter).
+"""Table-driven tests of the input filter and redaction (memself.text.input_filter).
 
 Every secret below is made up for these tests (random characters in the provider's shape, or the
 provider's own documented example values); none is real.
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from memself import textfilter as tf
-from memself.textfilter import (
+from memself.text import input_filter as tf
+from memself.text.input_filter import (
     CONFIRM_MARKER,
     NOTICE_HEADER,
     REDACTED,
@@ -659,7 +659,7 @@ def test_imports_only_the_standard_library() -> None:
         "import sys\n"
         f"sys.path.insert(0, {str(REPO_ROOT)!r})\n"
         "before = set(sys.modules)\n"
-        "import memself.textfilter\n"
+        "import memself.text.input_filter\n"
         "new = {m.split('.')[0] for m in set(sys.modules) - before}\n"
         "print(sorted(new - set(sys.stdlib_module_names) - {'memself'}))\n"
     )

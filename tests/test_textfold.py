@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import unicodedata
 
-from memself import textfold
-from memself.textfold import fold, plain_char
+from memself.text import fold as textfold
+from memself.text.fold import fold, plain_char
 
 
 def test_lines_the_shortcut_skips_have_nothing_to_fold() -> None:

@@ -11,13 +11,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from memself.background import load_space
 from memself.index.files import HEADER, text_hash
 from memself.index.legacy import LEGACY_MARKER
 from memself.index.sync import VectorIndex
 from memself.paths import DataPaths
+from memself.recall.background import load_space
 from memself.recall.scoring import Recaller, ScoringSettings
-from memself.store import MemoryStore
+from memself.store.memory_store import MemoryStore
 
 NOW = datetime(2026, 11, 30, 9, 0, tzinfo=timezone.utc)
 

@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 
 from memself.errors import InvalidInput
-from memself.models import MODELS, OFFLINE_MODEL
+from memself.model.catalog import MODELS, OFFLINE_MODEL
 from memself.recall.gate import GateParams, default_floors
 from memself.recall.memory_side import encode_memories
 from memself.recall.scoring import load_recaller
-from memself.records import Memory
-from memself.verify import render_json, render_text, run_cases
-from memself.verify_cases import load_applies_when, load_cases, parse_cases, with_applies_when
+from memself.store.records import Memory
+from memself.verify.cases import load_applies_when, load_cases, parse_cases, with_applies_when
+from memself.verify.run import render_json, render_text, run_cases
 
 NOW = datetime(2026, 11, 30, 9, 0, tzinfo=timezone.utc)
 EVAL_CASES = Path(__file__).resolve().parents[1] / "eval" / "cases"
@@ -272,7 +272,7 @@ def _small_set(name: str, topic: str) -> dict:
 
 
 def test_several_sets_report_leave_one_set_out(recaller, tmp_path: Path) -> None:
-    from memself.verify_sets import render_sets_json, render_sets_text, run_sets
+    from memself.verify.sets import render_sets_json, render_sets_text, run_sets
 
     sets = []
     for name, topic in (("pay", "支付"), ("map", "地图"), ("push", "推送")):
@@ -305,7 +305,7 @@ def test_in_repo_sets_reproduce_the_shipped_calibration(recaller) -> None:
     """The in-repo sets with their hand-written appliesWhen lines: the calibration on all of them
     is the shipped file's, and the held-out figures are the ones docs/recall.md reports."""
     from memself.recall.calibration import load_calibration
-    from memself.verify_sets import held_out_shapes, means, run_sets
+    from memself.verify.sets import held_out_shapes, means, run_sets
 
     sets = [
         with_applies_when(load_cases(p), load_applies_when(APPLIES_WHEN / p.name))
@@ -341,7 +341,7 @@ def _result_with_sweep(
     single_cases: int,
     single_hits: int,
 ):
-    from memself.verify import GroupReport, SweepPoint, VerifyResult
+    from memself.verify.run import GroupReport, SweepPoint, VerifyResult
 
     groups = {g: GroupReport(g, 0.4, cases=10, irrelevant=20) for g in ("rule", "project")}
     sweep = {"rule": [SweepPoint(*p) for p in rule], "project": [SweepPoint(*p) for p in project]}
@@ -353,7 +353,7 @@ def _result_with_sweep(
 
 
 def test_single_goal_lines_pick_the_least_leaking_pair() -> None:
-    from memself.verify import single_goal_lines
+    from memself.verify.run import single_goal_lines
 
     # 10 single cases: 9 needed. (floor, hits, leaks, single hits)
     rule = [(0.1, 9, 20, 5), (0.3, 8, 3, 4), (0.5, 6, 1, 3)]

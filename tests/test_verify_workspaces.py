@@ -17,13 +17,13 @@ from typing import Any
 import pytest
 
 from memself.errors import InvalidInput
-from memself.models import MODELS, OFFLINE_MODEL
+from memself.model.catalog import MODELS, OFFLINE_MODEL
 from memself.recall.gate import GateParams, default_floors
 from memself.recall.pool import RecallPool
 from memself.recall.scoring import load_recaller
-from memself.verify import render_json, render_text, run_cases
-from memself.verify_cases import load_cases, parse_cases
-from memself.verify_workspaces import workspace_key
+from memself.verify.cases import load_cases, parse_cases
+from memself.verify.run import render_json, render_text, run_cases
+from memself.verify.workspaces import workspace_key
 
 NOW = datetime(2026, 11, 30, 9, 0, tzinfo=timezone.utc)
 EVAL = Path(__file__).resolve().parents[1] / "eval"
@@ -163,7 +163,7 @@ def test_a_scoping_bug_in_the_pool_shows_up_as_leaks(recaller, monkeypatch: pyte
 
 
 def test_keys_are_absolute_paths_named_after_the_workspace() -> None:
-    from memself.workspaces import display_name, workspace_for_key
+    from memself.store.workspaces import display_name, workspace_for_key
 
     key = workspace_key("pay-service")
     assert os.path.isabs(key) and display_name(key) == "pay-service"

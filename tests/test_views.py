@@ -14,10 +14,10 @@ from click.testing import CliRunner
 
 from memself.cli import main
 from memself.config import load_config, set_config_value
-from memself.installers.doctor import check_views
+from memself.doctor import check_views
 from memself.maintenance import run_daily_maintenance
 from memself.paths import DataPaths
-from memself.store import MemoryStore
+from memself.store.memory_store import MemoryStore
 from memself.views.batch import is_stale
 from memself.views.fill import run_fill
 from memself.views.state import load_state

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from memself.records import Memory
-from memself.workspaces import Workspace, workspace_for_key, workspace_of
+from memself.store.records import Memory
+from memself.store.workspaces import Workspace, workspace_for_key, workspace_of
 
 NOW = datetime(2026, 11, 30, 9, 0, tzinfo=timezone.utc)
 

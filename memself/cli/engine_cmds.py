@@ -17,7 +17,7 @@ from memself.engine.client import (
 )
 from memself.engine.protocol import ERR_NOT_READY, ERR_TIMEOUT, ERR_WARM_UP_FAILED, OP_PING
 from memself.paths import DataPaths
-from memself.texts import backlog_progress
+from memself.text.messages import backlog_progress
 
 STATE_TEXT = {"ready": "就绪", "loading": "正在加载模型", "failed": "加载失败"}
 NOT_RUNNING = "召回引擎未运行（下次会话开始或提问时会自动启动）"

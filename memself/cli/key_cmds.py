@@ -13,7 +13,7 @@ import click
 from memself.cli.app import main
 from memself.config import load_config, set_config_value
 from memself.errors import InvalidInput
-from memself.judge.secrets import key_state, read_key_file, shown_base, write_api_key
+from memself.judge.credentials import key_state, read_key_file, shown_base, write_api_key
 from memself.paths import DataPaths
 
 

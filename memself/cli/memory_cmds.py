@@ -11,7 +11,8 @@ from collections.abc import Iterable
 
 import click
 
-from memself import listing, memories
+from memself import edits as memories
+from memself import listing
 from memself.cli.app import echo_json, main, now_utc
 from memself.cli.scope import (
     WORKSPACE_HELP,
@@ -23,10 +24,11 @@ from memself.cli.scope import (
 )
 from memself.config import KEYS, load_config, set_config_value
 from memself.errors import InvalidInput
-from memself.judge.secrets import key_state, read_key_file, shown_base
+from memself.judge.credentials import key_state, read_key_file, shown_base
 from memself.paths import DataPaths
 from memself.recall.lines import line_in_effect, line_set_message
-from memself.records import (
+from memself.store.memory_store import BadLine, MemoryStore
+from memself.store.records import (
     GROUP_LABELS,
     GROUP_SHORT_LABELS,
     GROUPS,
@@ -36,10 +38,9 @@ from memself.records import (
     fmt_confidence,
     one_line,
 )
-from memself.store import BadLine, MemoryStore
-from memself.texts import APPLIES_WHEN_LABEL, SCOPE_LABEL, gain_text, scope_text, workspace_label
+from memself.store.workspaces import Workspace
+from memself.text.messages import APPLIES_WHEN_LABEL, SCOPE_LABEL, gain_text, scope_text, workspace_label
 from memself.workspace_args import directory_workspace
-from memself.workspaces import Workspace
 
 
 def _store() -> MemoryStore:

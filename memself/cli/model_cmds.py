@@ -49,7 +49,7 @@ def prepare_with_progress(model: str, *, force: bool = False) -> None:
 def status_cmd(model: str | None, as_json: bool) -> None:
     """向量模型是否已准备好、在哪里、多大。"""
     from memself.model.cache import status
-    from memself.models import resolve_model
+    from memself.model.catalog import resolve_model
 
     name = _configured(model)
     info = status(name, resolve_model(name))

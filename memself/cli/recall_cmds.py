@@ -23,8 +23,8 @@ from memself.workspace_args import current_workspace, directory_workspace
 def recall_cmd(text: str, as_json: bool, workspace_dir: str | None) -> None:
     """预览一句输入会召回哪些记忆、分数和每组要过的线（不加分，不写文件）。"""
     from memself.cli.recall_run import preview_recall, render_recall_json, render_recall_text
-    from memself.store import MemoryStore
-    from memself.texts import workspace_label
+    from memself.store.memory_store import MemoryStore
+    from memself.text.messages import workspace_label
 
     paths = DataPaths.default()
     if workspace_dir is None:
@@ -63,8 +63,8 @@ def recall_cmd(text: str, as_json: bool, workspace_dir: str | None) -> None:
 def verify_cmd(cases: tuple[Path, ...], applies_when: Path | None, as_json: bool) -> None:
     """用标注用例评测召回：命中、泄漏、单条记忆召回和逐组阈值扫描；多组用例时另算留一组校准。"""
     from memself.cli.recall_run import verify_command
-    from memself.verify import render_json, render_text
-    from memself.verify_sets import SetsResult, render_sets_json, render_sets_text
+    from memself.verify.run import render_json, render_text
+    from memself.verify.sets import SetsResult, render_sets_json, render_sets_text
 
     paths = DataPaths.default()
     result = verify_command(list(cases), paths, load_config(paths), now_utc(), applies_when=applies_when)
@@ -82,11 +82,11 @@ def verify_cmd(cases: tuple[Path, ...], applies_when: Path | None, as_json: bool
 @main.command("rebuild-index")
 def rebuild_index_cmd() -> None:
     """备份旧索引后按当前模型重建全部向量（换模型或手改过记忆正文后用）。"""
-    from memself.encoder import batch_threads, load_encoder
     from memself.index.sync import VectorIndex
+    from memself.model.encoder import batch_threads, load_encoder
     from memself.progress import progress_bar
     from memself.recall.memory_side import memory_side
-    from memself.store import MemoryStore
+    from memself.store.memory_store import MemoryStore
 
     paths = DataPaths.default()
     memories = MemoryStore(paths).all()
@@ -107,8 +107,8 @@ def rebuild_index_cmd() -> None:
 @main.command("build-background")
 def build_background_cmd() -> None:
     """按当前模型重新生成背景均值和召回空间（换模型或改了背景句子后用）。"""
-    from memself.background import build_background
-    from memself.encoder import batch_threads, load_encoder
+    from memself.model.encoder import batch_threads, load_encoder
+    from memself.recall.background import build_background
     from memself.recall.scoring import load_recaller
 
     paths = DataPaths.default()

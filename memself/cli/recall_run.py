@@ -1,5 +1,5 @@
 """What the CLI's ``memself recall`` and ``memself verify`` call: load the model and the pool, run,
-render. Business logic stays in ``memself.recall`` and ``memself.verify``; this module only wires
+render. Business logic stays in ``memself.recall`` and ``memself.verify.run``; this module only wires
 them to the store, the config and the vector index, and turns a ``RecallResult`` into Chinese.
 
 Nothing here rewards a memory: ``memself recall`` shows what a prompt *would* recall.
@@ -13,22 +13,22 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memself.errors import InvalidInput
-from memself.records import GROUP_SHORT_LABELS, GROUPS, fmt_confidence, one_line
+from memself.store.records import GROUP_SHORT_LABELS, GROUPS, fmt_confidence, one_line
 
 if TYPE_CHECKING:
     from memself.config import Config
     from memself.paths import DataPaths
     from memself.recall.result import GroupRecall, RecallResult
     from memself.recall.scoring import Recaller
-    from memself.verify import VerifyResult
-    from memself.verify_sets import SetsResult
+    from memself.verify.run import VerifyResult
+    from memself.verify.sets import SetsResult
 
 # A warm engine answers a preview in milliseconds; one that is busy or loading is not waited for.
 ENGINE_PREVIEW_S = 2.0
 
 
 def _recaller(config: Config, cache_dir: Path | None = None) -> Recaller:
-    from memself.encoder import load_encoder
+    from memself.model.encoder import load_encoder
     from memself.recall.scoring import load_recaller
 
     encoder = load_encoder(config.model, cache_dir)
@@ -70,11 +70,11 @@ def local_recall(
     index is synced first (new or changed memories are encoded), as the engine does.
     """
     from memself.index.sync import VectorIndex
-    from memself.models import resolve_model
+    from memself.model.catalog import resolve_model
     from memself.recall.lines import gate_params
     from memself.recall.memory_side import memory_side
     from memself.recall.pool import indexed_pool
-    from memself.store import MemoryStore
+    from memself.store.memory_store import MemoryStore
 
     if not text.strip():
         raise InvalidInput("要召回的文本为空")
@@ -167,12 +167,12 @@ def verify_command(
     """``memself verify [--cases FILE|DIR ...] [--applies-when DIR]``: the files named, or the
     original's ``verify-cases.json`` in the data directory (run against the user's active
     memories, read only). Several dev-format sets are also measured leave-one-set-out."""
-    from memself.models import resolve_model
+    from memself.model.catalog import resolve_model
     from memself.recall.lines import gate_params
-    from memself.store import MemoryStore
-    from memself.verify import run_cases
-    from memself.verify_cases import load_applies_when, load_cases, with_applies_when
-    from memself.verify_sets import run_sets
+    from memself.store.memory_store import MemoryStore
+    from memself.verify.cases import load_applies_when, load_cases, with_applies_when
+    from memself.verify.run import run_cases
+    from memself.verify.sets import run_sets
 
     named = [cases] if isinstance(cases, Path) else list(cases or [])
     if not named:

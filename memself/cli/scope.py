@@ -14,9 +14,9 @@ from typing import Any
 import click
 
 from memself.errors import InvalidInput
-from memself.records import Memory
+from memself.store.records import Memory
+from memself.store.workspaces import Workspace
 from memself.workspace_args import current_workspace, directory_workspace
-from memself.workspaces import Workspace
 
 WORKSPACE_HELP = "项目目录（映射到它所在仓库的根目录）"
 

@@ -1,4 +1,4 @@
-"""``memself setup``, ``memself uninstall``, ``memself doctor``: thin glue over memself.installers."""
+"""``memself setup``, ``memself uninstall``, ``memself doctor``: thin glue over memself.install."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import click
 
 from memself.cli.app import main
 from memself.errors import MemselfError
-from memself.installers import INSTALLERS
+from memself.install import INSTALLERS
 
 _HOSTS = click.Choice(list(INSTALLERS))
 
@@ -39,7 +39,7 @@ def setup(mode: str | None, only: str | None, dry_run: bool) -> None:
 
     MODE 为 sidepath 时不提问，重新注册并把旧的阻塞模式配置改为旁路。
     """
-    from memself.installers.setup_flow import SetupOptions, run_setup
+    from memself.install.setup_flow import SetupOptions, run_setup
 
     if mode == "blocking":
         raise MemselfError(
@@ -56,7 +56,7 @@ def setup(mode: str | None, only: str | None, dry_run: bool) -> None:
 @click.option("--dry-run", is_flag=True, help="只打印将要发生的改动，不写入")
 def uninstall(only: str | None, dry_run: bool) -> None:
     """去掉各端里本插件的 hook、MCP、skill 和免批准规则；不带 --only 时还删除配置和密钥，保留记忆。"""
-    from memself.installers.setup_flow import run_uninstall
+    from memself.install.setup_flow import run_uninstall
 
     sys.exit(run_uninstall(only, dry_run, click.echo))
 
@@ -64,7 +64,7 @@ def uninstall(only: str | None, dry_run: bool) -> None:
 @main.command()
 def doctor() -> None:
     """一屏检查：各端注册、向量模型、召回进程、判别接口，以及每个问题怎么修。"""
-    from memself.installers.doctor import run_doctor
+    from memself.doctor import run_doctor
 
     sys.exit(run_doctor(click.echo, confirm=_confirm_key_address if _has_terminal() else None))
 

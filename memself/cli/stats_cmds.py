@@ -7,8 +7,8 @@ import click
 from memself.cli.app import echo_json, main
 from memself.kept.stats import load_stats
 from memself.paths import DataPaths
-from memself.store import MemoryStore
-from memself.texts import stats_lines
+from memself.store.memory_store import MemoryStore
+from memself.text.messages import stats_lines
 
 
 @main.command("stats")

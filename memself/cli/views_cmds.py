@@ -43,7 +43,7 @@ def views_status(as_json: bool) -> None:
 def views_fill(limit: int | None, dry_run: bool) -> None:
     """按今天的额度向旁路判别接口请求适用场景，分批发送。"""
     from memself.config import load_config
-    from memself.judge.secrets import shown_base
+    from memself.judge.credentials import shown_base
     from memself.paths import DataPaths
     from memself.views.fill import BUSY, KEY, NO_ENDPOINT, dump_body, endpoint_configured, run_fill
 

@@ -1,7 +1,7 @@
 """What the engine hosts: a service object, chosen by a ``module:factory`` spec.
 
 The engine owns the socket, the lifecycle and the ops ``ping``, ``status`` and ``stop``; every
-other op goes to the service. The product's service is ``memself.engine.service:make_service``
+other op goes to the service. The product's service is ``memself.warm.service:make_service``
 (recall, nearest, encode); tests host a small one through ``MEMSELF_ENGINE_SERVICE``.
 """
 
@@ -15,7 +15,7 @@ from typing import Any, Protocol, runtime_checkable
 from memself.errors import MemselfError
 from memself.paths import DataPaths
 
-DEFAULT_SERVICE = "memself.engine.service:make_service"
+DEFAULT_SERVICE = "memself.warm.service:make_service"
 # For tests only: the suite cannot load the real model in every engine it starts and stops.
 SERVICE_ENV = "MEMSELF_ENGINE_SERVICE"
 

@@ -37,7 +37,7 @@ OP_PING = "ping"
 OP_STATUS = "status"
 OP_STOP = "stop"
 ENGINE_OPS = frozenset({OP_PING, OP_STATUS, OP_STOP})
-# Ops of the recall service (memself.engine.service); the engine forwards them untouched.
+# Ops of the recall service (memself.warm.service); the engine forwards them untouched.
 # {text, now}: gated recall, nothing rewarded: the hook rewards what it delivered (its local run)
 OP_RECALL = "recall"
 OP_NEAREST = "nearest"  # {text, k}: the k nearest memories, ungated, no rewards (the judge)

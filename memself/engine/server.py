@@ -40,7 +40,6 @@ from memself.engine.location import (
     make_fallback_dir,
     own_uid,
 )
-from memself.engine.page_refresh import PageRefresher
 from memself.engine.protocol import (
     ACK,
     ACK_WAIT_S,
@@ -69,6 +68,7 @@ from memself.engine.protocol import (
 from memself.engine.transport import NONCE_BYTES, format_port_file, parse_port_file, tcp_proof
 from memself.errors import MemselfError
 from memself.logs import log
+from memself.page.refresh import PageRefresher
 from memself.paths import DataPaths
 from memself.platform import signals as platform_signals
 from memself.platform import sockets

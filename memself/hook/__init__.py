@@ -13,7 +13,7 @@
 Imports go one way: ``process`` -> ``inputs``, ``deadline``, the engine's client side
 (``protocol``, ``location``, ``transport``; ``client`` to start an engine), ``memself.hosts.base``
 only for a command that names no event, and, for the local path only, ``run``; ``run`` ->
-``inputs``, ``deadline``, ``memself.hosts``, ``memself.hookcore`` (which asks ``deadline`` how
+``inputs``, ``deadline``, ``memself.hosts``, ``memself.hook.core`` (which asks ``deadline`` how
 long it may wait). The engine's service imports ``run``, never ``process``; nothing here imports
 the engine's server side. Kept empty: the hook process imports this package first, and every
 import costs it start-up time.

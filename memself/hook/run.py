@@ -3,7 +3,7 @@ on stdout, and one log line.
 
 Three callers, one function: the hook process when the engine does not answer for it
 (``memself.hook.process``, also behind ``memself hook``), and the engine for the hooks forwarded
-to it (``memself.engine.service``). Standard library only. ``run`` never raises: a hook failure
+to it (``memself.warm.service``). Standard library only. ``run`` never raises: a hook failure
 must never block or break the user's turn (a host may read exit 2 as "block this prompt"), so
 whatever goes wrong ends in the host's "no answer" and a log line saying why.
 """
@@ -49,7 +49,7 @@ class RunContext(NamedTuple):
     """Where one hook runs and what it already knows. The defaults are the hook process's own."""
 
     host: str  # ``--agent``, lower-cased
-    # The core; None: ``memself.hookcore`` in this process, its recall through the engine.
+    # The core; None: ``memself.hook.core`` in this process, its recall through the engine.
     core: Handler | None = None
     # What the engine answered when the hook process asked it to run the hook: not asked again,
     # and a session start or prompt is answered without recall.
@@ -246,7 +246,7 @@ def _local_core(record: _Record, engine_error: str | None) -> Handler:
     unreadable as a whole: left open, too large) the core asks it for recall."""
 
     def core(event: HookEvent, now: datetime, paths: DataPaths) -> HookReply:
-        from memself.hookcore import handle
+        from memself.hook.core import handle
 
         if engine_error is not None and event.kind in ENGINE_KINDS:
             record.note = record.note or f"local:{engine_error}"
@@ -270,7 +270,7 @@ def note_shown(paths: DataPaths, event: HookEvent, ids: tuple[str, ...], now: da
 
 
 def _reward(paths: DataPaths, ids: tuple[str, ...], now: datetime) -> None:
-    from memself.store import MemoryStore
+    from memself.store.memory_store import MemoryStore
 
     MemoryStore(paths).reward_recall(ids, now)  # a busy lock or a failed write is logged there
 
@@ -304,7 +304,7 @@ def _hook_registered(home: Path) -> Callable[[str], bool]:
     Where that config lives is the installers' knowledge, imported only when asked."""
 
     def registered(host: str) -> bool:
-        from memself.installers import INSTALLERS
+        from memself.install import INSTALLERS
 
         installer = INSTALLERS.get(host)
         return installer is not None and installer.hook_registered(home)

@@ -1,53 +1,29 @@
-"""What a host executes on a hook event: ``<python> -I -S <this file> --agent HOST --event KIND
---timeout SECONDS [--empty-reply JSON]``, one command per event (``memself.hooks.command``).
+"""The hook entry's old place: hook commands registered before it moved still run this file.
 
-``-I -S`` keeps start-up at a few milliseconds (no site-packages scan, no .pth files, no user
-environment), so this file finds the memself package itself: it is ``<root>/memself/hooks/entry.py``
-with ``<root>`` the site-packages directory (wheel) or the source tree (editable install, whose
-.pth file ``-S`` skips), and ``<root>`` goes first on ``sys.path``.
-
-Standard library only. Whatever happens, the process exits 0: a non-zero exit is an error or,
-worse, "block this prompt" (exit 2) to the host; and it ends before the host's timeout
-(``memself.hook.deadline``), with the host's "no answer" output if need be.
+``memself setup`` used to register ``<python> -I -S <root>/memself/hooks/entry.py --agent HOST``;
+the entry now ships as ``hooks/entry.py`` (a wheel carries it as ``memself/_shipped/hooks``). Hosts
+keep running the old command until ``memself setup`` rewrites it (the installers recognise both
+paths as memself's and replace the old one), so this file runs the entry with the same arguments.
+Like the entry: standard library only, and exit 0 whatever happens (a non-zero exit is an error,
+or "block this prompt", to the host).
 """
 
 import os
+import runpy
 import sys
 
-
-def _bootstrap() -> None:
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    if root not in sys.path:
-        sys.path.insert(0, root)
-
-
-def _run() -> int:
+if __name__ == "__main__":
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    entry = os.path.join(package, "_shipped", "hooks", "entry.py")
+    if not os.path.isfile(entry):
+        entry = os.path.join(os.path.dirname(package), "hooks", "entry.py")
     try:
-        _bootstrap()
-        from memself.hook.deadline import arm
-        from memself.hook.inputs import agent_arg
-
-        # First of all, the hard deadline (from the timeout the command line carries), counted
-        # from this process's start: nothing after this can outlast the host's timeout.
-        arm(agent_arg(sys.argv[1:]), sys.argv[1:])
-        from memself.hook.process import main
-
-        # The warm engine answers through the fast path; without one the hook runs here.
-        main(sys.argv[1:])
+        # The entry ends the process itself (os._exit) once its work is done.
+        runpy.run_path(entry, run_name="__main__")
     except BaseException as exc:  # the host must never see a failure
         try:
             sys.stderr.write(f"memself hook: {type(exc).__name__}\n")
+            sys.stderr.flush()
         except Exception:
             pass
-    return 0
-
-
-if __name__ == "__main__":
-    code = _run()
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except Exception:
-            pass
-    # os._exit skips interpreter teardown (a few ms) and any flush error at exit.
-    os._exit(code)
+    os._exit(0)

@@ -31,7 +31,7 @@ class HookEvent(NamedTuple):
     prompt: str  # "" for events without a prompt
     cwd: str
     stop_active: bool  # the host is already continuing because of a Stop hook
-    # The key of the workspace of ``cwd`` (``memself.workspaces``), "" when there is none.
+    # The key of the workspace of ``cwd`` (``memself.store.workspaces``), "" when there is none.
     workspace: str = ""
     # Stop only: the assistant's final answer as the host gives it ("" when it gives none).
     answer: str = ""

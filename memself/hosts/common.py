@@ -20,7 +20,7 @@ from memself.hosts.base import (
     first_text,
     sanitise_key,
 )
-from memself.workspaces import workspace_of
+from memself.store.workspaces import workspace_of
 
 # Claude Code, CodeBuddy Code and WorkBuddy share the event names and the registered timeouts.
 CLAUDE_EVENT_NAMES = {

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from memself.atomic import write_atomic
-from memself.models import DEFAULT_MODEL
+from memself.model.catalog import DEFAULT_MODEL
 
 if TYPE_CHECKING:
     import numpy as np

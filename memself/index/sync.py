@@ -41,7 +41,7 @@ from memself.paths import DataPaths
 if TYPE_CHECKING:
     import numpy as np
 
-    from memself.encoder import Encoder
+    from memself.model.encoder import Encoder
 
 _BATCH = 64
 _GIVE_UP_AFTER = 3
@@ -61,7 +61,7 @@ def wants_views(encoder: object) -> bool:
 
 
 class HasText(Protocol):
-    """What the index needs of a memory (``memself.records.Memory`` fits); its ``appliesWhen``, when
+    """What the index needs of a memory (``memself.store.records.Memory`` fits); its ``appliesWhen``, when
     it has one, is read with ``getattr``."""
 
     @property

@@ -2,5 +2,5 @@
 
 Modules on the hook path (secrets, proposal_id, jobs, seal, runlock, start, followup, apply) and
 ``resolve`` import only the standard library; ``http`` (httpx) and ``worker`` run in the detached
-judge process. What the model and the user read of it lives in ``memself.texts``.
+judge process. What the model and the user read of it lives in ``memself.text.messages``.
 """

@@ -17,10 +17,10 @@ from datetime import datetime
 from typing import Any
 
 from memself.errors import MemselfError
-from memself.records import WORKSPACE, Memory, read_applies_when, read_scope
-from memself.store import MemoryStore
-from memself.texts import direct_line, duplicate_line, resolve_notice
-from memself.workspaces import Workspace
+from memself.store.memory_store import MemoryStore
+from memself.store.records import WORKSPACE, Memory, read_applies_when, read_scope
+from memself.store.workspaces import Workspace
+from memself.text.messages import direct_line, duplicate_line, resolve_notice
 
 
 def proposal_scope(proposal: dict[str, Any]) -> str:

@@ -6,7 +6,7 @@ the fields memself knows, each cleaned as the store would keep it (one line, the
 length limits, the judge's requests bounded and redacted like the prompt it was sent), and
 nothing else is carried: the job file, the popup and the memory written from it are all built
 from what this returns. The store bounds its lines again on every write
-(``memself.recordlines``), whoever the writer is.
+(``memself.store.recordlines``), whoever the writer is.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from memself.records import (
+from memself.store.records import (
     GROUPS,
     MAX_TEXT,
     check_evidence,
@@ -23,7 +23,7 @@ from memself.records import (
     read_applies_when,
     read_scope,
 )
-from memself.textfilter import redact
+from memself.text.input_filter import redact
 
 ACTIONS = ("create", "reinforce", "merge", "replace", "unsure")
 # Memory ids are ``mem-<base36 time>-<6 chars>``; the original's and hand-made ones are short too.

@@ -24,11 +24,11 @@ from memself.errors import MemselfError
 from memself.hosts.base import Popup
 from memself.judge import jobs, runlock, seal
 from memself.judge.apply import apply_proposal
-from memself.judge.secrets import read_session_secret
+from memself.judge.credentials import read_session_secret
 from memself.logs import log
 from memself.paths import DataPaths
-from memself.store import MemoryStore
-from memself.texts import (
+from memself.store.memory_store import MemoryStore
+from memself.text.messages import (
     CONFIRM_HEADING,
     NOTICE_HEADER,
     RESULT_HEADING,

@@ -19,13 +19,13 @@ from typing import Any
 
 from memself.atomic import write_atomic
 from memself.judge import runlock, seal
+from memself.judge.credentials import read_session_secret
 from memself.judge.proposal_id import is_proposal_id
-from memself.judge.secrets import read_session_secret
 from memself.logs import log
 from memself.paths import DataPaths
 from memself.platform import locks
+from memself.store.workspaces import Workspace, workspace_for_key
 from memself.timeutil import iso, local_midnight, parse_iso
-from memself.workspaces import Workspace, workspace_for_key
 
 Job = dict[str, Any]
 

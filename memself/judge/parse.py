@@ -16,7 +16,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from memself.records import (
+from memself.store.records import (
     GLOBAL,
     GROUPS,
     MAX_APPLIES_WHEN,
@@ -25,7 +25,7 @@ from memself.records import (
     read_applies_when,
     read_scope,
 )
-from memself.textfilter import redact
+from memself.text.input_filter import redact
 
 _FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.DOTALL)
 _ACTIONS = ("create", "reinforce", "merge", "replace")

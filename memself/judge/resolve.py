@@ -18,13 +18,13 @@ from datetime import datetime
 from memself.errors import MemselfError
 from memself.judge import jobs, seal
 from memself.judge.apply import apply_proposal
+from memself.judge.credentials import read_session_secret
 from memself.judge.proposal_id import is_proposal_id
-from memself.judge.secrets import read_session_secret
 from memself.logs import log
 from memself.paths import DataPaths
-from memself.records import GROUPS
-from memself.store import MemoryStore
-from memself.texts import SCOPE_DECISIONS
+from memself.store.memory_store import MemoryStore
+from memself.store.records import GROUPS
+from memself.text.messages import SCOPE_DECISIONS
 from memself.timeutil import iso
 
 SCOPED_CREATES = {

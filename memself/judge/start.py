@@ -16,20 +16,20 @@ from memself import children
 from memself.config import Config
 from memself.errors import MemselfError
 from memself.judge import jobs, runlock, seal
-from memself.judge.proposal_id import prompt_hash
-from memself.judge.proposal_id import proposal_id as make_proposal_id
-from memself.judge.secrets import (
+from memself.judge.credentials import (
     ensure_session_secret,
     key_state,
     load_or_create_session_secret,
     read_key_file,
 )
+from memself.judge.proposal_id import prompt_hash
+from memself.judge.proposal_id import proposal_id as make_proposal_id
 from memself.launcher import python_command
 from memself.logs import log
 from memself.paths import DataPaths
 from memself.platform import children as platform_children
 from memself.platform import locks
-from memself.textfilter import prepare_for_judge
+from memself.text.input_filter import prepare_for_judge
 
 # (job file, run-lock descriptor): the spawned judge must hold that descriptor while it runs.
 Spawner = Callable[[Path, int], object]

@@ -19,14 +19,14 @@ from memself.errors import InvalidInput, KeyEndpointMismatch, KeyFileInvalid, Ke
 from memself.judge import jobs, prompts, runlock
 from memself.judge.apply import apply_proposal
 from memself.judge.bounds import bounded_proposal
+from memself.judge.credentials import key_for_endpoint, read_key_file, shown_base
 from memself.judge.http import DEFAULT_TIMEOUT_S, chat
 from memself.judge.parse import DedupAnswer, parse_dedup, parse_remember
-from memself.judge.secrets import key_for_endpoint, read_key_file, shown_base
 from memself.logs import log
 from memself.paths import DataPaths
-from memself.records import Memory, check_text
-from memself.store import MemoryStore
-from memself.workspaces import Workspace
+from memself.store.memory_store import MemoryStore
+from memself.store.records import Memory, check_text
+from memself.store.workspaces import Workspace
 
 # (text, k, workspace key): the k nearest active memories that workspace sees ("": global only).
 NearestFn = Callable[[str, int, str], Sequence[tuple[Memory, float]]]

@@ -8,8 +8,8 @@ answer text, no quote.
 
 from __future__ import annotations
 
-from memself.records import Memory
-from memself.texts import OFTEN_BROKEN_ADVICE
+from memself.store.records import Memory
+from memself.text.messages import OFTEN_BROKEN_ADVICE
 
 BROKEN = "brokenCount"
 BROKEN_AT = "lastBrokenAt"

@@ -30,8 +30,8 @@ from memself.kept.used import SimilarityFn, used_facts
 from memself.kept.verdict import CHECK_SYSTEM, check_user_message, parse_verdict
 from memself.logs import log
 from memself.paths import DataPaths
-from memself.store import MemoryStore
-from memself.texts import SESSION_RULE_LIMIT
+from memself.store.memory_store import MemoryStore
+from memself.text.messages import SESSION_RULE_LIMIT
 
 ChatFn = Callable[[str, str], str]  # (system, user) -> the judge's text
 CHECK_TIMEOUT_S = 70.0
@@ -148,8 +148,8 @@ def _record(
 def judge_call(paths: DataPaths, config: Config, now: datetime, rules: int, answer: str) -> ChatFn | None:
     """The judge, when it may be asked: learning on, the key bound to the endpoint, budget left."""
     from memself.errors import MemselfError
+    from memself.judge.credentials import key_for_endpoint
     from memself.judge.http import chat
-    from memself.judge.secrets import key_for_endpoint
     from memself.judge.start import deposition_configured
     from memself.views.budget import estimate_tokens
 

@@ -6,8 +6,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from memself.background import RecallSpace
-    from memself.encoder import Encoder
+    from memself.model.encoder import Encoder
+    from memself.recall.background import RecallSpace
 
 MAX_TEXTS = 80
 MAX_CHARS = 400

@@ -9,8 +9,8 @@ from typing import Any
 
 from memself.kept import counts as fields
 from memself.kept.ledger import TURN_FIELDS
-from memself.records import Memory
-from memself.workspaces import display_name
+from memself.store.records import Memory
+from memself.store.workspaces import display_name
 
 TOP = 5
 

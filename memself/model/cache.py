@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from memself.errors import MemselfError
-from memself.models import ModelSettings
+from memself.model.catalog import ModelSettings
 from memself.paths import model_cache_dir
 from memself.platform import files as platform_files
 
@@ -103,7 +103,7 @@ def current_revision(settings: ModelSettings) -> str | None:
 
 
 def offline_revision() -> str | None:
-    from memself.offline_model import EXPANSION_VERSION, OfflineModelError, source_path
+    from memself.model.offline import EXPANSION_VERSION, OfflineModelError, source_path
 
     try:
         size = source_path().stat().st_size

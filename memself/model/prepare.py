@@ -37,12 +37,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memself.atomic import fsync_dir
-from memself.encoder import download_failure_message, error_reason
 from memself.errors import MemselfError, ModelUnavailable
 from memself.model import cache, unigram
 from memself.model.cache import FORMAT_VERSION, MANIFEST, Prepared, PreparedInvalid
+from memself.model.catalog import OFFLINE_MODEL, ModelSettings, resolve_model
+from memself.model.encoder import download_failure_message, error_reason
 from memself.model.probes import PROBES
-from memself.models import OFFLINE_MODEL, ModelSettings, resolve_model
 
 if TYPE_CHECKING:
     import numpy as np
@@ -193,7 +193,7 @@ def _versions() -> dict[str, str]:
 def load_sentence_transformer(settings: ModelSettings, cache_dir: Path | None = None) -> Any:
     """The model as sentence-transformers loads it, with the table's pooling applied."""
     if settings.kind == "offline":
-        from memself.offline_model import ensure_offline_model
+        from memself.model.offline import ensure_offline_model
 
         return _load_local(ensure_offline_model(cache_dir), settings)
     if settings.kind == "local":

@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING, Any
 from memself.errors import MemselfError, ModelUnavailable
 from memself.model import unigram
 from memself.model.cache import Prepared, PreparedInvalid, find_prepared
+from memself.model.catalog import ModelSettings, resolve_model
 from memself.model.prepare_child import prepare_in_child
 from memself.model.row_table import RowTable
-from memself.models import ModelSettings, resolve_model
 
 if TYPE_CHECKING:
     import numpy as np
@@ -37,7 +37,7 @@ Notify = Callable[[str], None]
 
 
 class LeanEncoder:
-    """An ``Encoder`` (``memself.encoder``) over a prepared model."""
+    """An ``Encoder`` (``memself.model.encoder``) over a prepared model."""
 
     def __init__(self, prepared: Prepared, settings: ModelSettings, threads: int) -> None:
         import onnxruntime as ort
@@ -164,7 +164,7 @@ def load_lean_encoder(
     model: str, cache_dir: Path | None, threads: int, notify: Notify | None = None
 ) -> LeanEncoder:
     """The runtime encoder for ``model`` with ``threads`` in onnxruntime's pool, preparing it
-    first when needed (with a message). Callers go through ``memself.encoder.load_encoder``."""
+    first when needed (with a message). Callers go through ``memself.model.encoder.load_encoder``."""
     settings = resolve_model(model)
     prepared = ensure_prepared(model, settings, cache_dir, notify)
     try:

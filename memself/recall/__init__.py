@@ -4,8 +4,8 @@
 - ``lines``: the numbers the gate uses: each group's line for the model in effect and where it
   comes from (the user's, the original's, the shipped calibration's or the default).
 - ``scoring``: ``Recaller``, which scores a prompt against memory vectors (and their appliesWhen
-  views) in the model's recall space (``memself.background``) plus a lexical signal
-  (``memself.lexical``) minus a general-question penalty, then gates each group;
+  views) in the model's recall space (``memself.recall.background``) plus a lexical signal
+  (``memself.recall.lexical``) minus a general-question penalty, then gates each group;
   ``ScoringSettings``, the model's calibrated scoring knobs.
 - ``calibration``: a model's calibrated numbers, read from its file under ``memself/data/recall/``.
 - ``calibrate``: the procedure that produces them from labelled case sets, and leave-one-set-out.

@@ -4,7 +4,7 @@
 floors, the scoring knobs (space, lexical weights, sentence views, appliesWhen views), the offset a
 memory scored with its appliesWhen views pays, and the general-question detector (a logistic
 classifier on the prompt's raw vector, with a penalty per group). ``bench/recall_calibrate.py``
-writes the calibrated parts with ``memself.recall.calibrate``; ``docs/recall.md`` says how.
+writes the calibrated parts with ``memself.recall.fitting``; ``docs/recall.md`` says how.
 
 A model is matched by its exact ``model_id`` (the file name is derived from it and the file names
 it again inside). A model without a file (the default bge model, a hub id outside the table, a
@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from memself.errors import CorruptFile
-from memself.records import GROUPS
+from memself.store.records import GROUPS
 
 FORMAT = "memself-recall-calibration"
 VERSION = 1

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Generic, TypeVar
 
 if TYPE_CHECKING:
-    from memself.models import ModelSettings
+    from memself.model.catalog import ModelSettings
 
 T = TypeVar("T")
 

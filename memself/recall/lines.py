@@ -18,7 +18,7 @@ from memself.config import (
     load_config,
 )
 from memself.errors import MemselfError
-from memself.models import ModelSettings, resolve_model
+from memself.model.catalog import ModelSettings, resolve_model
 from memself.paths import DataPaths
 from memself.recall.gate import GateParams, default_floors, shipped_floors
 

@@ -17,7 +17,7 @@ from memself.recall.scoring import ScoringSettings
 if TYPE_CHECKING:
     import numpy as np
 
-    from memself.encoder import Encoder
+    from memself.model.encoder import Encoder
 
 QUERY_SIDE_SUFFIX = "#query-side"
 

@@ -5,14 +5,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from memself.records import GROUPS
+from memself.store.records import GROUPS
 
 if TYPE_CHECKING:
     import numpy as np
 
     from memself.index.sync import VectorIndex
-    from memself.lexical import LexicalIndex
-    from memself.records import Memory
+    from memself.recall.lexical import LexicalIndex
+    from memself.store.records import Memory
 
 
 class RecallPool:
@@ -87,7 +87,7 @@ class RecallPool:
         import numpy as np
 
         if self._lexical is None or self._lexical_groups != groups:
-            from memself.lexical import LexicalIndex
+            from memself.recall.lexical import LexicalIndex
 
             codes = [GROUPS.index(g) for g in groups]
             lex_rows = np.flatnonzero(np.isin(self.group, codes))

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from memself.records import GROUPS
+from memself.store.records import GROUPS
 
 
 @dataclass(frozen=True)

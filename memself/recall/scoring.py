@@ -4,7 +4,7 @@ For one prompt and the memories of a pool (``Recaller``):
 
 1. Dense: the prompt (and, for a prompt of several sentences, each sentence: a memory's score is
    the best over them, as the original took the max over several query texts) and every memory
-   vector are moved into the model's *recall space* (``memself.background``: minus the
+   vector are moved into the model's *recall space* (``memself.recall.background``: minus the
    background mean, minus its top principal directions, re-normalised); the score is the cosine
    there. Without principal directions this is exactly the original's centred cosine.
 2. Views: a memory with appliesWhen requests is scored against its text and each request, and
@@ -12,7 +12,7 @@ For one prompt and the memories of a pool (``Recaller``):
    so such a memory must reach its group's floor plus the model's ``view_offset`` for that group
    (``extra_floors``; the gate's ranking and relative line use the scores as they are). A memory
    without requests scores, and is gated, as before.
-3. Lexical (``memself.lexical``): shared identifiers and Chinese words weighted by rarity, added
+3. Lexical (``memself.recall.lexical``): shared identifiers and Chinese words weighted by rarity, added
    with a per-group weight. Rules gain (a prompt that names the thing a rule governs); project facts
    do not (a general question about a public technology names it exactly like the fact does).
 4. General question: a classifier on the prompt's raw vector says how likely the prompt needs no
@@ -20,7 +20,7 @@ For one prompt and the memories of a pool (``Recaller``):
 5. The gate (``memself.recall.gate``), per group, over the active memories.
 
 Every number is per model, from its calibration file (``memself.recall.calibration``), calibrated
-with ``memself.recall.calibrate``; a model without one gets the original's plain centred cosine.
+with ``memself.recall.fitting``; a model without one gets the original's plain centred cosine.
 ``fuse`` is the one formula that adds the signals up: recall, ``memself verify`` and the
 calibration all use it.
 """
@@ -33,20 +33,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from memself.background import load_space
+from memself.recall.background import load_space
 from memself.recall.gate import GateOutcome, GateParams, gate_explained
 from memself.recall.pool import RecallPool
 from memself.recall.result import GroupRecall, Hit, RecallResult
-from memself.records import GROUPS
+from memself.store.records import GROUPS
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from memself.background import RecallSpace
-    from memself.encoder import Encoder
-    from memself.models import ModelSettings
+    from memself.model.catalog import ModelSettings
+    from memself.model.encoder import Encoder
+    from memself.recall.background import RecallSpace
     from memself.recall.calibration import GeneralQuestion, RecallCalibration
-    from memself.records import Memory
+    from memself.store.records import Memory
 
 _MAX_EXTRA_VIEWS = 4
 _SENTENCE_SPLIT = re.compile(r"[。！？；;!?\n]+")
@@ -461,7 +461,7 @@ def load_recaller(
 ) -> Recaller:
     """A ``Recaller`` for ``model`` (the configured name) with its calibration (if it has one);
     ``rebuild_space`` re-encodes the space's sentences instead of reading the cache."""
-    from memself.models import resolve_model
+    from memself.model.catalog import resolve_model
 
     scoring = ScoringSettings.from_model(resolve_model(model))
     space = load_space(encoder, scoring.space_dims, scoring.general_space, cache_dir, rebuild_space)

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from memself.judge.parse import extract_json
-from memself.records import (
+from memself.store.records import (
     MAX_APPLIES_WHEN,
     MAX_APPLIES_WHEN_TEXT,
     Memory,
@@ -29,8 +29,8 @@ from memself.records import (
     one_line,
     read_applies_when,
 )
-from memself.textfilter import redact
-from memself.texts import inert
+from memself.text.input_filter import redact
+from memself.text.messages import inert
 from memself.views import prompts
 from memself.views.budget import ANSWER_RESERVE_PER_MEMORY, estimate_tokens
 from memself.views.state import ViewsState, fingerprint, requests_fingerprint

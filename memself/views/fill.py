@@ -24,7 +24,7 @@ from memself.config import Config
 from memself.errors import KeyEndpointMismatch, KeyFileInvalid, KeyUnconfirmed, MemselfError
 from memself.logs import log
 from memself.paths import DataPaths
-from memself.store import MemoryStore
+from memself.store.memory_store import MemoryStore
 from memself.views.batch import Batch, batches, make_batch, observe, read_answer, waiting
 from memself.views.budget import ANSWER_RESERVE_PER_MEMORY, estimate_tokens, today_budget
 from memself.views.state import (
@@ -183,8 +183,8 @@ def _endpoint(paths: DataPaths, config: Config, timeout: float) -> tuple[ChatFn 
         return None, (NO_ENDPOINT, "memself 已关闭（enabled=false）")
     if not endpoint_configured(config):
         return None, (NO_ENDPOINT, "")
+    from memself.judge.credentials import key_for_endpoint
     from memself.judge.http import chat
-    from memself.judge.secrets import key_for_endpoint
 
     try:
         api_key, base = key_for_endpoint(paths, str(config.sideApiBase))

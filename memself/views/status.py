@@ -13,7 +13,7 @@ from typing import Any
 
 from memself.config import Config
 from memself.paths import DataPaths
-from memself.store import MemoryStore
+from memself.store.memory_store import MemoryStore
 from memself.views.batch import is_stale
 from memself.views.budget import Budget, today_budget
 from memself.views.fill import endpoint_configured

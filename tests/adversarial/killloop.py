@@ -27,7 +27,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from memself.paths import DataPaths
-from memself.store import MemoryStore, TrashEntry, render_lines
+from memself.store.memory_store import MemoryStore, TrashEntry, render_lines
 from memself.timeutil import iso
 
 T0 = datetime(2026, 11, 2, 12, 0, tzinfo=timezone.utc)
@@ -243,7 +243,7 @@ class Restore(_Universe):
 
 
 def _memory(mem_id: str, group: str) -> Any:
-    from memself.records import Memory
+    from memself.store.records import Memory
 
     memory = Memory.from_json(_record(mem_id, f"回收站里的记忆 {mem_id}", group), group)
     assert memory is not None
@@ -295,7 +295,7 @@ class RebuildIndex(Scenario):
 
     def __init__(self, paths: DataPaths) -> None:
         super().__init__(paths)
-        from memself.encoder import load_encoder
+        from memself.model.encoder import load_encoder
         from memself.recall.memory_side import memory_side
 
         self.encoder = memory_side(load_encoder("multilingual-e5-small"))

@@ -13,10 +13,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from memself import dedupkeys
 from memself.maintenance import ran_today, run_daily_maintenance, run_or_start_daily_maintenance
-from memself.records import sort_memories
-from memself.store import MemoryStore, render_lines
+from memself.store import dedupkeys
+from memself.store.memory_store import MemoryStore, render_lines
+from memself.store.records import sort_memories
 from tests.support.helpers import T0, days, make_store, record, write_records
 from tests.support.original_reader import original_reads
 
@@ -35,7 +35,7 @@ _ADDER = """
 import sys
 from datetime import datetime
 from memself.paths import DataPaths
-from memself.store import MemoryStore
+from memself.store.memory_store import MemoryStore
 worker, count, now = int(sys.argv[1]), int(sys.argv[2]), datetime.fromisoformat(sys.argv[3])
 store = MemoryStore(DataPaths.default())
 for k in range(count):

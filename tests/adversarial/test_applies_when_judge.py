@@ -12,8 +12,8 @@ import pytest
 from memself.judge import jobs
 from memself.judge.resolve import MSG_TAMPERED, ResolveRejected, resolve
 from memself.paths import DataPaths
-from memself.store import MemoryStore
-from memself.texts import session_start
+from memself.store.memory_store import MemoryStore
+from memself.text.messages import session_start
 from tests.adversarial.injection_corpus import SHAPES, assert_marker_only_first, inert_problems, probe
 from tests.support.judge_helpers import NOW, configure, judge, start_job, stop
 from tests.support.judge_helpers import run_judge_job as run

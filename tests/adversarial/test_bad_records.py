@@ -7,10 +7,10 @@ import json
 
 import pytest
 
-from memself.hookcore import handle
+from memself.hook.core import handle
 from memself.hosts.base import EventKind, HookEvent
-from memself.records import fmt_confidence, round_conf, sort_memories
-from memself.store import MemoryStore
+from memself.store.memory_store import MemoryStore
+from memself.store.records import fmt_confidence, round_conf, sort_memories
 from tests.support.cli import memself as _memself
 from tests.support.helpers import T0, make_store, record
 
@@ -144,7 +144,7 @@ def test_list_names_file_line_and_reason(store: MemoryStore) -> None:
 
 
 def test_doctor_reports_quarantined_lines(store: MemoryStore) -> None:
-    from memself.installers.doctor import check_data
+    from memself.doctor import check_data
 
     _seed(store, BAD_LINES["overflow-1e308"])
     check = check_data(store.paths)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from memself.maintenance import run_daily_maintenance
 from memself.paths import DataPaths
-from memself.store import MemoryStore
+from memself.store.memory_store import MemoryStore
 from memself.timeutil import iso
 from tests.support.helpers import T0, by_id, days, make_store, record, write_records
 

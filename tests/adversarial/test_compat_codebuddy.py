@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from memself.installers.entries import SERVER_NAME
-from memself.installers.model_prep import ModelReady
-from memself.installers.setup_flow import SetupOptions, run_setup
+from memself.install.entries import SERVER_NAME
+from memself.install.model_prep import ModelReady
+from memself.install.setup_flow import SetupOptions, run_setup
 from memself.paths import DataPaths
 
 OTHER = {"type": "stdio", "command": "/usr/bin/other-server", "args": []}

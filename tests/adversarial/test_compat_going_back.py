@@ -11,9 +11,9 @@ from __future__ import annotations
 import json
 import os
 
-from memself.installers.doctor import check_original_vectors
+from memself.doctor import check_original_vectors
 from memself.paths import DataPaths
-from memself.store import MemoryStore
+from memself.store.memory_store import MemoryStore
 from tests.support.helpers import T0, days, make_store, record, write_records
 
 

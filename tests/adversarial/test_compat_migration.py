@@ -22,9 +22,9 @@ from pathlib import Path
 import pytest
 
 from memself.config import load_config
-from memself.hookcore import handle
+from memself.hook.core import handle
 from memself.hosts import HOSTS
-from memself.models import OFFLINE_MODEL, resolve_model
+from memself.model.catalog import OFFLINE_MODEL, resolve_model
 from memself.paths import DataPaths
 from memself.recall.gate import default_floors
 from memself.recall.lines import gate_params

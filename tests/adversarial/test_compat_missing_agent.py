@@ -15,7 +15,7 @@ import tempfile
 
 import pytest
 
-from memself.hooks.command import hook_command
+from memself.hook.command import hook_command
 from memself.paths import DataPaths
 from tests.support.helpers import make_store, record, write_records
 from tests.support.hookproc import hook_data, hook_runs

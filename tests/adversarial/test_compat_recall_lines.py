@@ -20,7 +20,7 @@ from click.testing import CliRunner
 
 from memself.cli import main
 from memself.config import load_config
-from memself.models import DEFAULT_MODEL, OFFLINE_MODEL, resolve_model
+from memself.model.catalog import DEFAULT_MODEL, OFFLINE_MODEL, resolve_model
 from memself.paths import DataPaths
 from memself.recall.gate import default_floors
 from memself.recall.lines import gate_params
@@ -75,7 +75,7 @@ def test_config_sets_the_line_of_the_current_model_and_says_which() -> None:
 
 
 def test_doctor_shows_the_lines_in_effect_and_where_each_comes_from() -> None:
-    from memself.installers.doctor import check_recall_lines
+    from memself.doctor import check_recall_lines
 
     paths = DataPaths.default()
     _original_config(paths, model=OFFLINE_MODEL, recallLines={OFFLINE_MODEL: {"rule": 0.45}})

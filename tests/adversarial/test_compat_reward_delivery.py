@@ -19,9 +19,9 @@ import time
 import pytest
 
 from memself.engine.client import EngineClient, EngineRequestError, ensure_started
-from memself.hooks.command import hook_command
+from memself.hook.command import hook_command
 from memself.paths import DataPaths
-from memself.store import MemoryStore
+from memself.store.memory_store import MemoryStore
 from tests.support.helpers import T0, by_id, days, make_store, record, write_records
 from tests.support.hookproc import hook_data, hook_runs
 from tests.support.slow_recall_service import DELAY_ENV, OP_SETTLE

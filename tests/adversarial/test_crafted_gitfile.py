@@ -23,8 +23,8 @@ from memself.engine.client import call_engine, stop_engine
 from memself.hosts import HOSTS
 from memself.hosts.base import EventKind
 from memself.paths import DataPaths
-from memself.store import MemoryStore
-from memself.workspaces import Workspace, workspace_of
+from memself.store.memory_store import MemoryStore
+from memself.store.workspaces import Workspace, workspace_of
 from tests.support.hookproc import hook_data, run_entry
 from tests.support.judge_helpers import NOW
 

@@ -18,7 +18,7 @@ import pytest
 from memself.judge.apply import apply_proposal
 from memself.judge.resolve import resolve
 from memself.paths import DataPaths
-from memself.store import MemoryStore
+from memself.store.memory_store import MemoryStore
 from tests.support.cli import memself
 from tests.support.judge_helpers import NOW, configure, proposal, ready, stop
 
@@ -154,7 +154,7 @@ def test_memory_resolve_create_of_a_duplicate_reinforces() -> None:
     ],
 )
 def test_dedup_key_equal(a: str, b: str) -> None:
-    from memself.records import dedup_key
+    from memself.store.records import dedup_key
 
     assert dedup_key(a) == dedup_key(b)
 
@@ -168,6 +168,6 @@ def test_dedup_key_equal(a: str, b: str) -> None:
     ],
 )
 def test_dedup_key_different(a: str, b: str) -> None:
-    from memself.records import dedup_key
+    from memself.store.records import dedup_key
 
     assert dedup_key(a) != dedup_key(b)

@@ -16,7 +16,7 @@ import pytest
 from memself.engine.client import call_engine
 from memself.index.files import HEADER, read_state
 from memself.paths import DataPaths
-from memself.store import MemoryStore
+from memself.store.memory_store import MemoryStore
 from tests.support.backlog_helpers import (
     backlog_of,
     engine_home,

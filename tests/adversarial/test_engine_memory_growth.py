@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from memself import lexical
 from memself.engine.heap import ARENAS
+from memself.recall import lexical
 
 
 def rss_file_kb() -> int:

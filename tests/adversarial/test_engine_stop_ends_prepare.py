@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from memself.engine.client import spawn_engine, stop_engine
-from memself.models import OFFLINE_MODEL
+from memself.model.catalog import OFFLINE_MODEL
 from memself.paths import DataPaths
 
 

@@ -18,12 +18,12 @@ import pytest
 from memself.config import set_config_value
 from memself.errors import MemselfError
 from memself.judge import jobs
+from memself.judge.credentials import load_or_create_session_secret
 from memself.judge.followup import restore_continuation_prompt, save_confirm_pair
 from memself.judge.resolve import resolve
-from memself.judge.secrets import load_or_create_session_secret
 from memself.paths import DataPaths
-from memself.store import MemoryStore
-from memself.texts import NOTICE_HEADER
+from memself.store.memory_store import MemoryStore
+from memself.text.messages import NOTICE_HEADER
 from tests.support.judge_helpers import NOW, Clock, configure, proposal, ready, stop
 from tests.support.mcp_client import session_calls, text_of
 

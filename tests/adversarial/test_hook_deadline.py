@@ -15,13 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from memself import texts
 from memself.config import set_config_value
 from memself.engine.client import EngineClient, ensure_started
 from memself.hosts import HOSTS
 from memself.hosts.base import EventKind
 from memself.judge import jobs
 from memself.paths import DataPaths
+from memself.text import messages as texts
 from tests.support.hookproc import REPO_ROOT, HookProc, hook_data, hook_runs, load_payloads
 from tests.support.judge_helpers import configure, proposal, ready
 from tests.support.judge_server import Reply, running_judge
@@ -59,7 +59,7 @@ def starved(argv: list[str], stdin: bytes, stop_s: float, timeout: float = 60) -
 
 
 def entry(host: str) -> list[str]:
-    return [sys.executable, "-I", "-S", str(REPO_ROOT / "memself" / "hooks" / "entry.py"), "--agent", host]
+    return [sys.executable, "-I", "-S", str(REPO_ROOT / "hooks" / "entry.py"), "--agent", host]
 
 
 def test_starved_cursor_prompt_with_a_stuck_engine_answers_within_4s(hook_data: DataPaths) -> None:

@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from memself import texts
 from memself.config import set_config_value
 from memself.engine.client import EngineClient, call_engine, ensure_started, stop_engine
 from memself.hosts import HOSTS
 from memself.hosts.base import EventKind
 from memself.paths import DataPaths
-from memself.store import MemoryStore
+from memself.store.memory_store import MemoryStore
+from memself.text import messages as texts
 from tests.support.engine_test_service import WARM_UP_ENV
 from tests.support.hookproc import hook_data, hook_runs, run_entry
 

@@ -23,10 +23,10 @@ from memself.config import load_config
 from memself.hosts import HOSTS
 from memself.hosts.base import EventKind
 from memself.judge import jobs
-from memself.judge.secrets import bind_key, write_api_key
+from memself.judge.credentials import bind_key, write_api_key
 from memself.judge.start import maybe_start_judge
 from memself.paths import DataPaths
-from memself.store import MemoryStore
+from memself.store.memory_store import MemoryStore
 from tests.support.hookproc import hook_data, run_entry
 from tests.support.judge_helpers import API_KEY, NOW, configure
 from tests.support.judge_server import FakeJudge, remember, running_judge, sse

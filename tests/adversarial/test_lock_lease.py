@@ -14,18 +14,18 @@ from pathlib import Path
 
 import pytest
 
-from memself.store import MemoryStore
+from memself.store.memory_store import MemoryStore
 from tests.support.helpers import make_store
 
 # A memself writer that stops itself (SIGSTOP) inside the lock, after reading and before writing.
 _PAUSING = """
 import os, signal, sys
 from datetime import datetime, timezone
-import memself.lock, memself.store as ms
+import memself.store.lock, memself.store.memory_store as ms
 from memself.paths import DataPaths
 from memself.errors import MemselfError
 if len(sys.argv) > 3 and sys.argv[3]:
-    memself.lock.STALE_AFTER_S = float(sys.argv[3])
+    memself.store.lock.STALE_AFTER_S = float(sys.argv[3])
 real_commit = ms.MemoryStore._commit
 def pausing(self, session, now):
     if sys.argv[2] == "pause":
@@ -192,7 +192,7 @@ def test_owner_age_starts_when_the_lock_is_acquired() -> None:
 _HOLDER = """
 import sys, time
 from memself.paths import DataPaths
-from memself.lock import write_lock
+from memself.store.lock import write_lock
 with write_lock(DataPaths.default()):
     print("held", flush=True)
     time.sleep(float(sys.argv[1]))
@@ -201,7 +201,7 @@ with write_lock(DataPaths.default()):
 
 def test_a_live_memself_holder_is_never_reclaimed_by_age() -> None:
     from memself.errors import LockTimeout
-    from memself.lock import write_lock
+    from memself.store.lock import write_lock
 
     store = make_store()
     holder = _start(_HOLDER, "30")

@@ -28,7 +28,6 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from memself import texts
 from memself.config import load_config, set_config_value
 from memself.engine.client import call_engine, stop_engine
 from memself.errors import InvalidInput
@@ -39,9 +38,10 @@ from memself.judge.resolve import resolve
 from memself.judge.worker import run_job
 from memself.mcp_server import MemoryTools
 from memself.paths import DataPaths
-from memself.records import one_line
-from memself.store import MemoryStore
-from memself.texts import CONFIRM_MARKER, NOTICE_HEADER
+from memself.store.memory_store import MemoryStore
+from memself.store.records import one_line
+from memself.text import messages as texts
+from memself.text.messages import CONFIRM_MARKER, NOTICE_HEADER
 from tests.adversarial.injection_corpus import (
     LOOKALIKE_ORDINARY,
     LOOKALIKE_SHAPES,

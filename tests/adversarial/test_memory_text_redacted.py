@@ -23,7 +23,7 @@ from memself.judge import jobs, prompts
 from memself.judge.http import chat
 from memself.judge.worker import run_job
 from memself.paths import DataPaths
-from memself.store import MemoryStore
+from memself.store.memory_store import MemoryStore
 from tests.support.judge_helpers import API_KEY, NOW, clock, configure, overlap_nearest, start_job
 from tests.support.judge_server import dedup, remember, running_judge, sse
 

@@ -1,4 +1,5 @@
-"""Hook commands registered before the entry moved into the package still run ``<repo>/hooks/entry.py``.
+"""Hook commands registered before the entry moved out of the package still run
+``<root>/memself/hooks/entry.py``.
 
 Until ``memself setup`` rewrites them, that path must answer as the entry does: a missing file
 would make Python exit 2, which Claude Code and CodeBuddy read as "block this prompt".
@@ -18,7 +19,7 @@ from tests.support.hookproc import REPO_ROOT, hook_data, hook_runs, load_payload
 
 __all__ = ["hook_data"]  # the fixture, imported for pytest
 
-OLD_ENTRY = REPO_ROOT / "hooks" / "entry.py"
+OLD_ENTRY = REPO_ROOT / "memself" / "hooks" / "entry.py"
 CLAUDE = load_payloads("claude-code-2.1.332.json")
 CURSOR = load_payloads("cursor-documented.json")
 
@@ -48,8 +49,8 @@ def test_a_hook_registered_at_the_old_path_still_runs(hook_data: DataPaths) -> N
 
 
 def test_the_old_path_without_the_package_exits_0(tmp_path: Path) -> None:
-    lone = tmp_path / "hooks" / "entry.py"
-    lone.parent.mkdir()
+    lone = tmp_path / "memself" / "hooks" / "entry.py"
+    lone.parent.mkdir(parents=True)
     shutil.copy(OLD_ENTRY, lone)
     done = run_old(lone, ["--agent", "claude"], b"{}")
     assert (done.returncode, done.stdout) == (0, b"")

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from memself.installers import INSTALLERS, claude_cli
-from memself.installers.base import InstallContext
-from memself.installers.claude import ClaudeMcpStep
-from memself.installers.entries import mcp_command
+from memself.install import INSTALLERS, claude_cli
+from memself.install.base import InstallContext
+from memself.install.claude import ClaudeMcpStep
+from memself.install.entries import mcp_command
 from memself.launcher import LAUNCHER
 
 SKILL = (

@@ -24,15 +24,15 @@ from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from memself.engine.client import EngineClient, spawn_engine
-from memself.engine.page_refresh import spawn_refresh
-from memself.hooks.command import hook_command
+from memself.hook.command import hook_command
 from memself.hosts import HOSTS
-from memself.installers.entries import mcp_command
+from memself.install.entries import mcp_command
 from memself.judge.start import judge_command, spawn_judge
 from memself.maintenance import _spawn as spawn_maintenance
 from memself.maintenance import ran_today
+from memself.model.catalog import OFFLINE_MODEL
 from memself.model.prepare_child import prepare_in_child
-from memself.models import OFFLINE_MODEL
+from memself.page.refresh import spawn_refresh
 from memself.paths import DataPaths
 from tests.support.hookproc import REPO_ROOT, TEST_SERVICE, hook_data, load_payloads  # noqa: F401
 
@@ -229,7 +229,7 @@ if __name__ == '__main__':
 
 def test_console_script_runs_none_of_the_repository(planted: Planted, tmp_path: Path) -> None:
     """The script as pip writes it runs the plant; as install.sh leaves it, nothing of it."""
-    from memself.installers.console_script import isolate_console_script
+    from memself.install.console_script import isolate_console_script
 
     script = tmp_path / "bin" / "memself"
     script.parent.mkdir()
@@ -255,7 +255,7 @@ def test_console_script_runs_none_of_the_repository(planted: Planted, tmp_path: 
 
 
 def test_console_script_with_the_sh_preamble_gets_isolated_too() -> None:
-    from memself.installers.console_script import isolated_text
+    from memself.install.console_script import isolated_text
 
     long_form = (
         b"#!/bin/sh\n'''exec' \"/opt/my tools/venv/bin/python3\" \"$0\" \"$@\"\n' '''\n"

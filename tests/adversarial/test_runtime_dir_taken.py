@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from memself import doctor
 from memself.engine.client import EngineClient, stop_engine
 from memself.engine.location import RUNTIME_ENV, locate
 from memself.errors import EngineUnavailable
-from memself.installers import doctor
 from memself.paths import DataPaths
 from tests.support import foreign
 from tests.support.hookcore_service import RECALLED_RULE

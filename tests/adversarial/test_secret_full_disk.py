@@ -18,12 +18,12 @@ import time
 
 import pytest
 
-from memself.hooks.command import hook_command
+from memself import doctor
+from memself.hook.command import hook_command
 from memself.hosts import HOSTS
 from memself.hosts.base import EventKind
-from memself.installers import doctor
 from memself.judge import jobs
-from memself.judge.secrets import load_or_create_session_secret
+from memself.judge.credentials import load_or_create_session_secret
 from memself.paths import DataPaths
 from tests.support.hookproc import hook_data
 from tests.support.judge_helpers import configure

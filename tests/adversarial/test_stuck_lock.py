@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from memself.maintenance import run_daily_maintenance
-from memself.store import MemoryStore
+from memself.store.memory_store import MemoryStore
 from tests.support.cli import memself as _memself
 from tests.support.helpers import T0, make_store
 
@@ -48,7 +48,7 @@ def test_lock_dir_with_a_foreign_file_fails_at_once(store: MemoryStore) -> None:
 
 
 def test_doctor_has_a_line_for_a_stuck_lock(store: MemoryStore) -> None:
-    from memself.installers.doctor import check_data
+    from memself.doctor import check_data
 
     assert check_data(store.paths).ok is True
     store.paths.lock_dir.write_text("")

@@ -12,7 +12,7 @@ import pytest
 
 from memself.config import set_config_value
 from memself.errors import MemselfError
-from memself.store import MemoryStore
+from memself.store.memory_store import MemoryStore
 from tests.support.helpers import T0, make_store
 
 
@@ -73,7 +73,7 @@ def test_relative_link_and_link_chain(store: MemoryStore, tmp_path: Path) -> Non
 _CHILD = """
 from datetime import datetime, timezone
 from memself.paths import DataPaths
-from memself.store import MemoryStore
+from memself.store.memory_store import MemoryStore
 from memself.errors import MemselfError
 try:
     MemoryStore(DataPaths.default()).create("第二条规则内容", "rule", datetime.now(timezone.utc))

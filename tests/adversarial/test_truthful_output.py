@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from memself.installers.doctor import check_data
-from memself.installers.entries import RESOLVE_RULE
-from memself.installers.model_prep import ModelReady
-from memself.installers.setup_flow import SetupOptions, run_setup, run_uninstall
+from memself.doctor import check_data
+from memself.install.entries import RESOLVE_RULE
+from memself.install.model_prep import ModelReady
+from memself.install.setup_flow import SetupOptions, run_setup, run_uninstall
 from memself.paths import DataPaths
 from tests.test_installers_claude import FAKE_CLAUDE
 

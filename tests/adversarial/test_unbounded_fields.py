@@ -34,8 +34,8 @@ from memself.judge.worker import run_job
 from memself.maintenance import run_daily_maintenance
 from memself.mcp_server import MemoryTools
 from memself.paths import DataPaths
-from memself.records import GROUPS, MAX_APPLIES_WHEN, MAX_APPLIES_WHEN_TEXT, one_line
-from memself.store import MAX_LINE_BYTES, MemoryStore, parse_records
+from memself.store.memory_store import MAX_LINE_BYTES, MemoryStore, parse_records
+from memself.store.records import GROUPS, MAX_APPLIES_WHEN, MAX_APPLIES_WHEN_TEXT, one_line
 from tests.support.judge_helpers import NOW, clock, configure, overlap_nearest, start_job, stop
 from tests.support.judge_server import dedup, plain, running_judge
 

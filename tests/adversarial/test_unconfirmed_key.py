@@ -23,12 +23,12 @@ from pathlib import Path
 
 import anyio
 
-from memself import texts
 from memself.config import load_config
 from memself.judge import jobs
-from memself.judge.secrets import write_api_key
+from memself.judge.credentials import write_api_key
 from memself.judge.start import maybe_start_judge
 from memself.paths import DataPaths
+from memself.text import messages as texts
 from tests.adversarial.test_key_redirect import prompt, run_judge_process, session_start, wait_jobs_done
 from tests.support.cli import memself as run_memself
 from tests.support.hookproc import hook_data
@@ -182,7 +182,7 @@ def test_key_set_confirms_the_address_and_learning_resumes(hook_data: DataPaths)
 
 
 def test_setup_asks_before_binding_an_original_format_key() -> None:
-    from memself.installers.setup_flow import confirm_original_key
+    from memself.install.setup_flow import confirm_original_key
 
     paths = DataPaths.default()
     configure(paths, "http://127.0.0.1:9/v1", confirm=True)

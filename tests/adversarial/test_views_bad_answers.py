@@ -18,8 +18,8 @@ import pytest
 
 from memself.config import load_config, set_config_value
 from memself.paths import DataPaths
-from memself.store import MemoryStore
-from memself.texts import requests_line
+from memself.store.memory_store import MemoryStore
+from memself.text.messages import requests_line
 from memself.views.fill import MAX_ANSWER_BYTES, FillReport, run_fill
 from memself.views.state import load_state, save_state, state_path
 from tests.support.helpers import write_records

@@ -122,7 +122,7 @@ def netns_prefix() -> list[str]:
 
 def hook_command_line(host: str, replies: Path | None = None) -> str:
     """Our real hook command, or the scripted harness (same bootstrap) when ``replies`` is set."""
-    from memself.hooks.command import hook_command
+    from memself.hook.command import hook_command
 
     argv = hook_command(host)
     if replies is not None:
@@ -132,7 +132,7 @@ def hook_command_line(host: str, replies: Path | None = None) -> str:
 
 def registered_hook_lines(host: str) -> dict[str, str]:
     """Event name -> the command line installers register for it (timeout included)."""
-    from memself.hooks.command import hook_command_line as registered_line
+    from memself.hook.command import hook_command_line as registered_line
     from memself.hosts import HOSTS
 
     adapter = HOSTS[host]

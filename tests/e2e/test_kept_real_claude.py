@@ -18,7 +18,7 @@ from clients import Clients, registered_hook_lines, run_claude_turns, write_clau
 from memself.cli import main as cli
 from memself.kept import counts
 from memself.paths import DataPaths
-from memself.store import MemoryStore
+from memself.store.memory_store import MemoryStore
 from tests.e2e.test_real_clients import engine_env
 from tests.support.hookproc import hook_data
 

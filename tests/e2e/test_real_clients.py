@@ -23,7 +23,7 @@ from clients import (
 )
 
 from memself.engine.client import stop_engine
-from memself.hooks.command import hook_command
+from memself.hook.command import hook_command
 from memself.hosts.base import EventKind
 from memself.paths import DataPaths
 from tests.support.hookproc import hook_data

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from clients import Clients, registered_hook_lines, run_claude, write_claude_style_hooks
 
-from memself.installers.entries import mcp_command
+from memself.install.entries import mcp_command
 from memself.paths import DataPaths
-from memself.store import MemoryStore
+from memself.store.memory_store import MemoryStore
 from tests.e2e.test_real_clients import engine_env
 from tests.support.hookproc import hook_data
 

@@ -22,7 +22,7 @@ from clients import ClientRun, Clients, registered_hook_lines, run_claude, write
 from memself.config import set_config_value
 from memself.engine.client import call_engine, stop_engine
 from memself.paths import DataPaths
-from memself.store import MemoryStore
+from memself.store.memory_store import MemoryStore
 
 pytestmark = pytest.mark.e2e
 

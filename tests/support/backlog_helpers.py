@@ -17,7 +17,7 @@ from memself.config import set_config_value
 from memself.engine.client import engine_status, ensure_started, stop_engine
 from memself.paths import DataPaths
 
-ENTRY = Path(__file__).resolve().parents[2] / "memself" / "hooks" / "entry.py"
+ENTRY = Path(__file__).resolve().parents[2] / "hooks" / "entry.py"
 # Shorter than every filler fact: the backlog encodes the shortest texts first.
 FACT = "支付灰度开关是 pay_new_flow"
 PROMPT = "支付页新流程的灰度开关叫什么"

@@ -1,5 +1,5 @@
 """An engine service for the hook fast-path tests: ``hook-forward`` through the real
-``memself.engine.service.run_forwarded`` with a scripted core, so the test needs no model.
+``memself.warm.service.run_forwarded`` with a scripted core, so the test needs no model.
 Spawned engines load it through ``MEMSELF_ENGINE_SERVICE=tests.support.fastpath_service:make``."""
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ class FastPathService:
 
     def handle(self, op: str, payload: dict) -> dict:
         if op == "hook-forward":
-            from memself.engine.service import run_forwarded
+            from memself.warm.service import run_forwarded
 
             return run_forwarded(payload, self.paths, scripted_core)
         if op == "recall":  # what a hook that runs in its own process asks for

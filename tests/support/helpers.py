@@ -7,8 +7,8 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from memself.paths import DataPaths
-from memself.records import Memory
-from memself.store import MemoryStore
+from memself.store.memory_store import MemoryStore
+from memself.store.records import Memory
 
 T0 = datetime(2026, 11, 2, 12, 0, tzinfo=timezone.utc)
 

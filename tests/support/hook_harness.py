@@ -15,7 +15,7 @@ import sys
 import time
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-ENTRY = os.path.join(REPO_ROOT, "memself", "hooks", "entry.py")
+ENTRY = os.path.join(REPO_ROOT, "hooks", "entry.py")
 
 
 def _replies_file(argv: list[str]) -> str:

@@ -1,4 +1,4 @@
-"""An engine service that runs the real hook core (``memself.hookcore.handle``) for forwarded
+"""An engine service that runs the real hook core (``memself.hook.core.handle``) for forwarded
 hooks, with a recall that needs no model: the input filter, the judge start, the store and the
 rendering are the product's own. Spawned engines load it through
 ``MEMSELF_ENGINE_SERVICE=tests.support.hookcore_service:make``."""
@@ -22,8 +22,8 @@ def recall(text: str, now: datetime, workspace: str) -> dict[str, Any]:
 class HookCoreService(EngineTestService):
     def handle(self, op: str, payload: dict) -> dict:
         if op == "hook-forward":
-            from memself.engine.service import run_forwarded
-            from memself.hookcore import handle
+            from memself.hook.core import handle
+            from memself.warm.service import run_forwarded
 
             def core(event: HookEvent, now: datetime, paths: DataPaths) -> HookReply:
                 return handle(event, now, paths, recall=recall, in_engine=True)

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from memself.hooks.command import hook_command
+from memself.hook.command import hook_command
 from memself.hosts import HOSTS
 from memself.hosts.base import event_kind
 from memself.paths import DataPaths

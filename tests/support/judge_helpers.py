@@ -14,14 +14,14 @@ import pytest
 from memself.config import load_config, set_config_value
 from memself.hosts import HOSTS
 from memself.judge import jobs, runlock
+from memself.judge.credentials import write_api_key
 from memself.judge.followup import followup
-from memself.judge.secrets import write_api_key
 from memself.judge.start import maybe_start_judge
 from memself.judge.worker import run_job
 from memself.paths import DataPaths
 from memself.platform import locks
-from memself.records import Memory
-from memself.store import MemoryStore
+from memself.store.memory_store import MemoryStore
+from memself.store.records import Memory
 from tests.support.judge_server import FakeJudge, running_judge
 
 API_KEY = "sk-fake-0123456789abcdefSECRET"

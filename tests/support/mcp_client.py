@@ -9,7 +9,7 @@ import anyio
 from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
-from memself.installers.entries import mcp_command
+from memself.install.entries import mcp_command
 
 
 def server_params(host: str, cwd: str | None = None) -> StdioServerParameters:

@@ -30,8 +30,8 @@ SHARED_MODEL_CACHE = Path(os.environ.get("MEMSELF_TEST_MODEL_CACHE", REPO_ROOT /
 @pytest.fixture(scope="session")
 def shared_model_cache() -> Path:
     """The model cache shared by the whole run, with the offline model expanded and prepared."""
+    from memself.model.catalog import OFFLINE_MODEL, resolve_model
     from memself.model.runtime import ensure_prepared
-    from memself.models import OFFLINE_MODEL, resolve_model
 
     SHARED_MODEL_CACHE.mkdir(parents=True, exist_ok=True)
     key = hashlib.sha256(str(SHARED_MODEL_CACHE.resolve()).encode()).hexdigest()[:16]
@@ -79,7 +79,7 @@ def model_cache(shared_model_cache: Path, monkeypatch: pytest.MonkeyPatch) -> It
 @pytest.fixture(scope="session")
 def e5_encoder(shared_model_cache: Path):  # -> memself.model.runtime.LeanEncoder
     """The offline model on the lean runtime, loaded once."""
-    from memself.encoder import load_encoder
+    from memself.model.encoder import load_encoder
 
     return load_encoder("multilingual-e5-small", shared_model_cache)
 
@@ -87,8 +87,8 @@ def e5_encoder(shared_model_cache: Path):  # -> memself.model.runtime.LeanEncode
 @pytest.fixture(scope="session")
 def e5_reference(shared_model_cache: Path):  # -> memself.model.prepare.ReferenceEncoder
     """The offline model through sentence-transformers (torch): only for checking the runtime."""
+    from memself.model.catalog import OFFLINE_MODEL, resolve_model
     from memself.model.prepare import ReferenceEncoder, load_sentence_transformer
-    from memself.models import OFFLINE_MODEL, resolve_model
 
     settings = resolve_model(OFFLINE_MODEL)
     return ReferenceEncoder(load_sentence_transformer(settings, shared_model_cache))

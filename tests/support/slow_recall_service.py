@@ -1,4 +1,4 @@
-"""The product's recall service (``memself.engine.service.RecallService``) with its scorer swapped
+"""The product's recall service (``memself.warm.service.RecallService``) with its scorer swapped
 for a slow stand-in: every active rule is a hit, after ``SLOW_RECALL_S`` seconds. Everything else
 (the hook core, the gate's numbers, the rewards and when they are written) is the product's own,
 so a test can make the engine too slow for the hook without loading a model. Spawned engines load
@@ -10,9 +10,9 @@ import os
 import time
 from typing import Any
 
-from memself.engine.service import RecallService
 from memself.paths import DataPaths
-from memself.store import MemoryStore
+from memself.store.memory_store import MemoryStore
+from memself.warm.service import RecallService
 
 DELAY_ENV = "SLOW_RECALL_S"
 OP_SETTLE = "settle"  # a service op: answered once every earlier op has left the service lock
