@@ -4,7 +4,7 @@ brought over from the original), on the real offline model.
     .venv/bin/python bench/bench_backlog.py [--count 30000] [--prompts 20]
 
 Writes ``--count`` distinct synthetic project facts into a temporary data directory (no index),
-starts a real engine process (``python -m memself.engine serve``) and measures:
+starts a real engine process (``python -m memself.warm serve``) and measures:
 
 - ready: from spawning the engine until its ping says ready (model loaded, the store read, the
   encoded memories served);
@@ -98,7 +98,7 @@ def main() -> int:
         write_store(paths, [FACT, *synthetic_facts(args.count - 1)])
         began = time.perf_counter()
         engine = subprocess.Popen(
-            [sys.executable, "-m", "memself.engine", "serve", "--data-dir", str(root), "--idle-minutes", "9"],
+            [sys.executable, "-m", "memself.warm", "serve", "--data-dir", str(root), "--idle-minutes", "9"],
             env=env,
             cwd=str(REPO),
         )

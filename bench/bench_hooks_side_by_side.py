@@ -34,7 +34,7 @@ PROMPT = "支付模块的灰度开关配置在哪里，上线前要检查什么"
 def python_of(root: Path) -> str:
     python = root / ".venv" / "bin" / "python"
     if not python.exists():
-        raise SystemExit(f"{root}: no .venv (run ./scripts/install.sh there)")
+        raise SystemExit(f"{root}: no .venv (run ./installers/install.sh there)")
     return str(python)
 
 

@@ -194,7 +194,7 @@ class Setup:
             [
                 self.python,
                 "-m",
-                "memself.engine",
+                "memself.warm",
                 "serve",
                 "--data-dir",
                 str(self.data),

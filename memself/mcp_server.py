@@ -187,7 +187,7 @@ class MemoryTools:
 
     # -- memory_list ------------------------------------------------------------------------
     def memory_list(self, args: dict[str, Any]) -> str:
-        from memself import listing  # counts from the cached per-file summaries
+        from memself.page import listing  # counts from the cached per-file summaries
 
         store = self.store
         summaries = listing.load(store)
@@ -214,7 +214,7 @@ class MemoryTools:
                 "照常使用）；请用户运行 memself list 查看原因并修好这些行"
             )
         if args.get("open") in (True, "true"):  # some clients send booleans as strings
-            from memself.listing import refresh_views  # the page and the list summaries, one read
+            from memself.page.listing import refresh_views  # the page and the list summaries, one read
 
             refresh_views(self.paths, self.now_fn())
             self.opener(self.paths.html.resolve().as_uri())

@@ -9,18 +9,18 @@
 #
 # Other arguments go to pytest. The tests run in parallel worker processes (pytest-xdist), two per
 # core, at most eight; the e2e group runs serially (it installs the real clients once per session
-# and reports their timings at the end). What the tests need, on top of ./scripts/install.sh: the
+# and reports their timings at the end). What the tests need, on top of ./installers/install.sh: the
 # test extra (pytest, pytest-xdist, ruff, mypy, build, zizmor) and, for the memories.html screenshot test, Chromium and a CJK font (installed
 # with apt-get when running as root; otherwise that test is skipped, saying why, except with
 # CI=true, where it fails).
 set -uo pipefail
 
 cd "$(dirname "$0")/.."
-[ -x .venv/bin/memself ] || { echo "test.sh: no .venv; run ./scripts/install.sh first" >&2; exit 1; }
+[ -x .venv/bin/memself ] || { echo "test.sh: no .venv; run ./installers/install.sh first" >&2; exit 1; }
 
 # 1. The test extra, once per pyproject change (a stamp, as install.sh keeps).
 stamp_file=.venv/.memself-test-stamp
-stamp="$(scripts/sha256.sh pyproject.toml)"
+stamp="$(installers/sha256.sh pyproject.toml)"
 if [ ! -x .venv/bin/pytest ] || [ "$(cat "$stamp_file" 2>/dev/null)" != "$stamp" ]; then
     echo "test.sh: installing the test extra (pytest, pytest-xdist, ruff, mypy, build)"
     .venv/bin/python -m pip install --quiet -e ".[offline,test]" || exit 1

@@ -9,7 +9,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-from memself import listing
+from memself.page import listing
 from memself.paths import DataPaths
 from memself.store.memory_store import MemoryStore, render_lines
 from memself.store.records import Memory, sort_memories

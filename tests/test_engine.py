@@ -45,6 +45,7 @@ from memself.platform.sockets import peer_allowed, peer_uid
 from tests.support import foreign
 from tests.support.engine_test_service import WARM_UP_ENV, WARM_UP_FAIL_ENV, EngineTestService, HeldService
 from tests.support.engines import start_engine_process
+from tests.support.wheel_layout import install_copy
 
 UNIX_ONLY = foreign.unix_sockets_only()
 
@@ -287,7 +288,9 @@ def test_installed_code_change_restarts_engine(paths: DataPaths, tmp_path: Path)
     # A private copy of the package plays "the installed memself"; editing its __init__.py is
     # what an upgrade does. Clients run as separate processes importing that copy.
     site = tmp_path / "site"
-    shutil.copytree(REPO_ROOT / "memself", site / "memself", ignore=shutil.ignore_patterns("__pycache__"))
+    install_copy(site)
+    # The engines it spawns host the tests' service, imported from beside the package they run.
+    (site / "tests").symlink_to(REPO_ROOT / "tests", target_is_directory=True)
     env = dict(os.environ, PYTHONPATH=f"{site}{os.pathsep}{REPO_ROOT}")
 
     def run_client() -> dict:

@@ -23,6 +23,7 @@ from memself.hosts.base import EventKind, HookEvent, HookReply
 from memself.paths import DataPaths
 from tests.support import foreign
 from tests.support.hookproc import REPO_ROOT, HookProc, hook_data, hook_runs, load_payloads, run_entry
+from tests.support.wheel_layout import install_copy
 
 __all__ = ["hook_data"]  # the fixture, imported for pytest
 
@@ -350,18 +351,16 @@ def test_entry_finds_the_package_in_a_wheel_layout(tmp_path: Path, hook_data: Da
     """Installed from a wheel the entry is <site>/memself/_shipped/hooks/entry.py: the bootstrap
     must import from that site dir, not the source tree."""
     site = tmp_path / "site"
-    ignore = shutil.ignore_patterns("__pycache__")
-    shutil.copytree(REPO_ROOT / "memself", site / "memself", ignore=ignore)
+    install_copy(site)
     marker = "# wheel-copy\n"
     cursor_mod = site / "memself" / "hosts" / "cursor.py"
     cursor_mod.write_text(
         cursor_mod.read_text(encoding="utf-8").replace(
-            'ASK_TOOL = "AskQuestion"', 'ASK_TOOL = "AskQuestion"\nWHEEL_COPY = True'
+            "ASK_TOOL = FACTS.ask_tool", "ASK_TOOL = FACTS.ask_tool\nWHEEL_COPY = True"
         )
         + marker,
         encoding="utf-8",
     )
-    shutil.copytree(REPO_ROOT / "hooks", site / "memself" / "_shipped" / "hooks", ignore=ignore)
     entry = site / "memself" / "_shipped" / "hooks" / "entry.py"
     probe = tmp_path / "probe.py"
     probe.write_text(

@@ -145,24 +145,17 @@ HOST_WORDS = re.compile(
     r"claude|cursor|codebuddy|workbuddy|askuserquestion|askquestion|ask_followup_question|update_memory",
     re.IGNORECASE,
 )
-# The core: memself but its host adapters and installers, and the entry's old-place shim
-# (``hooks/``); every line of every file, comments and docstrings included.
+# The core: memself but its host adapters and installers, and the hook entry (``hooks/``); every
+# line of every file, comments and docstrings included. (The skill the installers copy into each
+# client, ``installers/skills``, names the clients' popup tools on purpose.)
 CORE_DIRS = ("memself", "hooks")
 NOT_CORE = ("memself/hosts", "memself/install")
-SKILL_MD = "memself/skills/memory-self-evolution-manage/SKILL.md"
 PAGE_STYLE = "memself/page/assets.py"
 _CSS_CURSOR = re.compile(r"\bcursor: (pointer|default);")
 # What may stay, each with why: (file, the line, stripped).
 ALLOWED = {
     # ``memself config``'s description of showRecall names the client that shows it (the README's).
     ("memself/config.py", '"showRecall": Key(bool, False, "把召回的条目也展示给用户（Claude Code）"),'),
-    # The skill the model reads, the same for every client: it names the clients' popup tools and
-    # their own memories, which it must tell apart from ours.
-    *(
-        (SKILL_MD, line.strip())
-        for line in (REPO / SKILL_MD).read_text(encoding="utf-8").splitlines()
-        if HOST_WORDS.search(line)
-    ),
     # The page's style sheet: CSS's ``cursor`` property, not the client.
     *(
         (PAGE_STYLE, line.strip())
@@ -200,7 +193,6 @@ def test_the_core_names_no_host() -> None:
     found = host_names(REPO)
     assert found - ALLOWED == set()
     assert ALLOWED <= found  # an entry no longer needed is taken out
-    assert len([f for f in ALLOWED if f[0] == SKILL_MD]) == 2
 
 
 def test_a_host_name_added_anywhere_in_the_core_is_found(tmp_path: Path) -> None:

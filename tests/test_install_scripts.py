@@ -1,4 +1,4 @@
-"""scripts/link-memself.sh, which install.sh runs: ``memself`` on PATH the way pipx does it, saying
+"""installers/link-memself.sh, which install.sh runs: ``memself`` on PATH the way pipx does it, saying
 what it did, never over a file that is not ours, the same on a second run."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-SCRIPT = REPO / "scripts" / "link-memself.sh"
+SCRIPT = REPO / "installers" / "link-memself.sh"
 
 
 @pytest.fixture

@@ -16,13 +16,14 @@ import pytest
 from memself import doctor
 from memself.config import set_config_value
 from memself.errors import MemselfError
+from memself.install import INSTALLERS
 from memself.install.base import InstallContext
-from memself.install.cursor import INSTALLER as CURSOR
 from memself.paths import DataPaths
 from tests.support.judge_helpers import API_KEY, configure
 from tests.support.judge_server import Reply, running_judge, sse
 
 REPO = Path(__file__).resolve().parent.parent
+CURSOR = INSTALLERS["cursor"]
 SKILL = Path(__file__).parent / "fixtures" / "installers" / "_skill" / "memory-self-evolution-manage"
 
 

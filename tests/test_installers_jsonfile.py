@@ -255,8 +255,10 @@ def test_removal_of_a_file_we_created_deletes_it(folder: Path) -> None:
 def test_paths_with_spaces_are_quoted_and_still_recognised(folder: Path) -> None:
     import shlex
 
+    from memself.install import INSTALLERS
     from memself.install.base import InstallContext
-    from memself.install.cursor import INSTALLER
+
+    INSTALLER = INSTALLERS["cursor"]
 
     def command(host: str, kind: EventKind) -> str:
         return shlex.join(

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
-import memself
+from memself.install.base import default_skill_source
 from memself.mcp_server import TOOL_NAMES
 
-SKILL = Path(memself.__file__).parent / "skills" / "memory-self-evolution-manage" / "SKILL.md"
+SKILL = default_skill_source() / "SKILL.md"
 
 
 def test_frontmatter_and_rules() -> None:

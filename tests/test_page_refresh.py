@@ -16,6 +16,7 @@ import pytest
 from memself import edits as memories
 from memself.engine.location import RUNTIME_ENV
 from memself.engine.server import EngineServer
+from memself.page.listing import refresh_views
 from memself.page.refresh import PageRefresher, page_is_stale, spawn_refresh
 from memself.paths import DataPaths
 from memself.store.memory_store import MemoryStore
@@ -58,7 +59,7 @@ def test_a_write_does_not_write_the_page() -> None:
     memories.delete(store, [added.memory.id], NOW)
     store.restore(added.memory.id, NOW)
     assert not store.paths.html.exists()
-    store.refresh_snapshot(NOW)  # what `memself open` and memory_list(open) call
+    refresh_views(store.paths, NOW)  # what `memself open` and memory_list(open) call
     page = store.paths.html.read_text(encoding="utf-8")
     assert "回答一律使用中文" in page and "8443" in page
 
@@ -154,7 +155,7 @@ def test_the_engine_regenerates_the_page_after_writes(runtime_dir: Path) -> None
     paths = DataPaths.default()
     paths.ensure()
     store = MemoryStore(paths)
-    server = EngineServer(paths, idle_s=120.0, page_delay_s=0.3)
+    server = EngineServer(paths, idle_s=120.0, idle_tasks=(PageRefresher(paths, 0.3).tick,))
     assert server.start(EngineTestService(paths))
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()

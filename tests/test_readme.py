@@ -106,7 +106,7 @@ def _closed_port() -> int:
 def example_env(isolated_home: Path, model_cache: Path, tmp_path: Path) -> dict[str, str]:
     """A new user's shell: fresh HOME and data dir, ``memself`` on PATH, the offline model."""
     bin_dir = Path(sys.executable).parent
-    assert (bin_dir / "memself").exists(), f"no memself beside {sys.executable}: run ./scripts/install.sh"
+    assert (bin_dir / "memself").exists(), f"no memself beside {sys.executable}: run ./installers/install.sh"
     env = {
         "HOME": str(isolated_home),
         "MEMSELF_HOME": os.environ["MEMSELF_HOME"],

@@ -25,7 +25,6 @@ def reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         return real(path)
 
     monkeypatch.setattr(store_module, "read_file", recording)
-    monkeypatch.setattr(MemoryStore, "_refresh_snapshot", lambda self, groups, now: None)
     return seen
 
 

@@ -105,14 +105,14 @@ def test_the_workflow_runs_the_readme_commands_on_three_systems() -> None:
     text = WORKFLOW.read_text(encoding="utf-8")
     assert "os: [ubuntu-latest, macos-latest, windows-latest]" in text
     for command in (
-        "./scripts/install.sh",
-        "./scripts/install.ps1",
+        "./installers/install.sh",
+        "./installers/install.ps1",
         "./scripts/test.sh",
         "scripts/roundtrip.py",
     ):
         assert command in text, command
     readme = (REPO / "README.md").read_text(encoding="utf-8")
-    assert "./scripts/install.sh" in readme and "./scripts/test.sh" in readme and "install.ps1" in readme
+    assert "./installers/install.sh" in readme and "./scripts/test.sh" in readme and "install.ps1" in readme
     # Every action pinned by commit, credentials not kept, nothing granted by default.
     uses = [line.split("uses:", 1)[1].strip() for line in text.splitlines() if "uses:" in line]
     assert uses and all(len(u.split("@", 1)[1].split()[0]) == 40 for u in uses), uses

@@ -160,6 +160,6 @@ def stop_cmd() -> None:
 )
 def serve_cmd(idle_minutes: float | None) -> None:
     """在前台运行引擎（调试用；平时由 hook 自动在后台启动）。"""
-    from memself.engine.server import run_engine
+    from memself.warm.serve import serve
 
-    sys.exit(run_engine(DataPaths.default(), idle_minutes))
+    sys.exit(serve(DataPaths.default(), idle_minutes))

@@ -12,7 +12,6 @@ from collections.abc import Iterable
 import click
 
 from memself import edits as memories
-from memself import listing
 from memself.cli.app import echo_json, main, now_utc
 from memself.cli.scope import (
     WORKSPACE_HELP,
@@ -25,6 +24,7 @@ from memself.cli.scope import (
 from memself.config import KEYS, load_config, set_config_value
 from memself.errors import InvalidInput
 from memself.judge.credentials import key_state, read_key_file, shown_base
+from memself.page import listing
 from memself.paths import DataPaths
 from memself.recall.lines import line_in_effect, line_set_message
 from memself.store.memory_store import BadLine, MemoryStore

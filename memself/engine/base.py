@@ -1,8 +1,9 @@
 """What the engine hosts: a service object, chosen by a ``module:factory`` spec.
 
 The engine owns the socket, the lifecycle and the ops ``ping``, ``status`` and ``stop``; every
-other op goes to the service. The product's service is ``memself.warm.service:make_service``
-(recall, nearest, encode); tests host a small one through ``MEMSELF_ENGINE_SERVICE``.
+other op goes to the service. Whoever runs the engine names the service (the product's is in
+``memself.warm``, which this package never imports); tests host a small one through
+``MEMSELF_ENGINE_SERVICE``.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from typing import Any, Protocol, runtime_checkable
 from memself.errors import MemselfError
 from memself.paths import DataPaths
 
-DEFAULT_SERVICE = "memself.warm.service:make_service"
 # For tests only: the suite cannot load the real model in every engine it starts and stops.
 SERVICE_ENV = "MEMSELF_ENGINE_SERVICE"
 
@@ -53,14 +53,14 @@ def watched_files(paths: DataPaths) -> list[Path]:
     return [paths.group_file("rule"), paths.group_file("project"), paths.config, paths.index_dir]
 
 
-def service_spec() -> str:
+def service_spec(default: str) -> str:
     """The ``module:factory`` spec of the service to host (the env override exists for tests)."""
-    return os.environ.get(SERVICE_ENV, "").strip() or DEFAULT_SERVICE
+    return os.environ.get(SERVICE_ENV, "").strip() or default
 
 
-def load_service(paths: DataPaths, spec: str | None = None) -> EngineService:
-    """Import ``module:factory`` and call ``factory(paths)``."""
-    spec = spec or service_spec()
+def load_service(paths: DataPaths, spec: str) -> EngineService:
+    """Import ``module:factory`` (or the tests' override) and call ``factory(paths)``."""
+    spec = service_spec(spec)
     module_name, _, attr = spec.partition(":")
     if not module_name or not attr:
         raise MemselfError(f"召回引擎的服务配置无效：{spec}（应为 模块:函数）")

@@ -186,7 +186,7 @@ def _spawn(
     paths: DataPaths, location: EngineLocation, lock_fd: int | None, idle_minutes: float | None
 ) -> int:
     env = dict(os.environ)
-    command = python_command("memself.engine", "serve", "--data-dir", str(paths.root))
+    command = python_command("memself.warm", "serve", "--data-dir", str(paths.root))
     if idle_minutes is not None:
         command += ["--idle-minutes", repr(float(idle_minutes))]
     if lock_fd is not None:

@@ -21,7 +21,7 @@ import signal
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -68,7 +68,6 @@ from memself.engine.protocol import (
 from memself.engine.transport import NONCE_BYTES, format_port_file, parse_port_file, tcp_proof
 from memself.errors import MemselfError
 from memself.logs import log
-from memself.page.refresh import PageRefresher
 from memself.paths import DataPaths
 from memself.platform import signals as platform_signals
 from memself.platform import sockets
@@ -78,7 +77,6 @@ STATE_LOADING = "loading"
 STATE_READY = "ready"
 STATE_FAILED = "failed"
 # How long the group files must stay still after a change before memories.html is regenerated.
-PAGE_DELAY_S = 10.0
 # A client that connects but does not send its request in this time loses its thread.
 _READ_TIMEOUT_S = 5.0
 _WRITE_TIMEOUT_S = 10.0
@@ -129,7 +127,7 @@ class EngineServer:
         allowed_uid: int | None = None,
         max_connections: int = 32,
         lock_wait_s: float = 5.0,
-        page_delay_s: float | None = PAGE_DELAY_S,
+        idle_tasks: Sequence[Callable[[float], None]] = (),
     ) -> None:
         self.paths = paths
         self.idle_s = idle_s
@@ -167,8 +165,9 @@ class EngineServer:
         self._service_lock = threading.Lock()
         self._watched: list[Path] = watched_files(paths)
         self._stamps: list[FileStamp] = []
-        # memories.html, regenerated a little after writes (None: never, for tests that count files).
-        self._page = None if page_delay_s is None else PageRefresher(paths, page_delay_s)
+        # What the product runs between connections (the page regenerated after writes), each
+        # given the monotonic clock; the engine knows nothing of what they do.
+        self._idle_tasks = tuple(idle_tasks)
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -343,7 +342,7 @@ class EngineServer:
         try:
             while not self._stop.is_set():
                 children.reap()  # judges a forwarded prompt spawned; at most a second a zombie
-                self._refresh_page()
+                self._run_idle_tasks()
                 if not self._socket_file_is_ours():
                     # Deleted (a /tmp cleaner, a logout emptying /run/user): nobody can reach us,
                     # and a successor cannot start while we hold the lock.
@@ -365,13 +364,12 @@ class EngineServer:
         finally:
             self._close()
 
-    def _refresh_page(self) -> None:
-        if self._page is None:
-            return
-        try:
-            self._page.tick(time.monotonic())
-        except Exception as exc:  # the page is a convenience; serving is not
-            log(self.paths, "page-refresh-failed", error=_where(exc))
+    def _run_idle_tasks(self) -> None:
+        for task in self._idle_tasks:
+            try:
+                task(time.monotonic())
+            except Exception as exc:  # these are conveniences; serving is not
+                log(self.paths, "idle-task-failed", error=_where(exc))
 
     def _socket_file_is_ours(self) -> bool:
         if self.transport != "unix":
@@ -740,9 +738,10 @@ def _where(exc: BaseException) -> str:
 
 def run_engine(
     paths: DataPaths,
+    service_spec: str,
     idle_minutes: float | None = None,
-    service_spec: str | None = None,
     lock_fd: int | None = None,
+    idle_tasks: Sequence[Callable[[float], None]] = (),
 ) -> int:
     """The engine process's main: serve ``paths`` until idle or stopped. Returns an exit code.
 
@@ -761,7 +760,7 @@ def run_engine(
         from memself.config import load_config
 
         idle_minutes = float(load_config(paths).engineIdleMinutes)
-    server = EngineServer(paths, idle_s=max(idle_minutes, 0.0) * 60.0)
+    server = EngineServer(paths, idle_s=max(idle_minutes, 0.0) * 60.0, idle_tasks=idle_tasks)
     try:
         if not server.acquire(lock_fd):
             log(paths, "engine-already-running")

@@ -81,7 +81,8 @@ def run(stdin: Stdin, context: RunContext) -> bool:
     watchdog: threading.Timer | None = None
     try:
         paths = paths or DataPaths.default()
-        from memself.hosts import HOSTS, guess_host
+        from memself.hook.registered import registered_in
+        from memself.hosts import FACTS, HOSTS, guess_host
 
         payload, decode_note = decode_payload(stdin.raw, stdin.truncated)
         guessed = not record.host and not context.in_engine
@@ -102,7 +103,7 @@ def run(stdin: Stdin, context: RunContext) -> bool:
         record.note = "stdin-timeout" if stdin.timed_out else decode_note
         if guessed:
             record.note = ",".join(n for n in ("guessed-host", record.note) if n)
-        if adapter.steps_aside(payload, env, _hook_registered(context.home or Path.home())):
+        if adapter.steps_aside(payload, env, registered_in(FACTS, context.home or Path.home(), env)):
             record.note = "stepped-aside"
             return True
         record.event = event
@@ -297,19 +298,6 @@ def _log_expired(paths: DataPaths, record: _Record, out: _Output, started: float
     """The log line of a run the deadline ended (``deadline`` answered "nothing")."""
     record.note = "deadline"
     _log_run(paths, record, out, started)
-
-
-def _hook_registered(home: Path) -> Callable[[str], bool]:
-    """What an adapter asks to step aside: whether a host's own config holds a hook of ours.
-    Where that config lives is the installers' knowledge, imported only when asked."""
-
-    def registered(host: str) -> bool:
-        from memself.install import INSTALLERS
-
-        installer = INSTALLERS.get(host)
-        return installer is not None and installer.hook_registered(home)
-
-    return registered
 
 
 def _describe(exc: BaseException) -> str:

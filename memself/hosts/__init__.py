@@ -1,6 +1,8 @@
 """The one table of hosts. The CLI's ``--agent`` choices, the installers and the tests read it.
 
-Adding a host: one module here implementing ``base.HostAdapter``, one line below.
+Adding a host: its facts in ``hosts/<name>.json`` at the top of the repository, one module here
+implementing ``base.HostAdapter`` (its behaviour, taking ``common``'s defaults where the host does
+not differ), and one entry in ``_ADAPTERS`` below. The installers are built from the same table.
 """
 
 from __future__ import annotations
@@ -10,13 +12,11 @@ from typing import Any
 
 from memself.hosts import claude, codebuddy, cursor, workbuddy
 from memself.hosts.base import HostAdapter
+from memself.hosts.facts import HostFacts
 
-HOSTS: dict[str, HostAdapter] = {
-    claude.NAME: claude,
-    cursor.NAME: cursor,
-    codebuddy.NAME: codebuddy,
-    workbuddy.NAME: workbuddy,
-}
+_ADAPTERS = (claude, cursor, codebuddy, workbuddy)
+HOSTS: dict[str, HostAdapter] = {adapter.NAME: adapter for adapter in _ADAPTERS}
+FACTS: dict[str, HostFacts] = {adapter.NAME: adapter.FACTS for adapter in _ADAPTERS}
 
 
 def guess_host(payload: Mapping[str, Any]) -> str:

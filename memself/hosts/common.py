@@ -1,13 +1,15 @@
-"""Payload parsing shared by every adapter, and rendering for hosts that speak Claude Code's JSON.
+"""The defaults every adapter takes unless its host differs: payload parsing from the host's
+facts, and rendering for hosts that speak Claude Code's JSON.
 
 Claude Code, CodeBuddy Code and WorkBuddy (which embeds the CodeBuddy engine) share one output
-shape; they differ only in field names on input and in whether ``systemMessage`` is used.
+shape; they differ only in field names on input and in whether ``systemMessage`` is used, which
+their facts say.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from memself.hosts.base import (
     SESSION_KEY_LIMIT,
@@ -15,28 +17,19 @@ from memself.hosts.base import (
     EventKind,
     HookEvent,
     HookReply,
-    Popup,
     event_kind,
     first_text,
     sanitise_key,
 )
+from memself.hosts.facts import HostFacts
 from memself.store.workspaces import workspace_of
 
-# Claude Code, CodeBuddy Code and WorkBuddy share the event names and the registered timeouts.
-CLAUDE_EVENT_NAMES = {
-    EventKind.SESSION_START: "SessionStart",
-    EventKind.PROMPT_SUBMIT: "UserPromptSubmit",
-    EventKind.STOP: "Stop",
-}
-CLAUDE_TIMEOUTS = {EventKind.SESSION_START: 10, EventKind.PROMPT_SUBMIT: 10, EventKind.STOP: 20}
-# They also share the popup tool's name; CodeBuddy IDE calls its own one differently, so the
-# instruction names both, and the model must not write CodeBuddy's own memory instead.
-CLAUDE_ASK_TOOL = "AskUserQuestion"
-CLAUDE_POPUP = Popup(f"{CLAUDE_ASK_TOOL}（CodeBuddy IDE 中为 ask_followup_question）", ("update_memory",))
 
-# Original §4.2: the host's own field first, then the other spellings any host has used.
-SESSION_KEY_FALLBACKS = ("session_id", "conversation_id", "sessionId", "conversationId")
-TURN_ID_FALLBACKS = ("generationId", "message_id", "messageId")
+class Parse(Protocol):
+    def __call__(self, payload: dict[str, Any], env: Mapping[str, str] | None = None) -> HookEvent: ...
+
+
+Render = Callable[[HookEvent, HookReply], dict[str, Any] | None]
 
 
 def parse_event(
@@ -140,3 +133,38 @@ def render_claudelike(
             return out
     # Sub-agent stops, repeated stops and unknown events get no answer.
     return None
+
+
+def payload_parser(facts: HostFacts, directory: Callable[[dict[str, Any]], str] = payload_cwd) -> Parse:
+    """The adapter's ``parse``: the payload read with the fields ``facts`` name; ``directory``
+    reads the turn's working directory (``cwd`` unless the host names it otherwise)."""
+
+    def parse(payload: dict[str, Any], env: Mapping[str, str] | None = None) -> HookEvent:
+        return parse_event(
+            facts.name,
+            payload,
+            env,
+            session_keys=facts.session_keys,
+            turn_keys=facts.turn_keys,
+            prompt_keys=facts.prompt_keys,
+            directory=directory,
+            project_dir_env=facts.project_dir_env,
+        )
+
+    return parse
+
+
+def claudelike_renderer(facts: HostFacts) -> Render:
+    """The adapter's ``render`` for a host that speaks Claude Code's JSON."""
+
+    def render(event: HookEvent, reply: HookReply) -> dict[str, Any] | None:
+        return render_claudelike(event, reply, facts.event_names, system_message=facts.system_message)
+
+    return render
+
+
+def never_steps_aside(
+    payload: dict[str, Any], env: Mapping[str, str], registered: Callable[[str], bool]
+) -> bool:
+    """The default: no other registration of ours answers for this host."""
+    return False

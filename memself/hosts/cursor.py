@@ -1,45 +1,26 @@
-"""Cursor: ``~/.cursor/hooks.json`` hooks, Cursor's own JSON protocol (host-protocols §2)."""
+"""Cursor: Cursor's own JSON protocol; its facts are in ``hosts/cursor.json``."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
-from memself.hosts.base import EventKind, HookEvent, HookReply, Popup
-from memself.hosts.common import SESSION_KEY_FALLBACKS, TURN_ID_FALLBACKS, parse_event, payload_cwd
+from memself.hosts.base import EventKind, HookEvent, HookReply
+from memself.hosts.common import never_steps_aside, payload_cwd, payload_parser
+from memself.hosts.facts import load_facts
 
-NAME = "cursor"
-ASK_TOOL = "AskQuestion"
-# Its popup tool's name is not documented everywhere: the instruction describes it instead.
-POPUP = Popup(f"你自带的提问工具（让用户在弹窗里点选选项的工具，例如 {ASK_TOOL}）", ())
-EVENT_NAMES = {
-    EventKind.SESSION_START: "sessionStart",
-    EventKind.PROMPT_SUBMIT: "beforeSubmitPrompt",
-    EventKind.STOP: "stop",
-}
-# The prompt hook gets 5 s: Cursor holds the user's message until it answers. The installer
-# also sets ``loop_limit: 1`` on stop.
-TIMEOUTS = {EventKind.SESSION_START: 10, EventKind.PROMPT_SUBMIT: 5, EventKind.STOP: 20}
-CONTEXT_LIMIT = 10_000  # beforeSubmitPrompt: longer text goes to a file (client 3.20.17)
-OWN_MEMORY = ""
-CONFIG_DIR = ".cursor"
-CONFIG_ENV: str | None = None
-# Windows: the payload is piped through PowerShell (``Get-Content -Raw | & { $input | <command> }``).
-HOOK_SHELLS = {"linux": "sh", "macos": "sh", "windows": "powershell-stage"}
-HOOK_SHELL_FIELD = False
-
-
-def parse(payload: dict[str, Any], env: Mapping[str, str] | None = None) -> HookEvent:
-    return parse_event(
-        NAME,
-        payload,
-        env,
-        session_keys=("conversation_id", *SESSION_KEY_FALLBACKS),
-        turn_keys=("generation_id", *TURN_ID_FALLBACKS),
-        prompt_keys=("prompt",),
-        directory=workspace_root,
-        project_dir_env=("CURSOR_PROJECT_DIR",),
-    )
+FACTS = load_facts("cursor")
+NAME = FACTS.name
+ASK_TOOL = FACTS.ask_tool
+POPUP = FACTS.popup
+EVENT_NAMES = FACTS.event_names
+TIMEOUTS = FACTS.timeouts
+CONTEXT_LIMIT = FACTS.context_limit
+OWN_MEMORY = FACTS.own_memory
+CONFIG_DIR = FACTS.config_dir
+CONFIG_ENV = FACTS.config_env
+HOOK_SHELLS = FACTS.hook_shells
+HOOK_SHELL_FIELD = FACTS.hook_shell_field
 
 
 def workspace_root(payload: dict[str, Any]) -> str:
@@ -49,6 +30,10 @@ def workspace_root(payload: dict[str, Any]) -> str:
     if isinstance(roots, list) and roots and isinstance(roots[0], str) and roots[0].strip():
         return roots[0]
     return payload_cwd(payload)
+
+
+parse = payload_parser(FACTS, workspace_root)
+steps_aside = never_steps_aside
 
 
 def render(event: HookEvent, reply: HookReply) -> dict[str, Any] | None:
@@ -64,10 +49,6 @@ def render(event: HookEvent, reply: HookReply) -> dict[str, Any] | None:
         if followup:
             return {"followup_message": followup}
     return {}
-
-
-def steps_aside(payload: dict[str, Any], env: Mapping[str, str], registered: Callable[[str], bool]) -> bool:
-    return False
 
 
 def runs_this_hook(payload: dict[str, Any], env: Mapping[str, str]) -> bool:

@@ -1,8 +1,6 @@
 """One installer per host: detect the client, register memself's hooks, MCP server and skill in
-it, and take them out again. The table below is the only list of installers; its keys are the
-keys of ``memself.hosts.HOSTS`` (a test holds them equal).
-
-Adding a host: one module here exposing ``INSTALLER`` (``base.HostInstaller``), one line below.
+it, and take them out again. Built from the hosts' table (``memself.hosts``) and their facts: a
+host's ``mcp.via`` picks the kind of installer, ``_KINDS`` below.
 """
 
 from __future__ import annotations
@@ -10,16 +8,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from memself.install import claude, codebuddy, cursor, workbuddy
+from memself.hosts import FACTS
 from memself.install.base import HostInstaller, InstallContext
+from memself.install.claude import ClaudeInstaller
 from memself.install.claude_cli import find_claude
+from memself.install.jsonhost import JsonHostInstaller
 
-INSTALLERS: dict[str, HostInstaller] = {
-    claude.INSTALLER.name: claude.INSTALLER,
-    cursor.INSTALLER.name: cursor.INSTALLER,
-    codebuddy.INSTALLER.name: codebuddy.INSTALLER,
-    workbuddy.INSTALLER.name: workbuddy.INSTALLER,
-}
+_KINDS: dict[str, type[JsonHostInstaller]] = {"file": JsonHostInstaller, "claude-cli": ClaudeInstaller}
+INSTALLERS: dict[str, HostInstaller] = {name: _KINDS[facts.mcp_via](facts) for name, facts in FACTS.items()}
 
 
 def context_for(home: Path, **fields: Any) -> InstallContext:

@@ -19,14 +19,14 @@ import memself.install.entries as entries
 import memself.install.jsonfile as jsonfile
 from memself.errors import MemselfError
 from memself.hosts.base import EventKind
+from memself.shipped import shipped_dir
 
 SKILL_NAME = "memory-self-evolution-manage"
 
 
 def default_skill_source() -> Path:
-    import memself
 
-    return Path(memself.__file__).resolve().parent / "skills" / SKILL_NAME
+    return shipped_dir("installers") / "skills" / SKILL_NAME
 
 
 def default_hook_command(host: str, kind: EventKind) -> str:

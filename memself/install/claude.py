@@ -12,7 +12,6 @@ from pathlib import Path
 
 import memself.install.claude_cli as claude_cli
 import memself.install.entries as entries
-from memself.hosts import claude as claude_host
 from memself.install.base import InstallContext, Step, StepResult
 from memself.install.jsonfile import Transform
 from memself.install.jsonhost import JsonHostInstaller
@@ -129,13 +128,3 @@ class ClaudeInstaller(JsonHostInstaller):
 
     def _mcp_removal_steps(self, ctx: InstallContext) -> list[Step]:
         return [ClaudeMcpStep(ctx.home, tuple(ctx.mcp_command(self.name)), ctx.claude_bin, removing=True)]
-
-
-INSTALLER = ClaudeInstaller(
-    name="claude",
-    label="Claude Code",
-    config_dir=claude_host.CONFIG_DIR,
-    hooks_file="settings.json",
-    hook_shape="nested",
-    mcp_file=None,
-)

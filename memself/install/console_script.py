@@ -8,7 +8,7 @@ run its own code in a process that can read the key. ``-I`` ignores it, with eve
 ``PYTHON*`` variable and the user's site-packages. The package is still found: a wheel and an
 editable install both live in the interpreter's own site-packages.
 
-``python -I -m memself.install.console_script PATH`` is what ``scripts/install.sh`` runs after
+``python -I -m memself.install.console_script PATH`` is what ``installers/install.sh`` runs after
 pip; a second run changes nothing.
 """
 

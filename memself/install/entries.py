@@ -15,9 +15,9 @@ as the original's ``PostToolUse``). Every transform takes and returns the parsed
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal, NamedTuple
+from typing import Any, NamedTuple
 
 from memself.hook.command import is_our_hook_command
 from memself.install.jsonfile import expect_dict, expect_list
@@ -36,25 +36,6 @@ def mcp_command(host: str) -> list[str]:
 
 def is_our_hook(command: object) -> bool:
     return isinstance(command, str) and is_our_hook_command(command)
-
-
-def hook_commands(data: object, shape: Literal["nested", "flat"]) -> Iterator[str]:
-    """Every hook command string in a parsed hooks file of ``shape``, skipping what is malformed."""
-    hooks = data.get("hooks") if isinstance(data, dict) else None
-    if not isinstance(hooks, dict):
-        return
-    for items in hooks.values():
-        for item in items if isinstance(items, list) else ():
-            if not isinstance(item, dict):
-                continue
-            if shape == "flat":
-                handlers: list[Any] = [item]
-            else:
-                handlers = item["hooks"] if isinstance(item.get("hooks"), list) else []
-            for handler in handlers:
-                command = handler.get("command") if isinstance(handler, dict) else None
-                if isinstance(command, str):
-                    yield command
 
 
 class Registration(NamedTuple):

@@ -1,23 +1,22 @@
 """A host registered entirely through JSON files in its config folder (hooks, MCP, skill).
 
 Cursor, CodeBuddy and WorkBuddy are instances; Claude Code extends it (MCP through its CLI,
-and the permission rule).
+and the permission rule). Which one a host gets is its facts' ``mcp.via``.
 """
 
 from __future__ import annotations
 
-import json
-import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
 import memself.install.entries as entries
-from memself.hook.command import hook_command_agent
+from memself.hook.registered import hook_registered
 from memself.hosts import HOSTS
 from memself.hosts.base import EventKind, HostAdapter
+from memself.hosts.facts import HostFacts
 from memself.install.base import (
     SKILL_NAME,
     InstallContext,
@@ -31,38 +30,48 @@ from memself.install.base import (
 )
 from memself.install.jsonfile import Transform
 
-# A hooks file read on the hook path is read this far at most.
-_HOOKS_FILE_MAX_BYTES = 1 << 20
-
 
 @dataclass(frozen=True)
 class JsonHostInstaller:
-    name: str
-    label: str
-    config_dir: str  # relative to HOME, e.g. ".cursor"
-    hooks_file: str  # relative to the config folder
-    hook_shape: Literal["nested", "flat"]
-    mcp_file: str | None  # where we register the MCP server, relative to the config folder
-    # Files where an earlier registration of ours may sit (the original plugin's choice): an entry
-    # there is kept pointing at the current server, and removed on uninstall; none is added.
-    other_mcp_files: tuple[str, ...] = ()
-    # The host reads its MCP servers from the first of these files that exists (then ours goes
-    # there; ``mcp_file`` is created when none does). Empty: always ``mcp_file``.
-    mcp_read_order: tuple[str, ...] = ()
-    # An environment variable naming the config folder in place of ``config_dir``, and folders
-    # (relative to HOME) it is ignored for because they belong to another host.
-    config_env: str | None = None
-    config_env_ignored: tuple[str, ...] = ()
-    # Extra fields of a flat hook entry, per event (Cursor's ``loop_limit``).
-    hook_fields: Mapping[EventKind, Mapping[str, Any]] = field(default_factory=dict)
+    """Registers memself in a host from its facts (``memself.hosts.facts``): nothing about a host
+    is stated here."""
+
+    facts: HostFacts
+
+    @property
+    def name(self) -> str:
+        return self.facts.name
+
+    @property
+    def label(self) -> str:
+        return self.facts.label
+
+    @property
+    def hooks_file(self) -> str:
+        return self.facts.hooks_file
+
+    @property
+    def hook_shape(self) -> Literal["nested", "flat"]:
+        return self.facts.hook_shape
+
+    @property
+    def mcp_file(self) -> str | None:
+        return self.facts.mcp_file
+
+    @property
+    def other_mcp_files(self) -> tuple[str, ...]:
+        return self.facts.other_mcp_files
+
+    @property
+    def mcp_read_order(self) -> tuple[str, ...]:
+        return self.facts.mcp_read_order
+
+    @property
+    def hook_fields(self) -> Mapping[EventKind, Mapping[str, Any]]:
+        return self.facts.hook_fields
 
     def config_root(self, home: Path) -> Path:
-        named = os.environ.get(self.config_env, "").strip() if self.config_env else ""
-        if named:
-            folder = Path(named).expanduser()
-            if all(not _same_folder(folder, home / other) for other in self.config_env_ignored):
-                return folder
-        return home / self.config_dir
+        return self.facts.config_root(home)
 
     def mcp_target(self, root: Path) -> str | None:
         """The MCP file ours is registered in: the one the host reads."""
@@ -76,15 +85,7 @@ class JsonHostInstaller:
         return self.config_root(home) / "skills" / SKILL_NAME
 
     def hook_registered(self, home: Path) -> bool:
-        """Whether this host's hooks file holds a hook of ours (or the original plugin's) for this
-        host. Asked on the hook path (a hook registered for another host that this one also runs),
-        so it reads a bounded prefix and never raises."""
-        try:
-            with (self.config_root(home) / self.hooks_file).open("rb") as fh:
-                data = json.loads(fh.read(_HOOKS_FILE_MAX_BYTES).decode("utf-8-sig"))
-        except (OSError, ValueError, RecursionError):
-            return False
-        return any(hook_command_agent(c) == self.name for c in entries.hook_commands(data, self.hook_shape))
+        return hook_registered(self.facts, home)
 
     def hooks_purpose(self) -> str:
         return "hook（" + "、".join(HOSTS[self.name].EVENT_NAMES.values()) + "）"
@@ -191,13 +192,6 @@ class JsonHostInstaller:
 
     def remove(self, ctx: InstallContext) -> list[StepResult]:
         return run_steps(self.plan_removal(ctx))
-
-
-def _same_folder(a: Path, b: Path) -> bool:
-    try:
-        return os.path.samefile(a, b)
-    except OSError:
-        return os.path.abspath(a) == os.path.abspath(b)
 
 
 def _mcp_upsert(data: dict[str, Any], path: Path, *, command: list[str]) -> dict[str, Any]:

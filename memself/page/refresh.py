@@ -122,7 +122,7 @@ def main(argv: list[str]) -> int:
     except (AttributeError, OSError):
         pass
     try:
-        from memself.listing import refresh_views  # only in the regeneration process
+        from memself.page.listing import refresh_views  # only in the regeneration process
 
         refresh_views(paths, datetime.now(timezone.utc))
     except Exception as exc:  # a background job: the log is all anyone sees

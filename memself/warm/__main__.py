@@ -1,4 +1,4 @@
-"""``python -m memself.engine serve --data-dir DIR [--idle-minutes M]``: what clients spawn.
+"""``python -m memself.warm serve --data-dir DIR [--idle-minutes M]``: what clients spawn.
 
 ``--lock-fd N`` (internal) is the single-instance lock the spawning client took for us.
 
@@ -18,12 +18,12 @@ import argparse  # after the environment above: numpy reads it when first import
 import sys
 from pathlib import Path
 
-from memself.engine.server import run_engine
 from memself.paths import DataPaths
+from memself.warm.serve import serve as serve_engine
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m memself.engine")
+    parser = argparse.ArgumentParser(prog="python -m memself.warm")
     commands = parser.add_subparsers(dest="command", required=True)
     serve = commands.add_parser("serve", help="run the engine in the foreground")
     serve.add_argument("--data-dir", type=Path, default=None)
@@ -31,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--lock-fd", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     paths = DataPaths(args.data_dir) if args.data_dir else DataPaths.default()
-    return run_engine(paths, args.idle_minutes, lock_fd=args.lock_fd)
+    return serve_engine(paths, args.idle_minutes, lock_fd=args.lock_fd)
 
 
 if __name__ == "__main__":
