@@ -3,7 +3,7 @@
     .venv/bin/python bench/redaction_corpus.py [--set base|fresh] [--corpus PATH] [--fresh-runs N]
 
 Prints, per set and in total, how many secret phrasings had every secret removed by
-``memself.text.input_filter.redact`` and how many look-alikes came back changed, the mean time of one
+``memself.text.redact.redact`` and how many look-alikes came back changed, the mean time of one
 ``redact`` call over the corpus, the first ``prepare_for_judge`` of a fresh process (what a prompt
 hook pays: the rules it needs compile then) for a plain prompt and for one with a password, then
 lists each failure with the redacted text. ``--corpus tests/adversarial/data/redaction_heldout.json``
@@ -23,7 +23,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from memself.text.input_filter import redact  # noqa: E402
+from memself.text.redact import redact  # noqa: E402
 
 DEFAULT_CORPUS = REPO / "tests" / "adversarial" / "data" / "redaction_corpus.json"
 FIRST_CALL_PROMPTS = {
@@ -31,7 +31,7 @@ FIRST_CALL_PROMPTS = {
     "prompt with a password": "记住：测试服务器的密码就是 Hunter2024!，登录后先切到 ops 用户",
 }
 _FIRST_CALL = (
-    "import sys, time; sys.path.insert(0, sys.argv[1]); import memself.text.input_filter as tf; "
+    "import sys, time; sys.path.insert(0, sys.argv[1]); import memself.text.redact as tf; "
     "t = time.perf_counter(); tf.prepare_for_judge(sys.argv[2]); print(time.perf_counter() - t)"
 )
 

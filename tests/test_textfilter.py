@@ -16,12 +16,11 @@ from memself.text import input_filter as tf
 from memself.text.input_filter import (
     CONFIRM_MARKER,
     NOTICE_HEADER,
-    REDACTED,
     FilterResult,
     classify_input,
     prepare_for_judge,
-    redact,
 )
+from memself.text.redact import REDACTED, redact
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -639,7 +638,7 @@ def test_no_secret_reaches_the_judge(secret: str) -> None:
 def test_constants() -> None:
     assert tf.NOTICE_HEADER == "memory-self-evolution 捕捉到了新的记忆："
     assert tf.CONFIRM_MARKER == "MEMORY_CONFIRM_V1"
-    assert tf.REDACTED == "[已隐去]"
+    assert REDACTED == "[已隐去]"
     assert (tf.MIN_CHARS, tf.MAX_CHARS) == (6, 500)
 
 

@@ -16,7 +16,7 @@ import pytest
 
 from memself.config import set_config_value
 from memself.paths import DataPaths
-from memself.text.input_filter import REDACTED
+from memself.text.redact import REDACTED
 from memself.views.state import load_state
 from tests.support.judge_helpers import API_KEY, configure
 from tests.support.judge_server import FakeJudge, running_judge

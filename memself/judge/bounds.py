@@ -23,7 +23,7 @@ from memself.store.records import (
     read_applies_when,
     read_scope,
 )
-from memself.text.input_filter import redact
+from memself.text.redact import redact
 
 ACTIONS = ("create", "reinforce", "merge", "replace", "unsure")
 # Memory ids are ``mem-<base36 time>-<6 chars>``; the original's and hand-made ones are short too.

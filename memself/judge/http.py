@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 
 from memself.errors import MemselfError
-from memself.text.input_filter import redact
+from memself.text.redact import redact
 
 DEFAULT_TIMEOUT_S = 70.0
 # A completion is a few hundred bytes of JSON, its SSE stream a few KiB. Reading an endpoint's

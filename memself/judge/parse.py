@@ -25,7 +25,7 @@ from memself.store.records import (
     read_applies_when,
     read_scope,
 )
-from memself.text.input_filter import redact
+from memself.text.redact import redact
 
 _FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.DOTALL)
 _ACTIONS = ("create", "reinforce", "merge", "replace")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from memself.text.input_filter import redact
+from memself.text.redact import redact
 
 REMEMBER_SYSTEM = """\
 你是「跨会话长期记忆」的判别器。你只看用户在编程助手里说的这一句话，判断它是否值得写进长期记忆。\

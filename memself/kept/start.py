@@ -40,7 +40,7 @@ Spawner = Callable[[list[str]], object]
 
 def bounded_answer(answer: str) -> str:
     """The answer's start and end, redacted as every judge input is."""
-    from memself.text.input_filter import redact
+    from memself.text.redact import redact
 
     text = answer.replace("\r\n", "\n").strip()
     if len(text) > ANSWER_HEAD + ANSWER_TAIL:

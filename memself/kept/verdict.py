@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from memself.judge.parse import extract_json
-from memself.text.input_filter import redact
+from memself.text.redact import redact
 
 CHECK_SYSTEM = """\
 你是「规则遵守」检查器。输入是用户给编程助手定下的长期规则 rules（每条有 id 和 text），\

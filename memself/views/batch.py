@@ -29,8 +29,8 @@ from memself.store.records import (
     one_line,
     read_applies_when,
 )
-from memself.text.input_filter import redact
 from memself.text.messages import inert
+from memself.text.redact import redact
 from memself.views import prompts
 from memself.views.budget import ANSWER_RESERVE_PER_MEMORY, estimate_tokens
 from memself.views.state import ViewsState, fingerprint, requests_fingerprint

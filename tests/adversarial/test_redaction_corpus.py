@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from memself.text.input_filter import REDACTED, prepare_for_judge, redact
+from memself.text.input_filter import prepare_for_judge
+from memself.text.redact import REDACTED, redact
 
 CORPUS_PATH = Path(__file__).parent / "data" / "redaction_corpus.json"
 HELDOUT_PATH = Path(__file__).parent / "data" / "redaction_heldout.json"
