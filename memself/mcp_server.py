@@ -36,7 +36,15 @@ from memself.recall.lines import line_in_effect, line_set_message
 from memself.store.memory_store import MemoryStore
 from memself.store.records import GROUP_LABELS, GROUPS, Memory, fmt_confidence
 from memself.store.workspaces import Workspace
-from memself.text.messages import SCOPE_LABEL, group_suffix, inert, requests_line, scope_text, workspace_label
+from memself.text.messages import (
+    RESOLVE_TOOL,
+    SCOPE_LABEL,
+    group_suffix,
+    inert,
+    requests_line,
+    scope_text,
+    workspace_label,
+)
 from memself.workspace_args import current_workspace, directory_workspace
 
 SERVER_NAME = "memory-self-evolution"
@@ -114,7 +122,7 @@ TOOLS: list[dict[str, Any]] = [
         },
     },
     {
-        "name": "memory_resolve",
+        "name": RESOLVE_TOOL,
         "description": "只在收到含 MEMORY_CONFIRM_V1 的插件指令、"
         "并且用户在「记忆确认·插件」弹窗里明确点选后调用，"
         "每条提案调用一次。sessionID 取指令里该条的 sessionID，decision 取所选选项对应的值。"

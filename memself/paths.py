@@ -5,17 +5,16 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-HOME_ENV = "MEMSELF_HOME"
-DEFAULT_DIR_NAME = ".memory-self-evolution"
+from memself.datadir import DEFAULT_DIR_NAME as DEFAULT_DIR_NAME
+from memself.datadir import HOME_ENV as HOME_ENV
+from memself.datadir import data_root_text
+
 MODEL_CACHE_ENV = "MEMSELF_MODEL_CACHE"
 
 
 def data_root() -> Path:
     """The data directory: ``$MEMSELF_HOME`` or ``~/.memory-self-evolution``."""
-    override = os.environ.get(HOME_ENV, "").strip()
-    if override:
-        return Path(override).expanduser()
-    return Path.home() / DEFAULT_DIR_NAME
+    return Path(data_root_text())
 
 
 def model_cache_dir() -> Path:

@@ -33,14 +33,14 @@ def test_deadlines_are_a_share_of_the_registered_timeouts(host: str) -> None:
         # Room for the reserves a wait leaves for what follows it.
         assert seconds > 2 * deadline.LOCAL_RESERVE_S
         # Without the registered timeout, no hook may be given longer than the host allows.
-        assert deadline.FALLBACK_S <= seconds
+        assert deadline.fallback_s() <= seconds
     assert deadline.deadline_for(HOSTS["cursor"].TIMEOUTS[EventKind.PROMPT_SUBMIT]) <= 3.8
 
 
 def test_the_fallback_is_the_shortest_registered_deadline() -> None:
     shortest = min(t for adapter in HOSTS.values() for t in adapter.TIMEOUTS.values())
-    assert deadline.deadline_for(None) == deadline.FALLBACK_S
-    assert deadline.FALLBACK_S == pytest.approx(deadline.deadline_for(shortest))
+    assert deadline.deadline_for(None) == deadline.fallback_s()
+    assert deadline.fallback_s() == pytest.approx(deadline.deadline_for(shortest))
 
 
 def printed_for_nothing(host: str, kind: EventKind) -> bytes:
@@ -121,12 +121,12 @@ def test_the_command_line_arms_and_stands() -> None:
 )
 def test_without_a_timeout_the_fallback_stands_until_the_adapter_is_known(argv: list[str]) -> None:
     assert arm_steps(["arm", "claude", argv], ["learn", 10], ["learn", 20]) == [
-        [deadline.FALLBACK_S, ""],
+        [deadline.fallback_s(), ""],
         [7.8, ""],
         [7.8, ""],
     ]
     cursor = ["--agent", "cursor", *argv[2:]]
-    assert arm_steps(["arm", "cursor", cursor])[0] == [deadline.FALLBACK_S, "{}\n"]
+    assert arm_steps(["arm", "cursor", cursor])[0] == [deadline.fallback_s(), "{}\n"]
 
 
 def test_process_age_counts_the_interpreter_start() -> None:

@@ -91,7 +91,7 @@ def test_adapters_read_only_the_forwarded_environment() -> None:
 
 
 def test_the_engine_is_asked_for_the_kinds_it_answers() -> None:
-    assert process.ENGINE_KINDS == tuple(kind.value for kind in ENGINE_KINDS)
+    assert ENGINE_KINDS == (EventKind.SESSION_START, EventKind.PROMPT_SUBMIT)
 
 
 @pytest.mark.parametrize("host", list(HOSTS))
@@ -127,12 +127,13 @@ def test_a_command_naming_no_event_takes_it_from_the_payload(raw: bytes, kind: s
 
 
 @pytest.mark.parametrize("home", ["", "~/mem-data", "/tmp/a//b/"])
-def test_data_root_matches_paths(home: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_data_root_honours_memself_home(home: str, monkeypatch: pytest.MonkeyPatch) -> None:
     if home:
         monkeypatch.setenv("MEMSELF_HOME", home)
     else:
         monkeypatch.delenv("MEMSELF_HOME", raising=False)
-    assert os.path.realpath(inputs.data_root()) == os.path.realpath(data_root())
+    expected = Path(home).expanduser() if home else Path.home() / ".memory-self-evolution"
+    assert data_root() == expected
 
 
 def test_request_is_json_with_only_the_forwarded_environment(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -223,8 +223,8 @@ def _still_starting(data_dir: str) -> bool:
 
 
 def _spawn_posix(command: list[str], env: dict[str, str], keep_fd: int | None) -> int:
-    # posix_spawn instead of subprocess: importing subprocess costs the hook 15-60 ms on these
-    # machines, posix_spawn (vfork underneath) about 1 ms. It has no close_fds, so close every
+    # posix_spawn instead of subprocess: importing subprocess costs the hook far more than the
+    # spawn itself (vfork underneath; bench/bench_hooks.py). It has no close_fds, so close every
     # inheritable descriptor the host may have given us: an engine holding the host's pipe open
     # would keep the host waiting for EOF for as long as the engine lives.
     actions: list[tuple[Any, ...]] = [

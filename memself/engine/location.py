@@ -58,7 +58,7 @@ def own_uid() -> int | None:
 
 
 def _fnv1a64(text: str) -> str:
-    # hashlib costs ~4 ms to import on the hook path; FNV-1a is plenty to tell a user's data
+    # hashlib is costly to import on the hook path; FNV-1a is plenty to tell a user's data
     # directories apart (the directory is private, so a collision is a clash, not an attack).
     value = 0xCBF29CE484222325
     for byte in text.encode("utf-8", errors="surrogatepass"):

@@ -21,6 +21,7 @@ from memself.hosts.base import EventKind, HookEvent, HookReply, HostAdapter
 from memself.logs import log
 from memself.paths import DataPaths
 from memself.store.memory_store import MemoryStore
+from memself.store.records import GROUPS
 from memself.text import messages as texts
 from memself.text.input_filter import (
     SKIP_EMPTY,
@@ -214,7 +215,7 @@ def _recall_block(
         return "", ()
     if not result:
         return "", ()
-    found = {group: list(result.get(group, [])) for group in ("rule", "project")}
+    found = {group: list(result.get(group, [])) for group in GROUPS}
     hits = {
         group: [texts.RecallHit(h["text"], float(h["score"]), float(h["confidence"])) for h in items]
         for group, items in found.items()

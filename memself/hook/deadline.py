@@ -30,7 +30,7 @@ import sys
 import time
 
 TYPE_CHECKING = False
-if TYPE_CHECKING:  # annotations only: typing costs the hook ~25 ms
+if TYPE_CHECKING:  # annotations only: importing typing is a large share of the hook's start-up
     from collections.abc import Callable, Sequence
 
 # The hook's own arguments after ``--agent HOST``, written by the installers (``hooks.command``).
@@ -39,9 +39,10 @@ EMPTY_REPLY_ARG = "--empty-reply"  # the host's "no answer" output, when that is
 SHARE = 0.8  # of the host's registered timeout
 # Taken off that share: the host's spawn of the process (before its start time) and the exit.
 EXIT_MARGIN_S = 0.2
-# Seconds from the process's start when the registered timeout is not known: the shortest
-# deadline of any host's registration (a test holds it against the adapters).
-FALLBACK_S = 3.8
+# Seconds from the process's start when the registered timeout is not known (a hook registered
+# by an older install): the deadline of the shortest timeout any host registers, read from the
+# hosts' facts only when first needed (the fast path imports nothing of the hosts). None until then.
+FALLBACK_S: float | None = None
 # Kept free at the end for what must follow a wait: after giving up on the engine, the hook
 # still runs the core in this process; after Stop's wait for judge jobs, it still renders.
 LOCAL_RESERVE_S = 1.0
@@ -70,8 +71,19 @@ def deadline_for(timeout_s: float | None) -> float:
     """Seconds from the process's start for a hook the host gives ``timeout_s``; the fallback
     when that is not known."""
     if timeout_s is None:
-        return FALLBACK_S
+        return fallback_s()
     return SHARE * timeout_s - EXIT_MARGIN_S
+
+
+def fallback_s() -> float:
+    """The deadline when the registered timeout is not known (``FALLBACK_S``)."""
+    global FALLBACK_S
+    if FALLBACK_S is None:
+        from memself.hosts import FACTS
+
+        shortest = min(t for facts in FACTS.values() for t in facts.timeouts.values())
+        FALLBACK_S = SHARE * shortest - EXIT_MARGIN_S
+    return FALLBACK_S
 
 
 def process_age() -> float:

@@ -19,6 +19,9 @@ if TYPE_CHECKING:  # annotations only: typing costs the hook process a noticeabl
 # The hook's own argument after ``--agent HOST`` naming the event it is registered for
 # (``hooks.command``): the hook process knows what it runs for without a table of host event names.
 EVENT_ARG = "--event"
+# The kinds of event (``EventKind`` values) the warm engine answers; the rest run in the hook
+# process (a Stop may wait seconds for judge jobs).
+ENGINE_EVENTS = ("session_start", "prompt_submit")
 MAX_STDIN_BYTES = 1 << 20  # a larger payload is read to the end and dropped, not parsed
 STDIN_TIMEOUT_S = 3.0  # hosts close stdin at once; never wait on one that does not
 
@@ -55,15 +58,6 @@ def _arg(argv: list[str], name: str) -> str:
         if arg.startswith(name + "="):
             return arg.split("=", 1)[1].strip().lower()
     return ""
-
-
-def data_root() -> str:
-    """``memself.paths.data_root()`` as a string: that module imports pathlib, which the fast
-    path cannot afford. A test keeps the two equal."""
-    override = os.environ.get("MEMSELF_HOME", "").strip()
-    if override:
-        return os.path.expanduser(override)
-    return os.path.join(os.path.expanduser("~"), ".memory-self-evolution")
 
 
 def read_stdin() -> Stdin:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import time
 
+from memself.datadir import data_root_text as data_root
 from memself.engine import transport
 from memself.engine.location import code_fingerprint, locate
 from memself.engine.protocol import (
@@ -31,13 +32,16 @@ from memself.engine.protocol import (
     ERR_TIMEOUT,
     ERR_UNREACHABLE,
     ERR_VERSION_MISMATCH,
+    FORWARD_REPLY_PREFIX,
+    FORWARD_REPLY_SUFFIX,
     MAX_REQUEST_BYTES,
-    OP_HOOK_FORWARD,
-    PROTOCOL_VERSION,
     FrameError,
+    forward_request,
+    json_text,
+    with_token,
 )
 from memself.hook import deadline
-from memself.hook.inputs import Stdin, agent_arg, data_root, event_arg, read_stdin, stdout_buffer
+from memself.hook.inputs import ENGINE_EVENTS, Stdin, agent_arg, event_arg, read_stdin, stdout_buffer
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -60,19 +64,9 @@ _REPLY_MARGIN_S = 0.1
 # tests/test_hook_fastpath.py checks that the adapters read nothing else.
 FORWARDED_ENV_SUFFIXES = ("_PROJECT_DIR", "_VERSION")
 FORWARDED_ENV = ("MEMSELF_NOW", "PWD")
-# The kinds of event the engine answers (``memself.hook.run.ENGINE_KINDS``' values; a test
-# keeps them equal).
-ENGINE_KINDS = ("session_start", "prompt_submit")
 # Errors after which a prompt starts an engine (none there, or one of other code) or waits for
 # the one that is loading.
 _COLD = (ERR_UNREACHABLE, ERR_NOT_READY, ERR_VERSION_MISMATCH)
-_REPLY_PREFIX = b'{"ok":true,"result":{"stdout":"'
-_REPLY_SUFFIX = b'"}}'
-# JSON string escapes for what str.translate must rewrite; lone surrogates (undecodable bytes in
-# the environment) are escaped by the encoder's backslashreplace as \udcXX, also valid JSON.
-_JSON_ESCAPES = {i: f"\\u{i:04x}" for i in range(0x20)}
-_JSON_ESCAPES[ord('"')] = '\\"'
-_JSON_ESCAPES[ord("\\")] = "\\\\"
 
 # What the engine made of a forwarded hook: ("out", stdout bytes), ("local", "") for an event
 # that must run here, ("error", ERR_* code) when it could not answer; ("", "") when not asked.
@@ -116,7 +110,7 @@ def _ask_engine(host: str, event: str, stdin: Stdin, started: float) -> Outcome:
     """The engine's outcome for a session start or prompt (``event``, a kind); ("", "") when it
     was not asked (Stop, unreadable stdin, a request too large) and the local run may ask it for
     recall."""
-    if stdin.truncated or stdin.timed_out or event not in ENGINE_KINDS:
+    if stdin.truncated or stdin.timed_out or event not in ENGINE_EVENTS:
         return ("", "")
     # The engine gets what the deadline leaves after a local run's share: when it does not
     # answer in time, this process still answers (without recall) before the deadline.
@@ -200,7 +194,7 @@ def forward(
         outcome: Outcome = ("", "")
         try:
             if token is not None:  # the TCP fallback: the token is the last field
-                body = body[:-1] + f',"token":{_json_str(token)}}}'.encode("ascii")
+                body = with_token(body, token)
             outcome = parse_reply(transport.exchange(sock, body, deadline))
         finally:
             if outcome[0] == "out":
@@ -227,7 +221,7 @@ def _close_answered(delivered: bool) -> None:
 
 
 def request_body(host: str, raw: bytes, started: float, wait_ready_s: float = 0.0) -> bytes:
-    """The request frame's body, as ``json.dumps`` of protocol.py's request would read.
+    """The request frame's body (``protocol.forward_request``).
     ``wait_ready_s``: how long a loading engine may wait for its warm-up before answering (a
     little less than the caller waits for the reply, so "not ready" still arrives in time)."""
     import binascii
@@ -236,22 +230,17 @@ def request_body(host: str, raw: bytes, started: float, wait_ready_s: float = 0.
 
     local = time.localtime(started)
     env = ",".join(
-        f"{_json_str(key)}:{_json_str(value)}" for key, value in os.environ.items() if forwarded(key)
+        f"{json_text(key)}:{json_text(value)}" for key, value in os.environ.items() if forwarded(key)
     )
     payload = (
-        f'{{"host":{_json_str(host)},'
+        f'{{"host":{json_text(host)},'
         f'"stdin":"{binascii.b2a_base64(raw, newline=False).decode("ascii")}",'
-        f'"env":{{{env}}},"home":{_json_str(os.path.expanduser("~"))},'
+        f'"env":{{{env}}},"home":{json_text(os.path.expanduser("~"))},'
         f'"started":{started!r},"utcoffset":{int(local.tm_gmtoff or 0)},'
-        f'"zone":{_json_str(local.tm_zone or "")}}}'
+        f'"zone":{json_text(local.tm_zone or "")}}}'
     )
-    wait = f'"wait_s":{round(max(0.0, wait_ready_s - _REPLY_MARGIN_S), 3)!r},' if wait_ready_s else ""
-    text = (
-        f'{{"v":{PROTOCOL_VERSION},"op":"{OP_HOOK_FORWARD}","payload":{payload},{wait}'
-        f'"version":{_json_str(memself.__version__)},'
-        f'"fingerprint":{_json_str(code_fingerprint())}}}'
-    )
-    return text.encode("utf-8", errors="backslashreplace")
+    wait_s = round(max(0.0, wait_ready_s - _REPLY_MARGIN_S), 3) if wait_ready_s else 0.0
+    return forward_request(payload, wait_s, memself.__version__, code_fingerprint())
 
 
 def forwarded(key: str) -> bool:
@@ -259,17 +248,13 @@ def forwarded(key: str) -> bool:
     return key in FORWARDED_ENV or key.endswith(FORWARDED_ENV_SUFFIXES)
 
 
-def _json_str(text: str) -> str:
-    return '"' + text.translate(_JSON_ESCAPES) + '"'
-
-
 def parse_reply(reply: bytes) -> Outcome:
     """The outcome a reply body says, read from its fixed shape without ``json`` when it can."""
-    if reply.startswith(_REPLY_PREFIX) and reply.endswith(_REPLY_SUFFIX):
+    if reply.startswith(FORWARD_REPLY_PREFIX) and reply.endswith(FORWARD_REPLY_SUFFIX):
         import binascii
 
         try:
-            return ("out", binascii.a2b_base64(reply[len(_REPLY_PREFIX) : -len(_REPLY_SUFFIX)]))
+            return ("out", binascii.a2b_base64(reply[len(FORWARD_REPLY_PREFIX) : -len(FORWARD_REPLY_SUFFIX)]))
         except (binascii.Error, ValueError):
             return ("error", ERR_PROTOCOL)
     from memself.engine.protocol import decode  # any other shape: an error, or "run it locally"

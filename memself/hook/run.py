@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, NamedTuple
 
 from memself.hook import deadline
-from memself.hook.inputs import Stdin, stdout_buffer
+from memself.hook.inputs import ENGINE_EVENTS, Stdin, stdout_buffer
 from memself.hosts.base import EventKind, HookEvent, HookReply
 from memself.paths import DataPaths
 from memself.timeutil import parse_iso
@@ -34,7 +34,7 @@ RewardSink = Callable[[tuple[str, ...], datetime, HookEvent], None]
 
 # What the engine answers; everything else (Stop may wait seconds for judge jobs, bad input)
 # runs in the hook process.
-ENGINE_KINDS = (EventKind.SESSION_START, EventKind.PROMPT_SUBMIT)
+ENGINE_KINDS = tuple(EventKind(kind) for kind in ENGINE_EVENTS)
 # Share of the host's timeout after which the watchdog answers "nothing" and exits, so a stuck
 # core costs the user this long at most instead of the host's full timeout. The hook process
 # has a hard deadline instead (``deadline``, counted from the process's start); this thread

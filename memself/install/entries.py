@@ -23,9 +23,10 @@ from memself.hook.command import is_our_hook_command
 from memself.install.jsonfile import expect_dict, expect_list
 from memself.launcher import python_command
 from memself.mcp_server import SERVER_NAME as SERVER_NAME  # the installers name the MCP entry through here
+from memself.text.messages import RESOLVE_TOOL
 
 LEGACY_SERVER_NAMES = ("dsh-memory",)
-RESOLVE_RULE = f"mcp__{SERVER_NAME}__memory_resolve"
+RESOLVE_RULE = f"mcp__{SERVER_NAME}__{RESOLVE_TOOL}"
 
 
 def mcp_command(host: str) -> list[str]:

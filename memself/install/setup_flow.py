@@ -23,6 +23,7 @@ from memself.install.base import run_steps as _run_steps
 from memself.install.entries import RESOLVE_RULE
 from memself.install.model_prep import ModelReady, prepare_model
 from memself.paths import DataPaths
+from memself.text.messages import RESOLVE_TOOL
 
 Echo = Callable[[str], None]
 
@@ -90,10 +91,10 @@ def ask_questions(prompter: Prompter, hosts: Sequence[str], echo: Echo) -> Answe
             echo("已跳过判别接口，之后可以再配置。")
     if "claude" in hosts:
         echo(
-            f"Claude Code 默认每次调用 MCP 工具都要你批准。可以只给 memory_resolve 免批准（{RESOLVE_RULE}）："
+            f"Claude Code 默认每次调用 MCP 工具都要你批准。可以只给 {RESOLVE_TOOL} 免批准（{RESOLVE_RULE}）："
         )
         echo("它只接收 sessionID 和你在弹窗里的选择，改不了记忆正文。")
-        answers.allow_resolve = prompter.confirm("是否给 memory_resolve 免批准？", default=False)
+        answers.allow_resolve = prompter.confirm(f"是否给 {RESOLVE_TOOL} 免批准？", default=False)
     return answers
 
 

@@ -35,6 +35,8 @@ from memself.text.fold import Folded, fold
 # instruction the plugin gives the model: the input filter skips prompts that carry them.
 NOTICE_HEADER = "memory-self-evolution 捕捉到了新的记忆："
 CONFIRM_MARKER = "MEMORY_CONFIRM_V1"
+# The MCP tool the popup's answer goes through; the MCP server registers it under this name.
+RESOLVE_TOOL = "memory_resolve"
 
 SESSION_RULE_LIMIT = 50
 SESSION_HEADER = "# 长期记忆（自动生成，请勿手动编辑）"
@@ -54,13 +56,13 @@ BOUNDARY_PLUGIN_SCOPED = (
 
 REMINDER = (
     "记忆由 memory-self-evolution 插件在后台判断。用户陈述偏好、规范或要求记住时，你只需回应并照做："
-    "不要判断是否该记，不要调用提问工具发起「检测到一条记忆」确认，也不要主动调用 memory_resolve "
+    f"不要判断是否该记，不要调用提问工具发起「检测到一条记忆」确认，也不要主动调用 {RESOLVE_TOOL} "
     "或其它记忆写工具。只有收到含 MEMORY_CONFIRM_V1 的插件指令时，才按指令弹窗并处理对应 sessionID。"
 )
 REMINDER_PLUGIN_SCOPED = (
     "memory-self-evolution 插件的记忆由它在后台判断。用户陈述偏好、规范或要求记住时，就这个插件而言你只需"
     "回应并照做：不要替它判断是否该记，不要调用提问工具发起「检测到一条记忆」确认，也不要主动调用 "
-    "memory_resolve 或它的其它记忆写工具。只有收到含 MEMORY_CONFIRM_V1 的插件指令时，才按指令弹窗并处理"
+    f"{RESOLVE_TOOL} 或它的其它记忆写工具。只有收到含 MEMORY_CONFIRM_V1 的插件指令时，才按指令弹窗并处理"
     "对应 sessionID。这些约束只针对本插件，不影响 {own_memory} 自带的记忆。"
 )
 
@@ -474,7 +476,7 @@ STALE_CONFIRMATION = "\n".join(
     [
         CONFIRM_MARKER,
         "这条消息是记忆插件的通知，不是用户的新要求。",
-        "确认弹窗的说明已失效：不要调用任何工具，不要调用 memory_resolve，"
+        f"确认弹窗的说明已失效：不要调用任何工具，不要调用 {RESOLVE_TOOL}，"
         "只回复「好的」，不要做其他任何操作。",
     ]
 )
@@ -674,11 +676,11 @@ def confirm_texts(
         f"调用 {ask_phrase} 发起确认：每条一个问题，一次调用里放进全部 {count} 个问题；"
         "工具一次只能问一个问题时，按顺序逐条调用。",
         "不要用文字列出草稿让用户回复，也不要自己判断该不该记、改写正文或改选项。",
-        f"只有 memory_resolve 能写入这些记忆；不要调用 {forbidden_tools} 或其它记忆写工具。",
+        f"只有 {RESOLVE_TOOL} 能写入这些记忆；不要调用 {forbidden_tools} 或其它记忆写工具。",
         f"弹窗标题必须是「{DIALOG_TITLE}」；每个选项的 id 就是选项文字，逐字照抄下面给出的选项。",
-        "用户点选后，对每一条调用一次 memory_resolve，sessionID 用该条的 sessionID，decision 取所选选项"
+        f"用户点选后，对每一条调用一次 {RESOLVE_TOOL}，sessionID 用该条的 sessionID，decision 取所选选项"
         f"箭头后面的值（{_decision_list(any(names))}）。",
-        "提问工具返回 Skipped，或者用户关闭、取消了弹窗时，不要调用 memory_resolve，也不要再追问。",
+        f"提问工具返回 Skipped，或者用户关闭、取消了弹窗时，不要调用 {RESOLVE_TOOL}，也不要再追问。",
         "处理完后用一句话告诉用户结果，不要做其他任何操作。",
     ]
     if notice_lines:

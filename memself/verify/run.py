@@ -39,6 +39,8 @@ if TYPE_CHECKING:
 
 # Recall's targets (per group: hit rate >= goal while leak rate <= limit).
 HIT_GOAL = {"project": 0.85, "rule": 0.80}
+# Reports show project facts first: their targets are the stricter ones.
+_REPORT_ORDER = tuple(reversed(GROUPS))
 LEAK_LIMIT = {"project": 0.05, "rule": 0.20}
 SINGLE_GOAL = 0.90
 
@@ -538,7 +540,7 @@ def single_goal_lines(result: VerifyResult) -> tuple[SweepPoint, SweepPoint] | N
 
 def _targets(result: VerifyResult) -> list[Target]:
     out = []
-    for g in ("project", "rule"):
+    for g in _REPORT_ORDER:
         rep = result.groups[g]
         out.append(
             Target(
@@ -623,7 +625,7 @@ def render_text(result: VerifyResult, max_items: int = 8) -> str:
         )
         if result.unmatched:
             lines.append("以下期望片段不在任何记忆里：" + "、".join(result.unmatched[:max_items]))
-    for g in ("project", "rule"):
+    for g in _REPORT_ORDER:
         rep = result.groups[g]
         name = GROUP_SHORT_LABELS[g]
         lines.append(
@@ -698,7 +700,7 @@ def _goal_lines_json(result: VerifyResult) -> dict[str, Any] | None:
         return None
     return {
         g: {"floor": p.floor, "hits": p.hits, "leaks": p.leaks, "singleHits": p.single_hits}
-        for g, p in zip(("rule", "project"), needed, strict=True)
+        for g, p in zip(GROUPS, needed, strict=True)
     }
 
 
