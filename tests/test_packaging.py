@@ -193,3 +193,61 @@ def test_the_wheel_installs_and_runs_from_anywhere(wheel: zipfile.ZipFile, tmp_p
         cwd=elsewhere,
     )
     assert Path(entry.stdout.strip()).resolve().is_relative_to(venv.resolve()), entry.stdout
+
+
+@pytest.mark.full
+def test_an_installed_wheel_makes_the_round_trip_without_the_source_tree(
+    wheel: zipfile.ZipFile, tmp_path: Path
+) -> None:
+    """Setup, one prompt through the registered hook command and uninstall, with memself from a
+    wheel in a fresh venv and nothing of this source tree on any path: the host facts, the hook
+    entry and the skill come from inside the installed package. The dependencies are borrowed
+    from this interpreter's site-packages (a path line, whose own .pth files, this checkout's
+    editable finder among them, are not run)."""
+    import sysconfig
+
+    venv = tmp_path / "wheel venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    bindir = venv / ("Scripts" if os.name == "nt" else "bin")
+    python = bindir / "python"
+    done = subprocess.run(
+        [str(python), "-m", "pip", "install", "--quiet", "--no-deps", str(Path(wheel.filename or ""))],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    purelib = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    (Path(purelib) / "borrowed-deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    script = elsewhere / "roundtrip.py"
+    shutil.copy(REPO / "scripts" / "roundtrip.py", script)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH",)}
+    env.setdefault("MEMSELF_MODEL_CACHE", os.environ.get("MEMSELF_TEST_MODEL_CACHE", ""))
+    where = subprocess.run(
+        [
+            str(python),
+            "-c",
+            "import memself, memself.shipped as s; print(memself.__file__); print(s.shipped_dir('hosts'))",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=elsewhere,
+        env=env,
+        timeout=60,
+    )
+    assert where.returncode == 0, where.stderr
+    for found in where.stdout.split():
+        assert Path(found).resolve().is_relative_to(venv.resolve()), found
+    trip = subprocess.run(
+        [str(python), str(script)], capture_output=True, text=True, cwd=elsewhere, env=env, timeout=1800
+    )
+    assert trip.returncode == 0, trip.stdout[-3000:] + trip.stderr[-3000:]
+    assert "roundtrip: setup, one prompt through the registered hook, uninstall: ok" in trip.stdout
+    assert str(REPO) not in trip.stdout
