@@ -130,3 +130,29 @@ def test_short_lookups_naming_a_fact_recall_it(team) -> None:  # type: ignore[no
 def test_general_questions_about_the_same_tools_recall_no_fact(team) -> None:  # type: ignore[no-untyped-def]
     found = {prompt: recalled(team, prompt) for prompt in GENERAL}
     assert all(not hits for hits in found.values()), found
+
+
+def test_a_reloaded_pool_reads_only_new_texts() -> None:
+    from memself.recall import entities
+    from memself.recall.pool import RecallPool
+
+    known: dict[str, frozenset[str]] = {}
+    first = [Memory.create("Redis 只存会话", "project", NOW), Memory.create("MongoDB 三节点", "project", NOW)]
+    assert RecallPool(first).entity_mask(frozenset({"redis"}), known).tolist() == [1.0, 0.0]
+    assert set(known) == {m.text for m in first}
+    read: list[str] = []
+    original = entities.identifiers
+
+    def counting(text: str) -> frozenset[str]:
+        read.append(text)
+        return original(text)
+
+    entities.identifiers = counting  # type: ignore[assignment]
+    try:
+        second = [first[0], Memory.create("k8s namespace 是 ledger-prod", "project", NOW)]
+        mask = RecallPool(second).entity_mask(frozenset({"kubernetes"}), known)
+    finally:
+        entities.identifiers = original  # type: ignore[assignment]
+    assert mask.tolist() == [0.0, 1.0]
+    assert read == ["k8s namespace 是 ledger-prod"]
+    assert set(known) == {m.text for m in second}  # the dropped memory's entry is gone

@@ -111,9 +111,12 @@ class RecallPool:
         best[self._lexical_rows] = scores[self._lexical_grid].max(axis=1)
         return text_only, best
 
-    def entity_mask(self, names: frozenset[str]) -> np.ndarray:
+    def entity_mask(
+        self, names: frozenset[str], known: dict[str, frozenset[str]] | None = None
+    ) -> np.ndarray:
         """Per memory, 1.0 when its text names one of ``names`` (``memself.recall.entities``),
-        else 0.0. The memories' identifiers are computed once, on first use."""
+        else 0.0. The memories' identifiers are computed once, on first use; ``known`` (text ->
+        identifiers) carries them over from an earlier pool, so a reload reads only new texts."""
         import numpy as np
 
         mask = np.zeros(len(self.memories), dtype=np.float32)
@@ -123,9 +126,17 @@ class RecallPool:
             from memself.recall.entities import identifiers
 
             postings: dict[str, list[int]] = {}
+            current: dict[str, frozenset[str]] = {}
             for i, memory in enumerate(self.memories):
-                for name in identifiers(memory.text):
+                found = known.get(memory.text) if known is not None else None
+                if found is None:
+                    found = identifiers(memory.text)
+                current[memory.text] = found
+                for name in found:
                     postings.setdefault(name, []).append(i)
+            if known is not None:  # only the current texts: the carry-over never grows past the pool
+                known.clear()
+                known.update(current)
             self._names = postings
         for name in names:
             mask[self._names.get(name, [])] = 1.0

@@ -234,6 +234,7 @@ class Recaller:
         self._pool_key: tuple[object, ...] | None = None
         self._pool: RecallPool | None = None
         self._tokens: dict[str, dict[str, float]] = {}
+        self._names: dict[str, frozenset[str]] = {}
 
     def _as_pool(self, memories: RecallPool | Sequence[Memory], rows: Sequence[int] | None) -> RecallPool:
         """A list becomes a pool, reused while the same memory objects and rows come back (the
@@ -326,7 +327,9 @@ class Recaller:
             if self.scoring.entity_relief and n:
                 from memself.recall.entities import lookup_identifiers
 
-                entity = pool.entity_mask(lookup_identifiers(text)) * np.float32(self.scoring.entity_relief)
+                entity = pool.entity_mask(lookup_identifiers(text), self._names) * np.float32(
+                    self.scoring.entity_relief
+                )
         return ScoreParts(dense_text, dense, lexical_text, lexical, general, vector, best_view, entity)
 
     def fused(self, parts: ScoreParts, pool: RecallPool, prompt: bool = True) -> np.ndarray:
