@@ -156,3 +156,38 @@ def test_a_reloaded_pool_reads_only_new_texts() -> None:
     assert mask.tolist() == [0.0, 1.0]
     assert read == ["k8s namespace 是 ledger-prod"]
     assert set(known) == {m.text for m in second}  # the dropped memory's entry is gone
+
+
+def test_verify_counts_the_relief_as_recall_gates_it(team) -> None:  # type: ignore[no-untyped-def]
+    """The calibration's counting (``Block.entity``) and the gate in ``memself verify`` agree on a
+    set whose lookups need the relief."""
+    from memself.recall import calibrate as cal
+    from memself.verify import run_cases
+    from memself.verify_cases import parse_cases
+
+    recaller, _, _, params = team
+    cases = parse_cases(
+        {
+            "memories": [{"key": f"m{i}", "group": g, "text": t} for i, (g, t) in enumerate(FACTS)],
+            "relevant": [{"prompt": p, "expect": [f"m{i}"]} for p, i in LOOKUPS],
+            "irrelevant": [{"prompt": p} for p in GENERAL],
+        },
+        "lookups.json",
+    )
+    res = run_cases(cases, recaller, params, NOW)
+    assert res.scores is not None and res.scores.pool.entity is not None
+    assert res.scores.pool.entity[: len(LOOKUPS)].any(axis=1).all()  # every lookup is relieved
+    assert not res.scores.pool.entity[len(LOOKUPS) :].any()  # no general question is
+    general = recaller.scoring.general
+    clf = cal.Classifier(np.asarray(general.weights), general.bias)
+    counted = cal.count_set(
+        res.scores,
+        cal.Params(
+            recaller.scoring.lexical, general.penalty, params.floors, recaller.scoring.view_offset, clf
+        ),
+        False,
+    )
+    for g in ("rule", "project"):
+        gated = res.groups[g]
+        assert (counted[g].hits, counted[g].leaks) == (gated.hits, gated.leaks), g
+    assert res.groups["project"].hits == len(LOOKUPS) and res.groups["project"].leaks == 0
