@@ -78,7 +78,8 @@ def main() -> None:
         general = probabilities(s, p.classifier)[0]
         dense = s.pool.dense if args.views else s.pool.dense_text
         lex = s.pool.lexical if args.views else s.pool.lexical_text
-        fused = fuse(dense, lex, s.group[None, :], general[:, None], lexical, p.penalty)
+        spared = s.pool.entity if s.pool.entity is not None else np.zeros_like(dense)
+        fused = fuse(dense, lex, s.group[None, :], general[:, None], lexical, p.penalty, spared)
         extra = extra_floors(s.group, s.has_views & args.views, p.view_offset)
         counted = (fold.views if args.views else fold.plain) is not None
         shapes = s.shapes
@@ -97,7 +98,7 @@ def main() -> None:
             cols = np.flatnonzero(s.group == code)
             rank = int((dense[i, cols] > dense[i, j]).sum())
             g = GROUPS[code]
-            cost = p.penalty[g] * general[i]
+            cost = p.penalty[g] * general[i] * (1.0 - spared[i, j])
             print(
                 f"| {s.name} | {texts[i]} | {g} | {dense[i, j]:.3f} | {rank} | {dense[i, cols].max():.3f} | "
                 f"{lexical.get(g, 0.0) * lex[i, j]:.3f} | {general[i]:.2f} | {cost:.3f} | "

@@ -54,13 +54,15 @@ NEVER = -1e9  # a case no floor can make count
 @dataclass
 class Block:
     """Prompts x memories of one pool: each signal apart (``memself.recall.scoring.ScoreParts``
-    stacked), and the prompts' raw vectors."""
+    stacked), and the prompts' raw vectors. ``entity``: the share of the general-question penalty
+    each memory is spared (``ScoreParts.entity``; None: nothing spared)."""
 
     dense_text: np.ndarray
     dense: np.ndarray
     lexical_text: np.ndarray
     lexical: np.ndarray
     vectors: np.ndarray
+    entity: np.ndarray | None = None
 
     def __len__(self) -> int:
         return int(self.vectors.shape[0])
@@ -186,7 +188,9 @@ def thresholds(
     block = s.pool
     dense = block.dense if views else block.dense_text
     lexical = block.lexical if views else block.lexical_text
-    fused = fuse(dense, lexical, s.group[None, :], p_pool[:, None], params.lexical, params.penalty)
+    fused = fuse(
+        dense, lexical, s.group[None, :], p_pool[:, None], params.lexical, params.penalty, block.entity
+    )
     extra = extra_floors(s.group, s.has_views & views, params.view_offset)
     out = Thresholds({}, {}, {})
     for code, g in enumerate(GROUPS):
@@ -227,7 +231,8 @@ def _single(
     group = s.single_group[owner]
     dense = (block.dense if views else block.dense_text)[:, 0]
     lexical = (block.lexical if views else block.lexical_text)[:, 0]
-    fused = fuse(dense, lexical, group, p, params.lexical, params.penalty)
+    spared = block.entity[:, 0] if block.entity is not None else None
+    fused = fuse(dense, lexical, group, p, params.lexical, params.penalty, spared)
     extra = extra_floors(group, s.single_views[owner] & views, params.view_offset)
     return fused.astype(np.float64) - extra
 

@@ -69,6 +69,7 @@ class RecallPool:
         self._lexical_groups: tuple[str, ...] = ()
         self._lexical_rows: np.ndarray | None = None
         self._lexical_grid: np.ndarray | None = None  # (m, 1 + width) targets of each lexical row
+        self._names: dict[str, list[int]] | None = None  # identifier -> positions naming it
 
     def __len__(self) -> int:
         return len(self.memories)
@@ -109,6 +110,37 @@ class RecallPool:
         text_only[self._lexical_rows] = scores[: len(self._lexical_rows)]
         best[self._lexical_rows] = scores[self._lexical_grid].max(axis=1)
         return text_only, best
+
+    def entity_mask(
+        self, names: frozenset[str], known: dict[str, frozenset[str]] | None = None
+    ) -> np.ndarray:
+        """Per memory, 1.0 when its text names one of ``names`` (``memself.recall.entities``),
+        else 0.0. The memories' identifiers are computed once, on first use; ``known`` (text ->
+        identifiers) carries them over from an earlier pool, so a reload reads only new texts."""
+        import numpy as np
+
+        mask = np.zeros(len(self.memories), dtype=np.float32)
+        if not names:
+            return mask
+        if self._names is None:
+            from memself.recall.entities import identifiers
+
+            postings: dict[str, list[int]] = {}
+            current: dict[str, frozenset[str]] = {}
+            for i, memory in enumerate(self.memories):
+                found = known.get(memory.text) if known is not None else None
+                if found is None:
+                    found = identifiers(memory.text)
+                current[memory.text] = found
+                for name in found:
+                    postings.setdefault(name, []).append(i)
+            if known is not None:  # only the current texts: the carry-over never grows past the pool
+                known.clear()
+                known.update(current)
+            self._names = postings
+        for name in names:
+            mask[self._names.get(name, [])] = 1.0
+        return mask
 
     def members(self, group: str | None, workspace: str | None = None) -> np.ndarray:
         """Positions of the active memories of ``group`` (or of all groups) that ``workspace``

@@ -16,7 +16,9 @@ For one prompt and the memories of a pool (``Recaller``):
    with a per-group weight. Rules gain (a prompt that names the thing a rule governs); project facts
    do not (a general question about a public technology names it exactly like the fact does).
 4. General question: a classifier on the prompt's raw vector says how likely the prompt needs no
-   memory at all ("X 和 Y 有什么区别"); each group's scores drop by its penalty times that.
+   memory at all ("X 和 Y 有什么区别"); each group's scores drop by its penalty times that. A
+   short lookup that names an identifier a memory names ("mongo 连接串") waives part of the
+   penalty for that memory (``memself.recall.entities``, ``entity_relief``).
 5. The gate (``memself.recall.gate``), per group, over the active memories.
 
 Every number is per model, from its calibration file (``memself.recall.calibration``), calibrated
@@ -72,7 +74,9 @@ class ScoringSettings:
     scored as views of it, ``applies_when_lexical`` 1 = the lexical signal too;
     ``general_question`` 1 = the general-question detector is used (``general``: its weights and
     penalties, once calibrated), ``general_shape`` 1 = it also reads the prompt's length
-    (``memself.recall.shape.detector_features``). Besides: ``view_offset`` per group.
+    (``memself.recall.shape.detector_features``); ``entity_relief`` the share of the penalty a
+    memory is spared when a short lookup prompt names one of its identifiers
+    (``memself.recall.entities``). Besides: ``view_offset`` per group.
     """
 
     space_dims: int = 0
@@ -85,6 +89,7 @@ class ScoringSettings:
     applies_when_lexical: bool = False
     general_question: bool = False
     general_shape: bool = False
+    entity_relief: float = 0.0
     view_offset: dict[str, float] = field(default_factory=_zero_groups)
     general: GeneralQuestion | None = None
 
@@ -107,6 +112,7 @@ class ScoringSettings:
             applies_when_lexical=bool(cal.get("applies_when_lexical", 0.0)),
             general_question=bool(cal.get("general_question", 0.0)),
             general_shape=bool(cal.get("general_shape", 0.0)),
+            entity_relief=min(max(float(cal.get("entity_relief", 0.0)), 0.0), 1.0),
             view_offset=dict(calibration.view_offset),
             general=calibration.general if cal.get("general_question", 0.0) else None,
         )
@@ -135,7 +141,9 @@ class ScoreParts:
     ``dense_text`` / ``lexical_text``: against the memory text alone; ``dense`` / ``lexical``:
     the best over the text and its appliesWhen views (equal to the text's for a memory without);
     ``general``: P(the prompt needs no memory), 0 without a detector; ``vector``: what the detector
-    reads (the prompt's raw vector, then its length features when the model's detector uses them).
+    reads (the prompt's raw vector, then its length features when the model's detector uses them);
+    ``entity``: per memory, the share of the general-question penalty it is spared (a short lookup
+    naming one of its identifiers: ``entity_relief``, else 0).
     """
 
     dense_text: np.ndarray
@@ -145,6 +153,7 @@ class ScoreParts:
     general: float
     vector: np.ndarray
     best_view: np.ndarray  # per memory: 0 = its text scored best, k = its k-th view
+    entity: np.ndarray
 
 
 def per_group(values: dict[str, float]) -> np.ndarray:
@@ -161,14 +170,18 @@ def fuse(
     general: np.ndarray | float,
     lexical_weight: dict[str, float],
     penalty: dict[str, float],
+    spared: np.ndarray | None = None,
 ) -> np.ndarray:
-    """The fused score: ``dense + w[group] x lexical - penalty[group] x general``. Arrays are
-    memories (one prompt) or prompts x memories (``general`` then a column)."""
+    """The fused score: ``dense + w[group] x lexical - penalty[group] x general x (1 - spared)``.
+    Arrays are memories (one prompt) or prompts x memories (``general`` then a column);
+    ``spared`` (like ``dense``; None: 0) is the share of the penalty each memory is spared
+    (``ScoreParts.entity``)."""
     import numpy as np
 
     out = dense + per_group(lexical_weight)[group] * lexical
     if np.any(general):
-        out = out - per_group(penalty)[group] * general
+        cost = per_group(penalty)[group] * general
+        out = out - (cost if spared is None else cost * (1.0 - spared))
     return out.astype(np.float32, copy=False)
 
 
@@ -221,6 +234,7 @@ class Recaller:
         self._pool_key: tuple[object, ...] | None = None
         self._pool: RecallPool | None = None
         self._tokens: dict[str, dict[str, float]] = {}
+        self._names: dict[str, frozenset[str]] = {}
 
     def _as_pool(self, memories: RecallPool | Sequence[Memory], rows: Sequence[int] | None) -> RecallPool:
         """A list becomes a pool, reused while the same memory objects and rows come back (the
@@ -307,9 +321,16 @@ class Recaller:
             if not (self.scoring.applies_when and self.scoring.applies_when_lexical):
                 lexical = lexical_text
         general = 0.0
+        entity = np.zeros(n, dtype=np.float32)
         if self.scoring.general is not None:
             general = float(general_probability(self.scoring.general, vector[None, :])[0])
-        return ScoreParts(dense_text, dense, lexical_text, lexical, general, vector, best_view)
+            if self.scoring.entity_relief and n:
+                from memself.recall.entities import lookup_identifiers
+
+                entity = pool.entity_mask(lookup_identifiers(text), self._names) * np.float32(
+                    self.scoring.entity_relief
+                )
+        return ScoreParts(dense_text, dense, lexical_text, lexical, general, vector, best_view, entity)
 
     def fused(self, parts: ScoreParts, pool: RecallPool, prompt: bool = True) -> np.ndarray:
         """The score recall gates (``prompt``: views and the general-question penalty), or the
@@ -318,7 +339,7 @@ class Recaller:
         if not prompt:
             return fuse(parts.dense_text, parts.lexical_text, pool.group, 0.0, s.lexical, {})
         penalty = s.general.penalty if s.general is not None else {}
-        return fuse(parts.dense, parts.lexical, pool.group, parts.general, s.lexical, penalty)
+        return fuse(parts.dense, parts.lexical, pool.group, parts.general, s.lexical, penalty, parts.entity)
 
     def extra_floors(self, pool: RecallPool) -> np.ndarray:
         """Per memory of the pool, how far above its group's floor it must score (``extra_floors``)."""
@@ -394,7 +415,9 @@ class Recaller:
         s = self.scoring
         view = int(parts.best_view[j]) if s.applies_when else 0
         penalty = (
-            s.general.penalty.get(memory.category, 0.0) * parts.general if s.general is not None else 0.0
+            s.general.penalty.get(memory.category, 0.0) * parts.general * (1.0 - float(parts.entity[j]))
+            if s.general is not None
+            else 0.0
         )
         return Hit(
             memory.id,

@@ -358,7 +358,14 @@ def _set_scores(
             return np.stack([getattr(p, name) for p in parts]).astype(np.float32)
 
         vectors = np.stack([p.vector for p in parts]) if parts else np.zeros((0, dim), np.float32)
-        return Block(stack("dense_text"), stack("dense"), stack("lexical_text"), stack("lexical"), vectors)
+        return Block(
+            stack("dense_text"),
+            stack("dense"),
+            stack("lexical_text"),
+            stack("lexical"),
+            vectors,
+            stack("entity"),
+        )
 
     rel_owner, irr_owner, rel_parts, irr_parts = [], [], [], []
     for k, (r, i) in enumerate(single_runs):
