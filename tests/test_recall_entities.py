@@ -8,8 +8,8 @@ from datetime import datetime, timezone
 import numpy as np
 import pytest
 
-from memself.models import OFFLINE_MODEL
-from memself.records import Memory
+from memself.model.catalog import OFFLINE_MODEL
+from memself.store.records import Memory
 
 NOW = datetime(2026, 12, 1, tzinfo=timezone.utc)
 
@@ -161,8 +161,8 @@ def test_a_reloaded_pool_reads_only_new_texts() -> None:
 def test_verify_counts_the_relief_as_recall_gates_it(team) -> None:  # type: ignore[no-untyped-def]
     """The calibration's counting (``Block.entity``) and the gate in ``memself verify`` agree on a
     set whose lookups need the relief."""
-    from memself.recall import calibrate as cal
-    from memself.verify import run_cases
+    from memself.recall import fitting as cal
+    from memself.verify.run import run_cases
     from memself.verify_cases import parse_cases
 
     recaller, _, _, params = team
