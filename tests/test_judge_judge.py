@@ -133,6 +133,13 @@ def test_code_fence_answer_is_accepted(judge) -> None:
     assert run(paths, store, sid)["proposal"]["text"] == "修改代码后不要自动 git commit"
 
 
+def timeout_for(replies: list[Reply]) -> float:
+    """The judge's HTTP timeout for a scripted exchange: short where the server hangs on purpose
+    (that timeout is the fault under test), generous elsewhere, so that a loaded machine
+    answering a good reply slowly is not taken for a hang."""
+    return 3.0 if any(r.kind == "hang" for r in replies) else 30.0
+
+
 FAULTS = [
     ([sse("这句话值得记住")], "judge-failed"),
     ([sse(not_memory())], "not-memory"),
@@ -152,7 +159,7 @@ def test_fault_ends_in_none_nothing_written(judge, replies, reason: str, confirm
     paths, store = setup(judge, confirm)
     sid = start_job(paths, "记住：以后回答都用中文")
     judge.script(*replies)
-    job = run(paths, store, sid, timeout=0.5)
+    job = run(paths, store, sid, timeout=timeout_for(replies))
     assert job["status"] == "none" and job["reason"].startswith(reason)
     assert job["proposal"] is None and not job.get("applied")
     assert store.all() == []
@@ -166,7 +173,7 @@ def test_dedup_call_failure_writes_nothing(judge, second: Reply) -> None:
     before = store.paths.group_file("rule").read_bytes()
     sid = start_job(paths, "记住：以后回答都用中文")
     judge.script(sse(remember("回答问题时使用中文")), second)
-    job = run(paths, store, sid, timeout=0.5)
+    job = run(paths, store, sid, timeout=timeout_for([second]))
     assert job["status"] == "none" and len(judge.requests) == 2
     assert store.paths.group_file("rule").read_bytes() == before
     assert store.get(old.id).confidence == 0.5
