@@ -162,8 +162,8 @@ def test_verify_counts_the_relief_as_recall_gates_it(team) -> None:  # type: ign
     """The calibration's counting (``Block.entity``) and the gate in ``memself verify`` agree on a
     set whose lookups need the relief."""
     from memself.recall import fitting as cal
-    from memself.verify.run import run_cases
     from memself.verify.cases import parse_cases
+    from memself.verify.run import run_cases
 
     recaller, _, _, params = team
     cases = parse_cases(
