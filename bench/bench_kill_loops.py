@@ -94,10 +94,30 @@ def drive(root: str, kind: str, kills: int, seed: int) -> dict[str, Any]:
         totals["lost"] += lost
         totals["duplicated"] += duplicated
         totals["unreadable"] += state["unreadable"]
+        if state["unreadable"]:
+            totals.setdefault("unreadable_seen", []).append(_unreadable(paths))
         if lost or duplicated or state["unreadable"] or scenario.needs_reseed(state):
             scenario.seed()  # a failure is counted once; then start clean
     totals.update(lives=lives, writes=writes, recovery_ms=recovery_ms, check_ms=check_ms)
     return totals
+
+
+def _unreadable(paths: Any) -> list[str]:
+    """What made a file unreadable: a last line without its newline, or a line that is not JSON."""
+    found = []
+    for path in (paths.group_file("rule"), paths.group_file("project"), paths.trash):
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            continue
+        if data and not data.endswith(b"\n"):
+            found.append(f"{path.name}: no newline at the end, last bytes {data[-60:]!r}")
+        for line in data.splitlines():
+            try:
+                json.loads(line)
+            except ValueError:
+                found.append(f"{path.name}: not JSON: {line[:60]!r}...{line[-30:]!r} ({len(line)} bytes)")
+    return found
 
 
 def python_of(root: Path) -> str:
@@ -177,6 +197,10 @@ def main() -> None:
                 f" | {statistics.median(rates):.1f} | {statistics.median(recovery):.2f}"
                 f" ({p95:.2f}) | {statistics.median(check):.2f} |"
             )
+        for name in roots:
+            for run in runs[(kind, name)]:
+                for seen in run.get("unreadable_seen", []):
+                    print(f"| {kind} | {name}: unreadable after a kill: {'; '.join(seen)} | | | | | | | |")
         exited = sum(r["exited"] for name in roots for r in runs[(kind, name)])
         if exited:
             print(f"| {kind} | (writers that exited before their kill: {exited}) | | | | | | | |")
