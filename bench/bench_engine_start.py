@@ -1,8 +1,8 @@
 """The engine's start of two checkouts taken apart, side by side in one run: "before" and "after".
 
 Each checkout (a clone or worktree with its own ``.venv``) gets its own data directory holding the
-same 1k memories, indexed once with the offline model. Then, per round and alternating between the
-two (a load drift on a shared machine hits both alike):
+same 1k memories, indexed with the offline model (every memory, not only up to "ready"). Then,
+per round and alternating between the two (a load drift on a shared machine hits both alike):
 
 - ``memself engine start`` from a stopped engine until it says ready, as the user runs it;
 - the engine alone, run by ``engine_start_probe.py`` the way the checkout's client spawns it
@@ -54,6 +54,29 @@ def cli(root: Path, env: dict, *args: str) -> None:
     subprocess.run(
         [python_of(root), "-m", "memself", *args], cwd=root, env=env, capture_output=True, check=True
     )
+
+
+def wait_indexed(root: Path, env: dict, timeout_s: float = 900.0) -> None:
+    """Wait until the running engine has a vector for every memory. "Ready" comes before that
+    (the rest is encoded in the background), and an engine stopped earlier leaves the rest to the
+    next start, whose warm-up then shares the cores with that encoding."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        out = subprocess.run(
+            [python_of(root), "-m", "memself", "engine", "status", "--json"],
+            cwd=root,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        service = json.loads(out).get("service") or {}
+        memories = int(service.get("memories") or 0)
+        if memories and int(service.get("indexed") or 0) >= memories and not service.get("backlog"):
+            return
+        if time.monotonic() > deadline:
+            raise SystemExit(f"{root}: the engine did not index every memory in {timeout_s:.0f} s")
+        time.sleep(1.0)
 
 
 def engine_flags(root: Path) -> list[str]:
@@ -184,7 +207,8 @@ def main() -> None:
             env = envs[name]
             cli(root, env, "config", "model", "multilingual-e5-small")
             cli(root, env, "project", "add", FACT)
-            cli(root, env, "engine", "start", "--timeout", "300")  # encodes the index once
+            cli(root, env, "engine", "start", "--timeout", "300")
+            wait_indexed(root, env)
             cli(root, env, "engine", "stop")
         order = list(roots)
         for i in range(args.starts):
