@@ -146,6 +146,38 @@ def probe_start(root: Path, env: dict, home: Path, events_file: Path) -> dict:
     return {"phases": dict(phases), "modules": data["modules"]}
 
 
+def probe_cli_start(root: Path, env: dict, events_dir: Path) -> dict[str, float]:
+    """``memself engine start`` from a stopped engine with both processes under the probe: where
+    the time between the command's start and its exit goes (ms), and how many requests it sent."""
+    for name in ("cli.json", "engine.json"):
+        (events_dir / name).unlink(missing_ok=True)
+    command = [python_of(root), str(PROBE), "--cli", str(root), str(events_dir)]
+    spawned = time.monotonic()
+    subprocess.run(
+        [*command, "engine", "start", "--timeout", "300"], env=env, cwd=root, capture_output=True, check=True
+    )
+    ended = time.monotonic()
+    cli_events = json.loads((events_dir / "cli.json").read_text(encoding="utf-8"))["events"]
+    engine_events = json.loads((events_dir / "engine.json").read_text(encoding="utf-8"))["events"]
+    first = {label: (start, end) for label, start, end in reversed(cli_events)}
+    engine = {label: (start, end) for label, start, end in reversed(engine_events)}
+    imported = first["cli: import memself.cli"][1]
+    spawn = first["cli: spawn"][0]
+    ready = engine["warm-up (to ready)"][1]
+    seen = first["cli: request ping (ready)"][1]
+    return {
+        "the command: interpreter start": (first["probe main"][0] - spawned) * 1000,
+        "the command: `import memself.cli`": (imported - first["cli: import memself.cli"][0]) * 1000,
+        "the command: its imports to the spawn": (spawn - imported) * 1000,
+        "the engine: spawn to its first line": (engine["probe main"][0] - spawn) * 1000,
+        "the engine: first line to ready": (ready - engine["probe main"][0]) * 1000,
+        "the command: engine ready to the ping that sees it": (seen - ready) * 1000,
+        "the command: that ping to its exit": (ended - seen) * 1000,
+        "total": (ended - spawned) * 1000,
+        "requests the command sent": float(sum(1 for label, _, _ in cli_events if "request" in label)),
+    }
+
+
 def import_times(root: Path, env: dict, modules: list[str]) -> dict[str, float]:
     """``-X importtime`` self time (ms) per top-level package, importing ``modules`` in a fresh
     interpreter started as the checkout starts its engine."""
@@ -201,6 +233,7 @@ def main() -> None:
     cli_running: dict[str, list[float]] = {name: [] for name in roots}
     engine_help: dict[str, list[float]] = {name: [] for name in roots}
     phases: dict[str, dict[str, list[float]]] = {name: defaultdict(list) for name in roots}
+    cli_phases: dict[str, dict[str, list[float]]] = {name: defaultdict(list) for name in roots}
     modules: dict[str, list[str]] = {}
     try:
         for name, root in roots.items():
@@ -223,6 +256,9 @@ def main() -> None:
                 for label, ms in probed["phases"].items():
                     phases[name][label].append(ms)
                 modules[name] = probed["modules"]
+                for label, ms in probe_cli_start(root, env, work / name).items():
+                    cli_phases[name][label].append(ms)
+                cli(root, env, "engine", "stop")
         imports: dict[str, dict[str, list[float]]] = {name: defaultdict(list) for name in roots}
         totals: dict[str, list[float]] = {name: [] for name in roots}
         for i in range(args.imports):
@@ -261,6 +297,12 @@ def main() -> None:
     for label, samples in rows:
         b, a = statistics.median(samples["before"]), statistics.median(samples["after"])
         print(f"| {label} | {b:.1f} | {a:.1f} | {a - b:+.1f} |")
+    print("\n`memself engine start` from a stopped engine, the command and the engine under the probe:\n")
+    print("| step, median | before | after | after - before |")
+    print("|---|---:|---:|---:|")
+    for label in cli_phases["before"]:
+        b, a = cli_phases["before"][label], cli_phases["after"][label]
+        print(f"| {label} | {med(b)} | {med(a)} | {statistics.median(a) - statistics.median(b):+.1f} |")
     labels = list(dict.fromkeys([*phases["before"], *phases["after"]]))
     print("\nThe engine alone, under the probe (durations of nested phases overlap their parents):\n")
     print("| phase, median ms | before | after | after - before |")

@@ -15,7 +15,7 @@ each kill is also timed:
 Runs alternate between the two checkouts, kind by kind, so a load drift hits both alike. Each
 checkout runs under its own ``.venv`` with its own code first on ``sys.path``.
 
-    .venv/bin/python bench/bench_kill_loops.py BEFORE_ROOT AFTER_ROOT [--kills 50] [--rounds 4]
+    .venv/bin/python bench/bench_kill_loops.py BEFORE_ROOT AFTER_ROOT [--kills 20] [--rounds 10]
 """
 
 from __future__ import annotations
@@ -152,8 +152,8 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("before", type=Path)
     parser.add_argument("after", type=Path)
-    parser.add_argument("--kills", type=int, default=50, help="kills per run")
-    parser.add_argument("--rounds", type=int, default=4, help="runs per kind and checkout")
+    parser.add_argument("--kills", type=int, default=20, help="kills per run")
+    parser.add_argument("--rounds", type=int, default=10, help="runs per kind and checkout")
     parser.add_argument("--kinds", default=",".join(KINDS))
     parser.add_argument("--seed", type=int, default=20261203)
     args = parser.parse_args()

@@ -2,12 +2,17 @@
 phase recorded from outside the product code (``bench_engine_start.py`` runs it).
 
     <checkout>/.venv/bin/python [-I] engine_start_probe.py ROOT EVENTS_FILE serve --data-dir DIR
+    <checkout>/.venv/bin/python engine_start_probe.py --cli ROOT EVENTS_DIR engine start ...
 
 ``ROOT`` is the checkout (put first on ``sys.path``, as its launcher does); the rest is the
 engine's own command line. Functions of the engine are wrapped by name where the checkout has
 them, and the heavy third-party packages' imports are timed by a meta-path finder; the
 ``(label, start, end)`` list (``time.monotonic``, comparable across processes here) is written to
 ``EVENTS_FILE`` when the warm-up ends, which is when the engine answers "ready".
+With ``--cli`` it runs the ``memself`` command instead (as ``python -m memself`` would), timing
+its imports, its requests to the engine and the spawn, and makes the engine it spawns (same
+interpreter flags, same handed-over lock) this probe too: ``EVENTS_DIR/cli.json`` and
+``EVENTS_DIR/engine.json``.
 Standard library only: it runs under either checkout's interpreter.
 """
 
@@ -161,5 +166,58 @@ def main() -> None:
     sys.exit(engine_main.main())
 
 
+def cli_main() -> None:
+    root, events_dir = sys.argv[2], sys.argv[3]
+    sys.path.insert(0, root)
+    start = time.monotonic()
+    import memself.cli  # noqa: F401
+
+    _record("cli: import memself.cli", start, time.monotonic())
+    import os
+    import runpy
+
+    import memself.engine.client as client
+
+    spawn_posix = client._spawn_posix
+
+    def probed_spawn(command, env, keep_fd):  # type: ignore[no-untyped-def]
+        # The engine's own arguments start at "serve"; its interpreter flags stay as they were.
+        serve = command.index("serve")
+        flags = ["-I"] if "-I" in command[:serve] else []
+        events = os.path.join(events_dir, "engine.json")
+        probed = [command[0], *flags, os.path.abspath(__file__), root, events, *command[serve:]]
+        now = time.monotonic()
+        _record("cli: spawn", now, now)
+        return spawn_posix(probed, env, keep_fd)
+
+    client._spawn_posix = probed_spawn
+    request = client.EngineClient.request
+
+    def probed_request(self, op, *args, **kwargs):  # type: ignore[no-untyped-def]
+        begun = time.monotonic()
+        try:
+            result = request(self, op, *args, **kwargs)
+        except Exception:
+            _record(f"cli: request {op} (failed)", begun, time.monotonic())
+            raise
+        ready = isinstance(result, dict) and result.get("ready")
+        _record(f"cli: request {op}" + (" (ready)" if ready else ""), begun, time.monotonic())
+        return result
+
+    client.EngineClient.request = probed_request
+    sys.argv = ["memself", *sys.argv[4:]]
+    try:
+        runpy.run_module("memself", run_name="__main__", alter_sys=True)
+    except SystemExit:
+        pass
+    finally:
+        now = time.monotonic()
+        _record("cli: end", now, now)
+        _dump(os.path.join(events_dir, "cli.json"))
+
+
 if __name__ == "__main__":
-    main()
+    if sys.argv[1] == "--cli":
+        cli_main()
+    else:
+        main()
