@@ -25,6 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from bench_engine_start import wait_indexed
 from bench_hooks import FACT, percentiles, synthetic_memories, timed, write_group
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -89,6 +90,9 @@ def main() -> None:
             cli(root, env, "config", "model", "multilingual-e5-small")
             cli(root, env, "project", "add", FACT)
             cli(root, env, "engine", "start", "--timeout", "300")
+            # Every memory encoded first: a backlog left over would share the cores with the hooks
+            # and with the engine starts below.
+            wait_indexed(root, env)
             payloads[f"prompt {name}"] = json.dumps({**base_prompt, "cwd": str(work / name)}).encode()
             payloads[f"start {name}"] = json.dumps({**base_start, "cwd": str(work / name)}).encode()
             for _ in range(3):  # the first answers encode the index and give the day's rewards
