@@ -88,9 +88,10 @@ def engine_help_argv(root: Path) -> list[str]:
     """The checkout's own engine command line with ``--help``: the interpreter, the launcher
     (where there is one) and the engine's module imports, then argparse's help and exit."""
     launcher = root / "memself" / "launcher.py"
+    module = "memself.warm" if (root / "memself" / "warm" / "__main__.py").exists() else "memself.engine"
     if launcher.exists():
-        return [python_of(root), "-I", str(launcher), "memself.engine", "--help"]
-    return [python_of(root), "-m", "memself.engine", "--help"]
+        return [python_of(root), "-I", str(launcher), module, "--help"]
+    return [python_of(root), "-m", module, "--help"]
 
 
 def probe_start(root: Path, env: dict, home: Path, events_file: Path) -> dict:

@@ -43,9 +43,14 @@ DELAY = (0.02, 0.2)
 def drive(root: str, kind: str, kills: int, seed: int) -> dict[str, Any]:
     """One checkout's loop (run under that checkout's interpreter): per-kill timings and counts."""
     sys.path.insert(0, root)
-    from memself.lock import write_lock
     from memself.paths import DataPaths
-    from memself.store import MemoryStore
+
+    try:  # the package's layout since its reorganisation, else the one before
+        from memself.store.lock import write_lock
+        from memself.store.memory_store import MemoryStore
+    except ImportError:
+        from memself.lock import write_lock  # type: ignore[no-redef]
+        from memself.store import MemoryStore  # type: ignore[no-redef,attr-defined]
     from tests.adversarial.killloop import SCENARIOS
 
     paths = DataPaths.default()

@@ -95,11 +95,25 @@ def _wrap(owner: object, attr: str, label: str, after=None) -> None:  # type: ig
     setattr(owner, attr, timed)
 
 
+# Where the package's reorganisation moved a module: a checkout from before it has the old name.
+MOVED = {
+    "memself.engine.service": "memself.warm.service",
+    "memself.engine.__main__": "memself.warm.__main__",
+    "memself.encoder": "memself.model.encoder",
+    "memself.lexical": "memself.recall.lexical",
+    "memself.textfilter": "memself.text.input_filter",
+}
+
+
 def _module(name: str) -> object | None:
-    try:
-        return importlib.import_module(name)
-    except ImportError:
-        return None
+    for candidate in (MOVED.get(name), name):
+        if candidate is None:
+            continue
+        try:
+            return importlib.import_module(candidate)
+        except ImportError:
+            continue
+    return None
 
 
 def _dump(path: str) -> None:
@@ -161,7 +175,7 @@ def main() -> None:
     textfilter = _module("memself.textfilter")
     _wrap(textfilter, "classify_input", "prime: classify_input")
 
-    engine_main = importlib.import_module("memself.engine.__main__")
+    engine_main = _module("memself.engine.__main__")
     sys.argv = ["memself.engine", *sys.argv[3:]]
     sys.exit(engine_main.main())
 
