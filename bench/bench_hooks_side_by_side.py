@@ -41,8 +41,14 @@ def python_of(root: Path) -> str:
 
 def hook_argv(root: Path, kind: str) -> list[str]:
     """The command ``root``'s own installer registers for Claude Code's ``kind`` event."""
+    # memself.hook.command since the package's reorganisation, memself.hooks.command before it.
+    module = (
+        "memself.hook.command"
+        if (root / "memself" / "hook" / "command.py").exists()
+        else "memself.hooks.command"
+    )
     code = (
-        "import json, sys; from memself.hook.command import hook_command; "
+        f"import json, sys; from {module} import hook_command; "
         "from memself.hosts.base import EventKind; "
         f"print(json.dumps(hook_command('claude', EventKind.{kind})))"
     )
