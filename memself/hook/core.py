@@ -31,6 +31,7 @@ from memself.text.input_filter import (
     SKIP_STOP_HOOK,
     classify_input,
 )
+from memself.text.private import strip_private
 
 # Our own continuations and notices, and answers to our popup: no recall, no judge, no reminder.
 _PLUGIN_TRAFFIC = {
@@ -125,6 +126,8 @@ def _warm_engine(paths: DataPaths, config: Config) -> None:
 def prompt_submit(
     event: HookEvent, config: Config, now: datetime, paths: DataPaths, recall: RecallFn
 ) -> HookReply:
+    # Private spans go first: nothing below (recall, the judge, its job file) ever sees them.
+    event = event._replace(prompt=strip_private(event.prompt))
     adapter = _adapter(event)
     restored = _restore_hidden_confirmation(event, paths)
     if restored is not None:
