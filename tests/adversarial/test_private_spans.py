@@ -144,3 +144,24 @@ def _wait_for_jobs(paths: DataPaths, count: int) -> list[dict]:
             return [j for j in found if j]
         time.sleep(0.1)
     raise AssertionError(f"{count} judge jobs did not finish")
+
+
+def test_recall_never_sees_the_span() -> None:
+    """Recall is local, and still gets the prompt without the span: nothing after the cut can
+    keep it, log it or match memories on it."""
+    from memself.hook.core import handle
+    from memself.hosts.base import HookEvent
+    from tests.support.helpers import T0
+
+    paths = DataPaths.default()
+    paths.ensure()
+    asked: list[str] = []
+
+    def recall(text: str, now: object, workspace: str) -> None:
+        asked.append(text)
+
+    for prompt in _prompts().values():
+        event = HookEvent("claude", EventKind.PROMPT_SUBMIT, "", "s1", "", prompt, "/tmp", False)
+        handle(event, T0, paths, recall=recall)
+    assert len(asked) == len(_prompts())
+    assert all("以后回答都用中文" in text and MARKER not in text for text in asked)
