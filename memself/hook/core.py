@@ -21,7 +21,7 @@ from memself.hosts.base import EventKind, HookEvent, HookReply, HostAdapter
 from memself.logs import log
 from memself.paths import DataPaths
 from memself.store.memory_store import MemoryStore
-from memself.store.records import GROUPS
+from memself.store.records import GROUPS, Memory
 from memself.text import messages as texts
 from memself.text.input_filter import (
     SKIP_EMPTY,
@@ -109,9 +109,27 @@ def session_start(
     # The global rules and the workspace's own; another workspace's are never injected.
     rules = [m for m in (store or MemoryStore(paths)).active("rule") if m.visible_in(event.workspace)]
     text = texts.session_start(
-        rules, adapter.OWN_MEMORY, deposition_state(paths, config), adapter.CONTEXT_LIMIT
+        rules,
+        adapter.OWN_MEMORY,
+        deposition_state(paths, config),
+        adapter.CONTEXT_LIMIT,
+        team_rules=_team_rules(event.workspace, paths),
     )
     return HookReply(context=text)
+
+
+def _team_rules(workspace: str, paths: DataPaths) -> list[Memory]:
+    """The rules the turn's repository carries for its team (read-only, this workspace only)."""
+    from memself.store.team import team_memories
+
+    def report(event: str, **fields: object) -> None:
+        log(paths, event, **fields)
+
+    try:
+        return team_memories(workspace, "rule", report)
+    except (MemselfError, OSError) as exc:
+        log(paths, "team-rules-failed", error=str(exc))
+        return []
 
 
 def _warm_engine(paths: DataPaths, config: Config) -> None:
