@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,6 +23,7 @@ from tests.support.helpers import T0
 
 TEAM_RULE = "提交信息一律写中文并带上需求单号"
 SECOND_RULE = "数据库迁移脚本必须可以重复执行"
+ENTRY = Path(__file__).resolve().parent.parent / "hooks" / "entry.py"
 
 
 @pytest.fixture(autouse=True)
@@ -138,3 +141,56 @@ def test_reads_are_bounded(tmp_path: Path) -> None:
     context = start(repo)
     assert f"共 {len(found)} 条" in context
     assert len(context) <= 10000  # Claude's injection limit holds with the team's rules
+
+
+@pytest.fixture
+def engine_home(model_cache: Path) -> Iterator[DataPaths]:
+    from memself.config import set_config_value
+    from memself.engine.client import stop_engine
+
+    paths = DataPaths.default()
+    paths.ensure()
+    set_config_value(paths, "model", "multilingual-e5-small")
+    os.environ.pop("MEMSELF_ENGINE_SERVICE", None)
+    yield paths
+    stop_engine(paths)
+
+
+def test_team_facts_are_recalled_in_their_repository_only(engine_home: DataPaths, tmp_path: Path) -> None:
+    """The real engine and model: a fact the repository carries is recalled there, marked as the
+    team's when the hook shows it, never in another repository, and nothing is written."""
+    from memself.engine.client import call_engine
+
+    fact = "支付回调的签名校验在 callback/verify.py 里实现，密钥从配置中心读取"
+    pay, other = git_repo(tmp_path / "pay"), git_repo(tmp_path / "other")
+    carried = carry(pay, [record(fact, "f1", group="project")], group="project")
+    before = carried.read_bytes()
+    question = "支付回调的签名校验在哪里实现"
+    now = T0.isoformat()
+    here = call_engine(
+        engine_home, "recall", {"text": question, "now": now, "workspace": str(pay)}, timeout_s=120
+    )
+    assert [h["id"] for h in here["project"]] == [team.ID_PREFIX + "f1"]
+    there = call_engine(
+        engine_home, "recall", {"text": question, "now": now, "workspace": str(other)}, timeout_s=60
+    )
+    assert there["project"] == []
+    # The hook shows it marked; the delivered recall rewards nothing in the repository or the store.
+    payload = {
+        "hook_event_name": "UserPromptSubmit",
+        "session_id": "s-team",
+        "prompt": question,
+        "cwd": str(pay),
+    }
+    result = subprocess.run(
+        [sys.executable, "-I", "-S", str(ENTRY), "--agent", "claude"],
+        input=json.dumps(payload, ensure_ascii=False).encode(),
+        capture_output=True,
+        timeout=60,
+        env=os.environ.copy(),
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    context = json.loads(result.stdout)["hookSpecificOutput"]["additionalContext"]
+    assert f"［团队］{fact}" in context
+    assert carried.read_bytes() == before
+    assert MemoryStore(engine_home).all() == []

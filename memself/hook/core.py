@@ -238,7 +238,7 @@ def _recall_block(
         return "", ()
     found = {group: list(result.get(group, [])) for group in GROUPS}
     hits = {
-        group: [texts.RecallHit(h["text"], float(h["score"]), float(h["confidence"])) for h in items]
+        group: [texts.RecallHit(_shown(h), float(h["score"]), float(h["confidence"])) for h in items]
         for group, items in found.items()
     }
     block = texts.recall_block(hits["rule"], hits["project"])
@@ -246,6 +246,14 @@ def _recall_block(
         return "", ()
     ids = tuple(dict.fromkeys(str(h["id"]) for items in found.values() for h in items if "id" in h))
     return block, ids
+
+
+def _shown(hit: dict[str, Any]) -> str:
+    """A hit's text, marked when the repository carries it for its team."""
+    from memself.store.team import ID_PREFIX
+
+    text = str(hit["text"])
+    return texts.TEAM_MARK + text if str(hit.get("id", "")).startswith(ID_PREFIX) else text
 
 
 def stop(event: HookEvent, config: Config, now: datetime, paths: DataPaths) -> HookReply:

@@ -41,6 +41,7 @@ RESOLVE_TOOL = "memory_resolve"
 SESSION_RULE_LIMIT = 50
 SESSION_HEADER = "# 长期记忆（自动生成，请勿手动编辑）"
 # Rules a repository carries in .memself/rule.jsonl: the team's, read-only, this repository only.
+TEAM_MARK = "［团队］"  # a recalled memory the repository carries
 TEAM_RULES_TITLE = "## 团队规则（本仓库 .memself/rule.jsonl 携带，只读，仅在本仓库生效，共 {count} 条）"
 
 BOUNDARY = (
