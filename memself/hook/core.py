@@ -21,7 +21,7 @@ from memself.hosts.base import EventKind, HookEvent, HookReply, HostAdapter
 from memself.logs import log
 from memself.paths import DataPaths
 from memself.store.memory_store import MemoryStore
-from memself.store.records import GROUPS
+from memself.store.records import GROUPS, Memory
 from memself.text import messages as texts
 from memself.text.input_filter import (
     SKIP_EMPTY,
@@ -31,6 +31,7 @@ from memself.text.input_filter import (
     SKIP_STOP_HOOK,
     classify_input,
 )
+from memself.text.private import strip_private
 
 # Our own continuations and notices, and answers to our popup: no recall, no judge, no reminder.
 _PLUGIN_TRAFFIC = {
@@ -108,9 +109,27 @@ def session_start(
     # The global rules and the workspace's own; another workspace's are never injected.
     rules = [m for m in (store or MemoryStore(paths)).active("rule") if m.visible_in(event.workspace)]
     text = texts.session_start(
-        rules, adapter.OWN_MEMORY, deposition_state(paths, config), adapter.CONTEXT_LIMIT
+        rules,
+        adapter.OWN_MEMORY,
+        deposition_state(paths, config),
+        adapter.CONTEXT_LIMIT,
+        team_rules=_team_rules(event.workspace, paths),
     )
     return HookReply(context=text)
+
+
+def _team_rules(workspace: str, paths: DataPaths) -> list[Memory]:
+    """The rules the turn's repository carries for its team (read-only, this workspace only)."""
+    from memself.store.team import team_memories
+
+    def report(event: str, **fields: object) -> None:
+        log(paths, event, **fields)
+
+    try:
+        return team_memories(workspace, "rule", report)
+    except (MemselfError, OSError) as exc:
+        log(paths, "team-rules-failed", error=str(exc))
+        return []
 
 
 def _warm_engine(paths: DataPaths, config: Config) -> None:
@@ -125,6 +144,8 @@ def _warm_engine(paths: DataPaths, config: Config) -> None:
 def prompt_submit(
     event: HookEvent, config: Config, now: datetime, paths: DataPaths, recall: RecallFn
 ) -> HookReply:
+    # Private spans go first: nothing below (recall, the judge, its job file) ever sees them.
+    event = event._replace(prompt=strip_private(event.prompt))
     adapter = _adapter(event)
     restored = _restore_hidden_confirmation(event, paths)
     if restored is not None:
@@ -217,7 +238,7 @@ def _recall_block(
         return "", ()
     found = {group: list(result.get(group, [])) for group in GROUPS}
     hits = {
-        group: [texts.RecallHit(h["text"], float(h["score"]), float(h["confidence"])) for h in items]
+        group: [texts.RecallHit(_shown(h), float(h["score"]), float(h["confidence"])) for h in items]
         for group, items in found.items()
     }
     block = texts.recall_block(hits["rule"], hits["project"])
@@ -225,6 +246,14 @@ def _recall_block(
         return "", ()
     ids = tuple(dict.fromkeys(str(h["id"]) for items in found.values() for h in items if "id" in h))
     return block, ids
+
+
+def _shown(hit: dict[str, Any]) -> str:
+    """A hit's text, marked when the repository carries it for its team."""
+    from memself.store.team import ID_PREFIX
+
+    text = str(hit["text"])
+    return texts.TEAM_MARK + text if str(hit.get("id", "")).startswith(ID_PREFIX) else text
 
 
 def stop(event: HookEvent, config: Config, now: datetime, paths: DataPaths) -> HookReply:

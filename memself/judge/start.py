@@ -30,6 +30,7 @@ from memself.paths import DataPaths
 from memself.platform import children as platform_children
 from memself.platform import locks
 from memself.text.input_filter import prepare_for_judge
+from memself.text.private import strip_private
 
 # (job file, run-lock descriptor): the spawned judge must hold that descriptor while it runs.
 Spawner = Callable[[Path, int], object]
@@ -143,9 +144,12 @@ def maybe_start_judge(
     session key (fail closed: an empty key would mix sessions). A retried hook gets the same id
     and starts nothing. ``workspace`` (the turn's key, "" for none) is sealed into the job: what
     the judge finds is written into it or made global, and its dedup only sees what it sees.
+    ``<private>`` spans are cut before anything else (``memself.text.private``).
     """
     if not deposition_configured(paths, config):
         return None
+    # Before the text and its hash go into the job file, whoever the caller is.
+    prompt = strip_private(prompt)
     safe_prompt = prepare_for_judge(prompt)
     if not safe_prompt:
         return None

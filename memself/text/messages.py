@@ -40,6 +40,9 @@ RESOLVE_TOOL = "memory_resolve"
 
 SESSION_RULE_LIMIT = 50
 SESSION_HEADER = "# 长期记忆（自动生成，请勿手动编辑）"
+# Rules a repository carries in .memself/rule.jsonl: the team's, read-only, this repository only.
+TEAM_MARK = "［团队］"  # a recalled memory the repository carries
+TEAM_RULES_TITLE = "## 团队规则（本仓库 .memself/rule.jsonl 携带，只读，仅在本仓库生效，共 {count} 条）"
 
 BOUNDARY = (
     "记忆由 memory-self-evolution 插件在后台自动提取、判重和沉淀，包括用户明确要求「记住」的情况。"
@@ -328,18 +331,35 @@ def reminder(own_memory: str, deposition: str) -> str:
 
 
 def session_start(
-    rules: Sequence[Memory], own_memory: str, deposition: str, char_limit: int | None = None
+    rules: Sequence[Memory],
+    own_memory: str,
+    deposition: str,
+    char_limit: int | None = None,
+    team_rules: Sequence[Memory] = (),
 ) -> str:
-    """Rules by stored confidence, at most 50, within the host's injection limit if it has one."""
+    """Rules by stored confidence, at most 50, within the host's injection limit if it has one.
+    ``team_rules``: the ones the repository carries (``memself.store.team``), listed after the
+    user's own under a heading that says where they come from, in at most half the limit."""
+    team = _team_section(team_rules, char_limit // 2 if char_limit else None)
+    limit = char_limit - len(team) if char_limit and team else char_limit
     shown = list(rules[:SESSION_RULE_LIMIT])
     over_cap = len(rules) - len(shown)
     head = f"{SESSION_HEADER}\n\n{boundary(own_memory, deposition)}\n\n"
     title = f"## {GROUP_LABELS['rule']}（共 {len(rules)} 条，必须遵守）\n\n"
     if not shown:
-        return head + title + "（暂无）"
+        return head + title + "（暂无）" + team
     lines = [f"{i}. {inert(m.text)}（置信度 {fmt_confidence(m.confidence)}）" for i, m in enumerate(shown, 1)]
-    body = _fit(head + title, lines, over_cap, len(rules), char_limit)
-    return body
+    return _fit(head + title, lines, over_cap, len(rules), limit) + team
+
+
+def _team_section(rules: Sequence[Memory], char_limit: int | None) -> str:
+    """ "" without team rules, else the section that lists them, starting with its blank lines."""
+    if not rules:
+        return ""
+    shown = list(rules[:SESSION_RULE_LIMIT])
+    title = f"\n\n{TEAM_RULES_TITLE.format(count=len(rules))}\n\n"
+    lines = [f"{i}. {inert(m.text)}" for i, m in enumerate(shown, 1)]
+    return _fit(title, lines, len(rules) - len(shown), len(rules), char_limit)
 
 
 def _fit(prefix: str, lines: list[str], over_cap: int, total: int, char_limit: int | None) -> str:

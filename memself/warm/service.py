@@ -52,6 +52,8 @@ WARM_UP_PROMPT = "帮我看下 payment-service 的灰度开关配置，上线前
 # At most this many memories without a vector are encoded before a reload returns (a memory just
 # added is searchable at once); more go to the background backlog.
 INLINE_ENCODE = 64
+# Repositories whose team memories stay encoded (the oldest is dropped for a new one).
+TEAM_CACHE = 8
 
 
 def make_service(paths: DataPaths) -> RecallService:
@@ -77,6 +79,8 @@ class RecallService:
         self._lock = threading.RLock()
         self._backlog: Backlog | None = None
         self._store_stamps: tuple[object, ...] = ()
+        # Per repository: its team files' stamps, and its pool, vectors and matrix key (or None).
+        self._team: dict[str, tuple[tuple[object, ...], tuple[RecallPool, Any, object] | None]] = {}
         self.store.on_patched = self._own_write
 
     # ----- lifecycle (called by the engine) -----
@@ -314,11 +318,43 @@ class RecallService:
         result = recaller.recall(
             text, pool, index.matrix, params, matrix_key=index.generation, workspace=workspace
         ).to_json()
+        team = self._team_pool(workspace) if workspace else None
+        if team is not None:
+            # The repository's own memories, gated on their own and listed with the rest.
+            team_pool, matrix, key = team
+            found = recaller.recall(text, team_pool, matrix, params, matrix_key=key, workspace=workspace)
+            for group, hits in found.to_json().items():
+                merged = sorted([*result[group], *hits], key=lambda h: -float(h["score"]))
+                result[group] = merged[: max(params.top_k, len(result[group]))]
         gains = self.store.recall_gains([h["id"] for g in GROUPS for h in result[g]], now)
         for hits in result.values():
             for hit in hits:
                 hit["confidence"] = round(hit["confidence"] + gains.get(hit["id"], 0.0), 10)
         return result
+
+    def _team_pool(self, workspace: str) -> tuple[RecallPool, Any, object] | None:
+        """The memories the repository at ``workspace`` carries (``memself.store.team``) with
+        their vectors, encoded again only when one of its files changed; None when it carries
+        none."""
+        from memself.recall.pool import RecallPool
+        from memself.store.team import TEAM_DIR, team_memories
+
+        stamps = tuple(_file_stamp(os.path.join(workspace, TEAM_DIR, f"{g}.jsonl")) for g in GROUPS)
+        cached = self._team.get(workspace)
+        if cached is not None and cached[0] == stamps:
+            return cached[1]
+        found = [m for g in GROUPS for m in team_memories(workspace, g, self._report)]
+        built: tuple[RecallPool, Any, object] | None = None
+        if found and self.memory_encoder is not None:
+            matrix = self.memory_encoder.encode_passages([m.text for m in found])
+            built = (RecallPool(found), matrix, ("team", workspace, stamps))
+        if len(self._team) >= TEAM_CACHE and workspace not in self._team:
+            self._team.pop(next(iter(self._team)))
+        self._team[workspace] = (stamps, built)
+        return built
+
+    def _report(self, event: str, **fields: object) -> None:
+        log(self.paths, event, **fields)
 
     def hook_core(self, event: HookEvent, now: datetime, paths: DataPaths) -> HookReply:
         """The hook core as the engine runs it: its own recall, its cached store, no warming."""
