@@ -104,6 +104,7 @@ def session_start(
         log(paths, "daily-maintenance-failed", error=str(exc))
     if warm:
         _warm_engine(paths, config)
+    _start_sync(paths, now)
     adapter = _adapter(event)
     # The global rules and the workspace's own; another workspace's are never injected.
     rules = [m for m in (store or MemoryStore(paths)).active("rule") if m.visible_in(event.workspace)]
@@ -111,6 +112,16 @@ def session_start(
         rules, adapter.OWN_MEMORY, deposition_state(paths, config), adapter.CONTEXT_LIMIT
     )
     return HookReply(context=text)
+
+
+def _start_sync(paths: DataPaths, now: datetime) -> None:
+    """``memself sync`` set up: start it detached (the session never waits for git)."""
+    try:
+        from memself.sync.background import start_if_due
+
+        start_if_due(paths, now)
+    except Exception as exc:
+        log(paths, "sync-start-failed", error=type(exc).__name__)
 
 
 def _warm_engine(paths: DataPaths, config: Config) -> None:

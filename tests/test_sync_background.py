@@ -1,0 +1,56 @@
+"""A session start begins ``memself sync`` detached: the hook returns at once, the sync happens
+in the background, and a sync run lately is not started again."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from datetime import timedelta
+
+from memself.hosts import HOSTS
+from memself.hosts.base import EventKind
+from memself.paths import DataPaths
+from memself.sync import background
+from tests.support.hookproc import hook_data, hook_runs, run_entry
+from tests.support.sync_helpers import Machine, at, bare_repo, remote_file
+
+__all__ = ["hook_data"]
+
+
+def _session_start(host: str = "claude") -> None:
+    adapter = HOSTS[host]
+    payload = {
+        "hook_event_name": adapter.EVENT_NAMES[EventKind.SESSION_START],
+        "session_id": "s1",
+        "cwd": "/tmp",
+    }
+    proc = run_entry(host, json.dumps(payload).encode())
+    assert proc.rc == 0, proc.stderr
+
+
+def test_session_start_syncs_in_the_background(tmp_path, hook_data: DataPaths):
+    remote = bare_repo(tmp_path / "memories.git")
+    machine = Machine(hook_data.root, remote)
+    machine.init()
+    machine.sync(0)
+    machine.add("会话开始时在后台同步这一条记忆", 1)
+    os.remove(hook_data.sync_dir / "state.json")  # due now
+    _session_start()
+    assert [r["kind"] for r in hook_runs(hook_data)] == ["session_start"]
+    deadline = time.monotonic() + 60
+    while "会话开始时在后台同步这一条记忆" not in remote_file(remote, "rule.jsonl"):
+        assert time.monotonic() < deadline, "the background sync never pushed"
+        time.sleep(0.2)
+
+
+def test_not_due_when_synced_lately_or_not_set_up(tmp_path):
+    paths = DataPaths(tmp_path / "data")
+    assert not background.due(paths, at(0))  # sync never set up: nothing to start
+    remote = bare_repo(tmp_path / "memories.git")
+    machine = Machine(paths.root, remote)
+    machine.init()
+    assert background.due(paths, at(0))
+    machine.sync(0)
+    assert not background.due(paths, at(0) + background.MIN_INTERVAL - timedelta(seconds=1))
+    assert background.due(paths, at(0) + background.MIN_INTERVAL)
