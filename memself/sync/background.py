@@ -41,15 +41,17 @@ def due(paths: DataPaths, now: datetime) -> bool:
     return last is None or now - last >= MIN_INTERVAL
 
 
-def start_if_due(paths: DataPaths, now: datetime) -> int | None:
-    """Spawn the detached sync when it is due; its pid, or None."""
+def start_if_due(paths: DataPaths, now: datetime, workspace: str = "") -> int | None:
+    """Spawn the detached sync when it is due; its pid, or None. ``workspace`` (the session's
+    repository root) is learnt by the child, so memories of that repository synced from another
+    machine land in it (``memself.sync.workspaces``)."""
     if not due(paths, now):
         return None
     from memself import children
     from memself.platform import children as platform_children
 
     pid = platform_children.spawn_detached(
-        python_command("memself.sync.background", str(paths.root)), dict(os.environ)
+        python_command("memself.sync.background", str(paths.root), workspace), dict(os.environ)
     )
     children.track(pid)
     log(paths, "sync-background-started", pid=pid)
@@ -59,9 +61,14 @@ def start_if_due(paths: DataPaths, now: datetime) -> int | None:
 def main(argv: list[str]) -> int:
     from memself.errors import MemselfError
     from memself.sync.run import sync
+    from memself.sync.workspaces import WorkspaceMap
 
     paths = DataPaths(argv[0])
     try:
+        if len(argv) > 1 and argv[1]:
+            known = WorkspaceMap(paths)
+            known.learn(argv[1])
+            known.save()
         result = sync(paths, datetime.now(timezone.utc))
     except (MemselfError, OSError) as exc:
         log(paths, "sync-background-failed", error=str(exc))

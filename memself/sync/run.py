@@ -31,6 +31,7 @@ from memself.store.records import GROUPS, Memory
 from memself.sync import canonical, state
 from memself.sync.gitrepo import BASE_REF, FILES, REMOTE_REF, PushRejected, Repo, SyncUnreachable
 from memself.sync.merge import MergeReport, merge
+from memself.sync.workspaces import WorkspaceMap
 from memself.timeutil import iso
 
 MAX_ROUNDS = 8
@@ -112,6 +113,8 @@ def _sync_locked(paths: DataPaths, repo: Repo, now: datetime) -> SyncResult:
         base = canonical.from_files(_files(repo, repo.resolve(BASE_REF)))
         remote = canonical.from_files(_files(repo, remote_commit))
         merged_box: list[canonical.Snapshot] = []
+        wmap = WorkspaceMap(paths)
+        wmap.remember(base, remote)
 
         def compute(
             groups: dict[str, list[Memory]],
@@ -119,16 +122,19 @@ def _sync_locked(paths: DataPaths, repo: Repo, now: datetime) -> SyncResult:
             base: canonical.Snapshot = base,
             remote: canonical.Snapshot = remote,
             box: list[canonical.Snapshot] = merged_box,
+            wmap: WorkspaceMap = wmap,
         ) -> tuple[dict[str, list[Memory]], list[TrashEntry]] | None:
             local = canonical.from_store(groups, trash)
-            merged, report = merge(base, local, remote, now)
+            merged, report = merge(base, wmap.to_shared(local), remote, now)
             box.append(merged)
             result.report = report
-            if merged.memories == local.memories and merged.trash == local.trash:
+            here = wmap.to_local(merged)
+            if here.memories == local.memories and here.trash == local.trash:
                 return None
-            return canonical.to_store(merged)
+            return canonical.to_store(here)
 
         store.replace_contents(compute)
+        wmap.save()
         merged = merged_box[-1]
         result.quarantined += state.quarantine(paths, remote.bad)
         if remote_commit is not None:
@@ -159,8 +165,10 @@ def pending(paths: DataPaths) -> Pending:
     repo = _repo(paths)
     base = canonical.from_files(_files(repo, repo.resolve(BASE_REF)))
     store = MemoryStore(paths)
-    local = canonical.from_store(
-        {g: store.load_group(g).memories for g in GROUPS}, store.load_trash().entries
+    wmap = WorkspaceMap(paths)
+    wmap.remember(base)
+    local = wmap.to_shared(
+        canonical.from_store({g: store.load_group(g).memories for g in GROUPS}, store.load_trash().entries)
     )
     added = sum(1 for k in local.memories if k not in base.memories)
     deleted = sum(1 for k in base.memories if k not in local.memories)
