@@ -8,6 +8,8 @@ import os
 import time
 from datetime import timedelta
 
+import pytest
+
 from memself.hosts import HOSTS
 from memself.hosts.base import EventKind
 from memself.paths import DataPaths
@@ -54,3 +56,37 @@ def test_not_due_when_synced_lately_or_not_set_up(tmp_path):
     machine.sync(0)
     assert not background.due(paths, at(0) + background.MIN_INTERVAL - timedelta(seconds=1))
     assert background.due(paths, at(0) + background.MIN_INTERVAL)
+
+
+def test_the_engine_syncs_once_writes_settle_and_then_stops(tmp_path):
+    remote = bare_repo(tmp_path / "memories.git")
+    machine = Machine(tmp_path / "data", remote)
+    machine.init()
+    machine.sync(0)
+    task = background.SyncAfterWrites(machine.paths, delay_s=5)
+
+    def settle(clock: float) -> None:
+        task.tick(clock)
+        while task._running is not None and task._running.wait(timeout=60) is None:
+            pass
+
+    task.tick(0)  # the engine starts: nothing changed since
+    assert task.spawned == 0
+    machine.add("写入停下来之后引擎在后台同步", 1)
+    task.tick(1)
+    task.tick(4)
+    assert task.spawned == 0  # not settled yet
+    settle(6.5)
+    assert task.spawned == 1
+    assert "写入停下来之后引擎在后台同步" in remote_file(remote, "rule.jsonl")
+    for clock in (10, 20, 30):
+        settle(clock)
+    assert task.spawned == 1  # its own sync wrote nothing: no loop
+
+
+def test_the_engine_does_nothing_when_sync_is_not_set_up(tmp_path):
+    paths = DataPaths(tmp_path / "data")
+    task = background.SyncAfterWrites(paths, delay_s=0, spawn=lambda p: pytest.fail("spawned"))
+    for clock in (0, 1, 2):
+        task.tick(clock)
+    assert task.spawned == 0
