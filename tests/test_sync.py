@@ -254,3 +254,17 @@ def test_sync_without_init_says_what_to_do():
     done = memself("sync")
     assert done.returncode == 1
     assert "memself sync init" in done.stderr
+
+
+def test_git_variables_pointing_elsewhere_do_not_redirect_the_sync(tmp_path, remote, machines, monkeypatch):
+    other = tmp_path / "other"
+    subprocess.run(["git", "init", "-q", str(other)], check=True)
+    monkeypatch.setenv("GIT_DIR", str(other / ".git"))
+    monkeypatch.setenv("GIT_WORK_TREE", str(other))
+    a = machines[0]
+    a.add("环境变量里的 GIT_DIR 不能改变同步的仓库", 0)
+    a.sync(1)
+    monkeypatch.delenv("GIT_DIR")
+    monkeypatch.delenv("GIT_WORK_TREE")
+    assert "GIT_DIR" in remote_file(remote, "rule.jsonl")
+    assert subprocess.run(["git", "-C", str(other), "rev-parse", "HEAD"], capture_output=True).returncode != 0

@@ -37,8 +37,23 @@ class PushRejected(MemselfError):
     """The remote moved on since our fetch (non-fast-forward)."""
 
 
+# Variables that would point git at another repository than ours (a hook of the user's own
+# repository runs with them set): dropped, so every command works on the sync copy only.
+_REPOSITORY_VARS = (
+    "GIT_DIR",
+    "GIT_WORK_TREE",
+    "GIT_INDEX_FILE",
+    "GIT_OBJECT_DIRECTORY",
+    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+    "GIT_COMMON_DIR",
+    "GIT_NAMESPACE",
+    "GIT_CEILING_DIRECTORIES",
+    "GIT_DISCOVERY_ACROSS_FILESYSTEM",
+)
+
+
 def _env() -> dict[str, str]:
-    env = dict(os.environ)
+    env = {k: v for k, v in os.environ.items() if k not in _REPOSITORY_VARS}
     # Never wait for a password or a host-key question: an unattended sync fails instead.
     env.update(
         {
