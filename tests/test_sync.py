@@ -268,3 +268,45 @@ def test_git_variables_pointing_elsewhere_do_not_redirect_the_sync(tmp_path, rem
     monkeypatch.delenv("GIT_WORK_TREE")
     assert "GIT_DIR" in remote_file(remote, "rule.jsonl")
     assert subprocess.run(["git", "-C", str(other), "rev-parse", "HEAD"], capture_output=True).returncode != 0
+
+
+@pytest.mark.parametrize("seed", [11, 12, 13])
+def test_random_edits_and_sync_orders_converge_and_lose_no_memory(machines, seed):
+    import random
+
+    rng = random.Random(seed)
+    created: set[str] = set()
+    minute = 0
+    for step in range(40):
+        minute += 7
+        machine = rng.choice(machines)
+        live = [m.id for m in machine.store.all()]
+        action = rng.choice(["add", "add", "replace", "delete", "reinforce", "restore", "sync", "sync"])
+        if action == "add" or (not live and action in ("replace", "delete", "reinforce")):
+            created.add(
+                machine.add(f"第 {step} 步写下的记忆，种子 {seed}", minute, rng.choice(["rule", "project"]))
+            )
+        elif action == "replace":
+            machine.store.replace(rng.choice(live), f"第 {step} 步改写的记忆，种子 {seed}", at(minute))
+        elif action == "delete":
+            machine.store.delete([rng.choice(live)], at(minute))
+        elif action == "reinforce":
+            machine.store.reinforce(rng.choice(live), at(minute))
+        elif action == "restore":
+            trashed = [e.memory.id for e in machine.store.trash_entries() if e.memory.id not in live]
+            if trashed:
+                machine.store.restore(rng.choice(trashed), at(minute))
+        else:
+            machine.sync(minute)
+    for _ in range(2):
+        for machine in machines:
+            minute += 1
+            machine.sync(minute)
+    first = machines[0].snapshot()
+    for other in machines[1:]:
+        assert other.snapshot().memories == first.memories
+        assert other.snapshot().trash == first.trash
+    for machine in machines:
+        assert machine.store.quarantined() == []
+        known = {m.id for m in machine.store.all()} | {e.memory.id for e in machine.store.trash_entries()}
+        assert created <= known  # every memory is live or in the trash, never gone
