@@ -108,6 +108,11 @@ class DataPaths:
     def verify_cases(self) -> Path:
         return self.root / "verify-cases.json"
 
+    @property
+    def sync_dir(self) -> Path:
+        """``memself sync``: its git working copy (``repo/``), state and quarantine."""
+        return self.root / "sync"
+
     def ensure(self) -> Path:
         """Create the data directory (mode 0700) if missing and return it."""
         self.root.mkdir(mode=0o700, parents=True, exist_ok=True)

@@ -12,6 +12,7 @@ from memself.cli import (  # noqa: F401
     recall_cmds,
     setup_cmds,
     stats_cmds,
+    sync_cmds,
     views_cmds,
 )
 from memself.cli.app import main

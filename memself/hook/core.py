@@ -105,6 +105,7 @@ def session_start(
         log(paths, "daily-maintenance-failed", error=str(exc))
     if warm:
         _warm_engine(paths, config)
+    _start_sync(paths, now, event.workspace)
     adapter = _adapter(event)
     # The global rules and the workspace's own; another workspace's are never injected.
     rules = [m for m in (store or MemoryStore(paths)).active("rule") if m.visible_in(event.workspace)]
@@ -130,6 +131,16 @@ def _team_rules(workspace: str, paths: DataPaths) -> list[Memory]:
     except (MemselfError, OSError) as exc:
         log(paths, "team-rules-failed", error=str(exc))
         return []
+
+
+def _start_sync(paths: DataPaths, now: datetime, workspace: str) -> None:
+    """``memself sync`` set up: start it detached (the session never waits for git)."""
+    try:
+        from memself.sync.background import start_if_due
+
+        start_if_due(paths, now, workspace)
+    except Exception as exc:
+        log(paths, "sync-start-failed", error=type(exc).__name__)
 
 
 def _warm_engine(paths: DataPaths, config: Config) -> None:

@@ -27,7 +27,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
@@ -90,6 +90,13 @@ class TrashFile:
     entries: list[TrashEntry] = field(default_factory=list)
     bad_lines: list[BadLine] = field(default_factory=list)
     stamp: journal.Stamp | None = None
+
+
+# What ``MemoryStore.replace_contents`` asks of its caller: (memories per group, trash) -> the
+# new contents, or None for no change.
+ContentsChange = Callable[
+    [dict[str, list[Memory]], list[TrashEntry]], "tuple[dict[str, list[Memory]], list[TrashEntry]] | None"
+]
 
 
 @dataclass
@@ -681,6 +688,43 @@ class MemoryStore:
             memory.lastSeen = iso(now)
             session.append(memory)
         return memory
+
+    def replace_contents(self, compute: ContentsChange, wait_s: float = DEFAULT_WAIT_S) -> bool:
+        """Replace the group files and the trash as one step, under the lock (``memself.sync``).
+
+        ``compute`` sees what the files hold now (memories per group, trash entries) and returns
+        their new contents, or None to write nothing. Quarantined lines stay as they are. Returns
+        whether anything was written."""
+        try:
+            with write_lock(self.paths, wait_s) as lock:
+                self.prepare_write()
+                session = WriteSession(self, lock)
+                groups = {g: session.parsed(g) for g in GROUPS}
+                trash_data, trash_stamp = read_file(self.paths.trash)
+                trash = parse_trash(trash_data)
+                result = compute({g: list(f.memories) for g, f in groups.items()}, list(trash.entries))
+                if result is None:
+                    return False
+                new_groups, new_trash = result
+                writes: list[tuple[Path, bytes | list[bytes | memoryview]]] = []
+                stamps: list[tuple[Path, journal.Stamp | None]] = []
+                for group, group_file in groups.items():
+                    data = render_lines(
+                        (m.to_json() for m in sort_memories(new_groups.get(group, []))), group_file.bad_lines
+                    )
+                    if data != session.lines(group).data:
+                        writes.append((self.paths.group_file(group), data))
+                        stamps.append((self.paths.group_file(group), group_file.stamp))
+                data = render_lines((e.to_json() for e in new_trash), trash.bad_lines)
+                if data != trash_data:
+                    writes.append((self.paths.trash, data))
+                    stamps.append((self.paths.trash, trash_stamp))
+                if not writes:
+                    return False
+                journal.commit(self.paths, writes, precheck=lambda: session.check_still_ours(stamps))
+        except OSError as exc:
+            raise WriteFailed(f"写入记忆失败，原文件保持不变：{exc.strerror or exc}") from exc
+        return True
 
     def reward_recall(
         self, ids: Iterable[str], now: datetime, wait_s: float = REWARD_WAIT_S
