@@ -7,7 +7,7 @@ are never recalled, so they are never asked for. A batch holds memories of one w
 (or only global ones), so no repository's facts are sent beside another's or can colour the
 requests written for it.
 
-Everything sent is one clean line of the memory's text, redacted (``textfilter.redact``) and
+Everything sent is one clean line of the memory's text, redacted (``text.redact.redact``) and
 inert (``texts.inert``). Of an
 answer, only the batch's own ids are read; a request is dropped, not stored, when it is empty,
 longer than a stored request may be, carries anything redaction would hide, or restates the
