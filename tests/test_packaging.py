@@ -243,7 +243,7 @@ def test_an_installed_wheel_makes_the_round_trip_without_the_source_tree(
         timeout=60,
     )
     assert where.returncode == 0, where.stderr
-    for found in where.stdout.split():
+    for found in where.stdout.splitlines():
         assert Path(found).resolve().is_relative_to(venv.resolve()), found
     trip = subprocess.run(
         [str(python), str(script)], capture_output=True, text=True, cwd=elsewhere, env=env, timeout=1800
