@@ -2,7 +2,7 @@
 host's facts) and ``installers/`` (install scripts and per-host templates).
 
 In a source tree (a clone, an editable install) they sit beside the package; a wheel carries them
-inside it, under ``memself/_shipped/`` (``pyproject.toml`` maps them there), so an installed
+inside it, under ``memself/_shipped/`` (``setup.py`` copies them there), so an installed
 memself never depends on the clone it was built from.
 """
 

@@ -1,5 +1,5 @@
 """A copy of memself laid out as an installed wheel has it: the package, with the repository's
-top-level folders (hooks/, hosts/, installers/) inside it under ``_shipped`` (pyproject maps them)."""
+top-level folders (hooks/, hosts/, installers/) inside it under ``_shipped`` (setup.py copies them)."""
 
 from __future__ import annotations
 
