@@ -37,23 +37,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_hooks import FACT, synthetic_memories, timed, write_group
+from checkouts import cli, python_of, stop_engines
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 PROBE = Path(__file__).resolve().parent / "engine_start_probe.py"
 READY_WAIT_S = 300.0
-
-
-def python_of(root: Path) -> str:
-    python = root / ".venv" / "bin" / "python"
-    if not python.exists():
-        raise SystemExit(f"{root}: no .venv (run ./scripts/install.sh there)")
-    return str(python)
-
-
-def cli(root: Path, env: dict, *args: str) -> None:
-    subprocess.run(
-        [python_of(root), "-m", "memself", *args], cwd=root, env=env, capture_output=True, check=True
-    )
 
 
 def wait_indexed(root: Path, env: dict, timeout_s: float = 900.0) -> None:
@@ -269,14 +257,7 @@ def main() -> None:
                     imports[name][package].append(ms)
                 totals[name].append(sum(per_package.values()))
     finally:
-        for name, root in roots.items():
-            subprocess.run(
-                [python_of(root), "-m", "memself", "engine", "stop"],
-                cwd=root,
-                env=envs[name],
-                capture_output=True,
-                check=False,
-            )
+        stop_engines(roots, envs)
         shutil.rmtree(work, ignore_errors=True)
     load_after = os.getloadavg()
 

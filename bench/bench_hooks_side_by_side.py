@@ -27,16 +27,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_engine_start import wait_indexed
 from bench_hooks import FACT, percentiles, synthetic_memories, timed, write_group
+from checkouts import cli, python_of, stop_engines
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 PROMPT = "支付模块的灰度开关配置在哪里，上线前要检查什么"
-
-
-def python_of(root: Path) -> str:
-    python = root / ".venv" / "bin" / "python"
-    if not python.exists():
-        raise SystemExit(f"{root}: no .venv (run ./installers/install.sh there)")
-    return str(python)
 
 
 def hook_argv(root: Path, kind: str) -> list[str]:
@@ -54,12 +48,6 @@ def hook_argv(root: Path, kind: str) -> list[str]:
     )
     out = subprocess.run([python_of(root), "-c", code], cwd=root, capture_output=True, text=True, check=True)
     return json.loads(out.stdout)
-
-
-def cli(root: Path, env: dict, *args: str) -> None:
-    subprocess.run(
-        [python_of(root), "-m", "memself", *args], cwd=root, env=env, capture_output=True, check=True
-    )
 
 
 def main() -> None:
@@ -122,14 +110,7 @@ def main() -> None:
                     timed([python_of(root), "-m", "memself", "engine", "start", "--timeout", "300"], b"", env)
                 )
     finally:
-        for name, root in roots.items():
-            subprocess.run(
-                [python_of(root), "-m", "memself", "engine", "stop"],
-                cwd=root,
-                env=envs[name],
-                capture_output=True,
-                check=False,
-            )
+        stop_engines(roots, envs)
         shutil.rmtree(work, ignore_errors=True)
 
     print(f"runs: {args.runs} each, alternating; load average {os.getloadavg()[0]:.1f}")

@@ -34,6 +34,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from checkouts import python_of
+
 KINDS = ("add", "delete", "restore")
 # The writer lives this long (seconds) before its SIGKILL: long enough for a few writes, so the
 # kill lands in the middle of one more often than in the writer's start.
@@ -123,13 +125,6 @@ def _unreadable(paths: Any) -> list[str]:
             except ValueError:
                 found.append(f"{path.name}: not JSON: {line[:60]!r}...{line[-30:]!r} ({len(line)} bytes)")
     return found
-
-
-def python_of(root: Path) -> str:
-    python = root / ".venv" / "bin" / "python"
-    if not python.exists():
-        raise SystemExit(f"{root}: no .venv (run ./scripts/install.sh there)")
-    return str(python)
 
 
 def run_driver(root: Path, kind: str, kills: int, seed: int, home: Path) -> dict[str, Any]:
