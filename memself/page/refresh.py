@@ -14,102 +14,51 @@ Run as ``python -m memself.page.refresh DATA_DIR`` for the regeneration itself.
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from collections.abc import Callable
 from datetime import datetime, timezone
-from pathlib import Path
+from typing import Any
 
 from memself.launcher import python_command
 from memself.logs import log
 from memself.paths import DataPaths
 from memself.platform import children
+from memself.store.journal import file_stamp
+from memself.store.settle import AfterWritesSettle, memory_stamps
 
-Stamp = tuple[int, int, int] | None
 # How far below its own priority the regeneration runs (a niceness increment).
 NICE_INCREMENT = 10
 
 
-def _stamp(path: Path) -> Stamp:
-    try:
-        info = os.stat(path)
-    except OSError:
-        return None
-    return (info.st_mtime_ns, info.st_size, info.st_ino)
-
-
-def source_files(paths: DataPaths) -> list[Path]:
-    """The files the page is made of."""
-    return [paths.group_file("rule"), paths.group_file("project"), paths.trash]
-
-
 def page_is_stale(paths: DataPaths) -> bool:
-    """True when a source file changed after the page was last written (or there is no page
+    """True when a memory file changed after the page was last written (or there is no page
     while there are memories)."""
-    sources = [s for s in (_stamp(p) for p in source_files(paths)) if s is not None]
+    sources = [s for s in memory_stamps(paths) if s is not None]
     if not sources:
         return False
-    page = _stamp(paths.html)
-    return page is None or max(s[0] for s in sources) > page[0]
+    try:
+        page = file_stamp(paths.html)
+    except OSError:
+        page = None
+    # A stamp is (inode, mtime ns, size).
+    return page is None or max(s[1] for s in sources) > page[1]
 
 
-class PageRefresher:
-    """Decides when to regenerate the page; ``tick`` is called with a monotonic clock.
-
-    ``spawn`` starts the regeneration and returns something with ``poll()`` (a ``Popen``): one
-    runs at a time, and a change seen while it runs is picked up by the next one.
-    """
+class PageRefresher(AfterWritesSettle):
+    """Regenerates the page once the memory files settle (``store.settle``); a page older than
+    the files at the engine's start counts as a change."""
 
     def __init__(
-        self,
-        paths: DataPaths,
-        delay_s: float,
-        spawn: Callable[[DataPaths], subprocess.Popen[bytes]] | None = None,
+        self, paths: DataPaths, delay_s: float, spawn: Callable[[DataPaths], Any] | None = None
     ) -> None:
-        self.paths = paths
-        self.delay_s = delay_s
-        self._spawn = spawn or spawn_refresh
-        self._seen: list[Stamp] | None = None
-        self._changed_at: float | None = None
-        self._running: subprocess.Popen[bytes] | None = None
-        self.spawned = 0
-
-    def tick(self, now: float) -> None:
-        if self._running is not None:
-            if self._running.poll() is None:
-                return
-            self._running = None
-        stamps = [_stamp(p) for p in source_files(self.paths)]
-        if self._seen is None:
-            self._seen = stamps
-            if page_is_stale(self.paths):
-                self._changed_at = now
-        elif stamps != self._seen:
-            self._seen = stamps
-            self._changed_at = now  # still changing: wait for the burst to end
-        if self._changed_at is None or now - self._changed_at < self.delay_s:
-            return
-        self._changed_at = None
-        try:
-            self._running = self._spawn(self.paths)
-        except OSError as exc:
-            log(self.paths, "page-refresh-failed", error=str(exc))
-            return
-        self.spawned += 1
-
-    def stop(self) -> None:
-        """Forget a running regeneration: it finishes on its own (its page write is atomic)."""
-        self._running = None
+        super().__init__(
+            paths, delay_s, spawn or spawn_refresh, "page-refresh-failed", pending_at_start=page_is_stale
+        )
 
 
-def spawn_refresh(paths: DataPaths) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        python_command("memself.page.refresh", str(paths.root)),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        close_fds=True,
-        **children.popen_detached(),
+def spawn_refresh(paths: DataPaths) -> Any:
+    return children.popen_detached_child(
+        python_command("memself.page.refresh", str(paths.root)), dict(os.environ)
     )
 
 

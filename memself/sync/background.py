@@ -19,6 +19,7 @@ from typing import Any
 from memself.launcher import python_command
 from memself.logs import log
 from memself.paths import DataPaths
+from memself.store.settle import AfterWritesSettle
 from memself.timeutil import parse_iso
 
 # A session start syncs at most this often (another session starting soon after finds it done).
@@ -61,72 +62,23 @@ def start_if_due(paths: DataPaths, now: datetime, workspace: str = "") -> int | 
     return pid
 
 
-Stamp = tuple[int, int, int] | None
-
-
-def _stamps(paths: DataPaths) -> list[Stamp]:
-    out: list[Stamp] = []
-    for path in (paths.group_file("rule"), paths.group_file("project"), paths.trash):
-        try:
-            info = os.stat(path)
-            out.append((info.st_mtime_ns, info.st_size, info.st_ino))
-        except OSError:
-            out.append(None)
-    return out
-
-
-class SyncAfterWrites:
+class SyncAfterWrites(AfterWritesSettle):
     """The engine's idle task: once the memory files have been still for ``delay_s`` after a
-    change, start a detached sync (one at a time). A sync that brings changes writes the files
-    too, so one more sync follows; it finds nothing to do and writes nothing, which ends it."""
+    change, start a detached sync (one at a time; ``store.settle``). A sync that brings changes
+    writes the files too, so one more sync follows; it finds nothing to do and writes nothing,
+    which ends it. At the engine's start nothing is pending: a session start already began one."""
 
     def __init__(
         self, paths: DataPaths, delay_s: float, spawn: Callable[[DataPaths], Any] | None = None
     ) -> None:
-        self.paths = paths
-        self.delay_s = delay_s
-        self._spawn = spawn or spawn_sync
-        self._seen: list[Stamp] | None = None
-        self._changed_at: float | None = None
-        self._running: Any = None
-        self.spawned = 0
-
-    def tick(self, now: float) -> None:
-        if not configured(self.paths):
-            return
-        if self._running is not None:
-            if self._running.poll() is None:
-                return
-            self._running = None
-        stamps = _stamps(self.paths)
-        if self._seen is None:
-            self._seen = stamps  # the engine's start: a session start already began a sync
-        elif stamps != self._seen:
-            self._seen = stamps
-            self._changed_at = now
-        if self._changed_at is None or now - self._changed_at < self.delay_s:
-            return
-        self._changed_at = None
-        try:
-            self._running = self._spawn(self.paths)
-        except OSError as exc:
-            log(self.paths, "sync-background-failed", error=str(exc))
-            return
-        self.spawned += 1
+        super().__init__(paths, delay_s, spawn or spawn_sync, "sync-background-failed", enabled=configured)
 
 
 def spawn_sync(paths: DataPaths) -> Any:
-    import subprocess
-
     from memself.platform import children as platform_children
 
-    return subprocess.Popen(
-        python_command("memself.sync.background", str(paths.root)),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        close_fds=True,
-        **platform_children.popen_detached(),
+    return platform_children.popen_detached_child(
+        python_command("memself.sync.background", str(paths.root)), dict(os.environ)
     )
 
 
