@@ -1,8 +1,6 @@
 """Where the data directory is, with ``os.path`` alone: the hook's fast path finds the engine
 from it without importing pathlib (``memself.paths`` builds on it)."""
 
-from __future__ import annotations
-
 import os
 
 HOME_ENV = "MEMSELF_HOME"

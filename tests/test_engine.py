@@ -37,7 +37,7 @@ from memself.engine.client import (
     stop_engine,
 )
 from memself.engine.location import RUNTIME_ENV, ensure_private_dir, locate, recorded_socket
-from memself.engine.protocol import MAX_REQUEST_BYTES, read_message, recv_exact
+from memself.engine.protocol import MAX_REQUEST_BYTES, PROTOCOL_VERSION, read_message, recv_exact
 from memself.engine.server import EngineServer
 from memself.errors import EngineUnavailable
 from memself.paths import DataPaths
@@ -565,6 +565,17 @@ def test_version_mismatch_stops_the_engine(paths: DataPaths) -> None:
         assert failure.value.code == "version-mismatch"
         wait_for(lambda: server.stop_reason == "version-mismatch", 2)
         wait_for(lambda: not os.path.exists(locate(paths.root).socket_path), 5)
+
+
+def test_an_older_wire_format_stops_the_engine(paths: DataPaths, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Same install, older protocol (a running engine from before an editable checkout moved on,
+    or the reverse): the service op is refused as a mismatch, and the engine makes way."""
+    with in_process(paths) as server:
+        monkeypatch.setattr(engine_client, "PROTOCOL_VERSION", PROTOCOL_VERSION - 1)
+        with pytest.raises(EngineRequestError) as failure:
+            EngineClient(paths).request("echo", {})
+        assert failure.value.code == "version-mismatch"
+        wait_for(lambda: server.stop_reason == "version-mismatch", 2)
 
 
 @UNIX_ONLY

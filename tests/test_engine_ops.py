@@ -4,7 +4,6 @@ service handles exactly the service ops declared there: none advertised and left
 from __future__ import annotations
 
 import ast
-import base64
 import json
 from pathlib import Path
 
@@ -52,7 +51,7 @@ def test_the_service_handles_every_service_op_and_nothing_else(isolated_home: Pa
         protocol.OP_NEAREST: {"text": "t", "k": 1},
         protocol.OP_PREVIEW: {"text": "t"},
         protocol.OP_SIMILARITY: {"facts": ["f"], "sentences": ["s"]},
-        protocol.OP_HOOK_FORWARD: {"host": "claude", "stdin": base64.b64encode(stop).decode(), "env": {}},
+        protocol.OP_HOOK_FORWARD: {"host": "claude", "stdinHex": stop.hex(), "env": {}},
     }
     assert set(payloads) == protocol.SERVICE_OPS
     for op, payload in payloads.items():

@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -282,6 +283,21 @@ def test_read_bounded_does_not_wait_forever_on_an_open_pipe() -> None:
         assert time.monotonic() - started < 2
     finally:
         os.close(write_fd)
+
+
+def test_read_bounded_waits_for_a_payload_written_late() -> None:
+    """A host that writes after the hook started: the first read finds nothing, the wait takes
+    the payload, and the pipe is left blocking as it was found."""
+    read_fd, write_fd = os.pipe()
+    writer = threading.Timer(0.2, lambda: (os.write(write_fd, b'{"late": 1}'), os.close(write_fd)))
+    writer.start()
+    try:
+        with os.fdopen(read_fd, "rb", closefd=True) as reader:
+            got = read_bounded(reader, 1000, 3.0)
+            assert os.get_blocking(reader.fileno())
+        assert (got.raw, got.truncated, got.timed_out) == (b'{"late": 1}', False, False)
+    finally:
+        writer.join()
 
 
 @pytest.mark.parametrize(

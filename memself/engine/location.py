@@ -12,8 +12,6 @@ engine listens in a private directory it creates itself, found through the same 
 Standard library only, and cheap: the hook resolves this on every prompt.
 """
 
-from __future__ import annotations
-
 import os
 import stat
 
@@ -44,7 +42,7 @@ class EngineLocation:
         # The fallback's token must be readable by the user's clients only; the data dir is 0700.
         self.port_file = os.path.join(data_dir, PORT_FILE_NAME)
 
-    def moved_to(self, runtime_dir: str) -> EngineLocation:
+    def moved_to(self, runtime_dir: str) -> "EngineLocation":
         """The same engine listening in another runtime directory."""
         return EngineLocation(self.data_dir, runtime_dir, self.key)
 

@@ -6,7 +6,7 @@ another client, and there is no session state to get wrong. One byte may follow 
 other way: ``ACK``, the hook process's word that it wrote the answer to the host, after which the
 engine rewards the memories recalled into it (a hook that gave up waiting never sends it).
 
-Request:  {"v": 1, "op": str, "payload": dict, "version": str, "fingerprint": str,
+Request:  {"v": 2, "op": str, "payload": dict, "version": str, "fingerprint": str,
            "wait_s": float (optional: how long a service op may wait for warm-up),
            "token": str (TCP fallback only)}
 Response: {"ok": true, "result": dict} | {"ok": false, "error": <code>, "message": <Chinese text>}
@@ -16,8 +16,6 @@ imports this module. ``json`` is imported where used: the hook's fast path frame
 by hand and must not pay for json and re.
 """
 
-from __future__ import annotations
-
 import time
 
 TYPE_CHECKING = False
@@ -25,10 +23,13 @@ if TYPE_CHECKING:  # importing socket shows in the hook's start-up; only annotat
     from _socket import socket
     from typing import Any
 
-PROTOCOL_VERSION = 1
+# 2: a forwarded hook's stdin and stdout travel as hex (``bytes.hex``, a builtin) instead of base64,
+# which cost the hook process loading the binascii extension.
+PROTOCOL_VERSION = 2
 HEADER_BYTES = 4
-# A prompt (the largest thing a hook sends) is cut far below this; anything bigger is a bug or abuse.
-MAX_REQUEST_BYTES = 1 << 20
+# The largest thing a hook sends is a forwarded stdin (at most 1 MiB, as hex); anything bigger is
+# a bug or abuse.
+MAX_REQUEST_BYTES = 3 << 20
 # Replies are allowed more room than requests: a recall preview explains every group's line.
 MAX_RESPONSE_BYTES = 4 << 20
 
@@ -42,8 +43,9 @@ ENGINE_OPS = frozenset({OP_PING, OP_STATUS, OP_STOP})
 OP_RECALL = "recall"
 OP_NEAREST = "nearest"  # {text, k}: the k nearest memories, ungated, no rewards (the judge)
 OP_PREVIEW = "preview"  # {text}: recall with the gate's explanation, no rewards (``memself recall``)
-# {host, stdin, env, home, started, utcoffset, zone}: a whole session-start or prompt hook from
-# the raw stdin the hook process read (``memself.hook.process``), answered by ``memself.hook.run``.
+# {host, stdinHex, env, home, started, utcoffset, zone}: a whole session-start or prompt hook from
+# the raw stdin the hook process read (``memself.hook.process``), answered by ``memself.hook.run``
+# with {stdoutHex} or {local: true}.
 OP_HOOK_FORWARD = "hook-forward"
 # {facts, sentences}: per fact its highest cosine with any sentence (whether an answer used it)
 OP_SIMILARITY = "similarity"
@@ -98,13 +100,13 @@ class FrameError(Exception):
         self.message = message  # for the user (Chinese), when the code's own text says too little
 
 
-def pack(message: dict[str, Any], limit: int) -> bytes:
+def pack(message: "dict[str, Any]", limit: int) -> bytes:
     """Serialise one message with its length header; FrameError(too-large) past ``limit``."""
     body = encode(message, limit)
     return len(body).to_bytes(HEADER_BYTES, "big") + body
 
 
-def encode(message: dict[str, Any], limit: int) -> bytes:
+def encode(message: "dict[str, Any]", limit: int) -> bytes:
     """One message's body, without the header; FrameError(too-large) past ``limit``."""
     import json
 
@@ -114,7 +116,7 @@ def encode(message: dict[str, Any], limit: int) -> bytes:
     return body
 
 
-def recv_exact(sock: socket, size: int, deadline: float | None = None) -> bytes:
+def recv_exact(sock: "socket", size: int, deadline: float | None = None) -> bytes:
     """``size`` bytes from ``sock``. With a ``deadline`` (``time.monotonic()``) the whole read
     ends by then (TimeoutError), however the bytes trickle in; without one each recv has the
     socket's own timeout."""
@@ -134,7 +136,7 @@ def recv_exact(sock: socket, size: int, deadline: float | None = None) -> bytes:
     return b"".join(chunks)
 
 
-def read_header(sock: socket, limit: int, deadline: float | None = None) -> int:
+def read_header(sock: "socket", limit: int, deadline: float | None = None) -> int:
     """Read the length header; FrameError(too-large) before reading a body past ``limit``."""
     size = int.from_bytes(recv_exact(sock, HEADER_BYTES, deadline), "big")
     if size > limit:
@@ -142,12 +144,12 @@ def read_header(sock: socket, limit: int, deadline: float | None = None) -> int:
     return size
 
 
-def read_body(sock: socket, size: int) -> dict[str, Any]:
+def read_body(sock: "socket", size: int) -> "dict[str, Any]":
     """Read and decode a body of ``size`` bytes; it must be a JSON object."""
     return decode(recv_exact(sock, size))
 
 
-def decode(body: bytes) -> dict[str, Any]:
+def decode(body: bytes) -> "dict[str, Any]":
     """A frame's body as the JSON object it must be; FrameError(protocol) for anything else."""
     import json
 
@@ -160,15 +162,15 @@ def decode(body: bytes) -> dict[str, Any]:
     return message
 
 
-def read_message(sock: socket, limit: int) -> dict[str, Any]:
+def read_message(sock: "socket", limit: int) -> "dict[str, Any]":
     """Read one whole frame (header, then body) from ``sock``."""
     return read_body(sock, read_header(sock, limit))
 
 
 # ---- the hook's fast path, without json: the same wire format, spelled by hand ------------------
 
-# A successful hook-forward reply, as ``encode`` spells ``{"ok": true, "result": {"stdout": B64}}``.
-FORWARD_REPLY_PREFIX = b'{"ok":true,"result":{"stdout":"'
+# A successful hook-forward reply, as ``encode`` spells ``{"ok": true, "result": {"stdoutHex": HEX}}``.
+FORWARD_REPLY_PREFIX = b'{"ok":true,"result":{"stdoutHex":"'
 FORWARD_REPLY_SUFFIX = b'"}}'
 # JSON string escapes for what str.translate must rewrite; lone surrogates (undecodable bytes in
 # the environment) are escaped by the encoder's backslashreplace as \udcXX, also valid JSON.

@@ -59,6 +59,7 @@ from memself.engine.protocol import (
     OP_PING,
     OP_STATUS,
     OP_STOP,
+    PROTOCOL_VERSION,
     FrameError,
     pack,
     read_body,
@@ -527,7 +528,11 @@ class EngineServer:
         if op == OP_STOP:
             self.shutdown("stop")
             return _ok({"stopping": True, "pid": self.pid}), None
-        if request.get("version") != self.version or request.get("fingerprint") != self.fingerprint:
+        if (
+            request.get("v") != PROTOCOL_VERSION
+            or request.get("version") != self.version
+            or request.get("fingerprint") != self.fingerprint
+        ):
             log(
                 self.paths,
                 "engine-version-mismatch",

@@ -14,8 +14,6 @@ the TCP fallback's port file is plain lines and its proof a keyed BLAKE2b from t
 ``FrameError`` with an ERR_* code of ``protocol``.
 """
 
-from __future__ import annotations
-
 import _socket
 import os
 import time
@@ -41,7 +39,7 @@ if TYPE_CHECKING:
     from memself.engine.location import EngineLocation
 
 
-def connect(location: EngineLocation, deadline: float) -> tuple[_socket.socket, str | None]:
+def connect(location: "EngineLocation", deadline: float) -> tuple[_socket.socket, str | None]:
     """A connection to the engine of ``location`` and, on the TCP fallback, the token its
     requests must carry. ``deadline`` is a ``time.monotonic()`` instant."""
     if sockets.unix_sockets():

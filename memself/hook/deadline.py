@@ -23,8 +23,6 @@ Platforms without ``SIGALRM`` (Windows) arm nothing; ``memself.hook.run`` then k
 thread.
 """
 
-from __future__ import annotations
-
 import os
 import sys
 import time
@@ -59,7 +57,7 @@ class _State:
     answer = _NONE
     expired = False
     final = False
-    on_expire: Callable[[], None] | None = None
+    on_expire: "Callable[[], None] | None" = None
     started_boot: float | None = None
 
 
@@ -108,7 +106,7 @@ def _process_start() -> float | None:
         return None
 
 
-def arm(host: str, argv: Sequence[str] = ()) -> bool:
+def arm(host: str, argv: "Sequence[str]" = ()) -> bool:
     """Arm the alarm for the hook of ``host`` run with the arguments ``argv`` (its registered
     timeout and "no answer" output, when the command carries them); False where there is no
     SIGALRM.
@@ -161,7 +159,7 @@ def _set(deadline: float) -> bool:
     return True
 
 
-def _arg(argv: Sequence[str], name: str) -> str | None:
+def _arg(argv: "Sequence[str]", name: str) -> str | None:
     """The value of ``name VALUE`` or ``name=VALUE`` in ``argv``; None when absent."""
     for i, arg in enumerate(argv):
         if arg == name and i + 1 < len(argv):
@@ -200,7 +198,7 @@ def budget(cap: float, reserve: float) -> float:
     return max(0.0, min(cap, left))
 
 
-def on_expire(callback: Callable[[], None] | None) -> None:
+def on_expire(callback: "Callable[[], None] | None") -> None:
     """Run ``callback`` (a log line) after the "no answer" output when the deadline passes."""
     _state.on_expire = callback
 

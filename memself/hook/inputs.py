@@ -6,8 +6,6 @@ pipe): the hook process imports this before it knows whether the warm engine wil
 ``pathlib``, ``typing`` or ``json`` would cost it more than the whole fast path.
 """
 
-from __future__ import annotations
-
 import os
 import sys
 import time
@@ -65,7 +63,7 @@ def read_stdin() -> Stdin:
     return read_bounded(stdin_buffer(), MAX_STDIN_BYTES, STDIN_TIMEOUT_S)
 
 
-def read_bounded(stream: BinaryIO | None, limit: int, timeout_s: float) -> Stdin:
+def read_bounded(stream: "BinaryIO | None", limit: int, timeout_s: float) -> Stdin:
     """Read at most ``limit`` bytes; drain and drop the rest (the host must not block on a full
     pipe); stop waiting after ``timeout_s``."""
     if stream is None:
@@ -86,18 +84,50 @@ def read_bounded(stream: BinaryIO | None, limit: int, timeout_s: float) -> Stdin
     size = 0
     truncated = False
     deadline = time.monotonic() + timeout_s
-    while True:
-        if not _wait_readable(fd, deadline):
-            return Stdin(b"".join(chunks), truncated, timed_out=True)
-        chunk = os.read(fd, 1 << 16)
-        if not chunk:
-            return Stdin(b"".join(chunks), truncated)
-        room = limit - size
-        if room > 0:
-            chunks.append(chunk[:room])
-            size += min(room, len(chunk))
-        if len(chunk) > max(room, 0):
-            truncated = True
+    # Hosts write the payload as they start the hook, so it is usually there by the time this
+    # runs: non-blocking reads take it without loading ``select``, which is asked only to wait.
+    nonblocking = _set_nonblocking(fd)
+    try:
+        while True:
+            if not nonblocking and not _wait_readable(fd, deadline):
+                return Stdin(b"".join(chunks), truncated, timed_out=True)
+            try:
+                chunk = os.read(fd, 1 << 16)
+            except BlockingIOError:
+                if not _wait_readable(fd, deadline):
+                    return Stdin(b"".join(chunks), truncated, timed_out=True)
+                continue
+            if not chunk:
+                return Stdin(b"".join(chunks), truncated)
+            room = limit - size
+            if room > 0:
+                chunks.append(chunk[:room])
+                size += min(room, len(chunk))
+            if len(chunk) > max(room, 0):
+                truncated = True
+    finally:
+        if nonblocking:
+            _restore_blocking(fd)
+
+
+def _set_nonblocking(fd: int) -> bool:
+    """True when ``fd`` now reads without blocking (POSIX; Windows' pipes cannot before 3.12)."""
+    if os.name == "nt":
+        return False
+    try:
+        if not os.get_blocking(fd):
+            return False  # someone else's choice: leave it, and wait through select
+        os.set_blocking(fd, False)
+    except OSError:
+        return False
+    return True
+
+
+def _restore_blocking(fd: int) -> None:
+    try:
+        os.set_blocking(fd, True)
+    except OSError:
+        pass
 
 
 def _wait_readable(fd: int, deadline: float) -> bool:
@@ -115,13 +145,13 @@ def _wait_readable(fd: int, deadline: float) -> bool:
     return bool(readable)
 
 
-def stdin_buffer() -> BinaryIO | None:
+def stdin_buffer() -> "BinaryIO | None":
     """The bytes under ``sys.stdin``; None when the host started the process without a stdin."""
     stdin = sys.stdin
     return None if stdin is None else stdin.buffer
 
 
-def stdout_buffer() -> BinaryIO | None:
+def stdout_buffer() -> "BinaryIO | None":
     """The bytes under ``sys.stdout``; None when the host started the process without a stdout."""
     stdout = sys.stdout
     return None if stdout is None else stdout.buffer

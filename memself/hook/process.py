@@ -17,8 +17,6 @@ runs ``memself.hook.run`` in this process, told what the engine already said so 
 ask again.
 """
 
-from __future__ import annotations
-
 import os
 import time
 
@@ -74,7 +72,7 @@ Outcome = tuple[str, "bytes | str"]
 # The connection an "out" answer came on, kept open until this process has written that answer
 # to the host: then it says so (``ACK``), and only then does the engine reward the memories
 # recalled into it.
-_answered_on: list[_socket.socket] = []
+_answered_on: "list[_socket.socket]" = []
 
 
 def main(argv: list[str]) -> None:
@@ -224,8 +222,6 @@ def request_body(host: str, raw: bytes, started: float, wait_ready_s: float = 0.
     """The request frame's body (``protocol.forward_request``).
     ``wait_ready_s``: how long a loading engine may wait for its warm-up before answering (a
     little less than the caller waits for the reply, so "not ready" still arrives in time)."""
-    import binascii
-
     import memself
 
     local = time.localtime(started)
@@ -234,7 +230,7 @@ def request_body(host: str, raw: bytes, started: float, wait_ready_s: float = 0.
     )
     payload = (
         f'{{"host":{json_text(host)},'
-        f'"stdin":"{binascii.b2a_base64(raw, newline=False).decode("ascii")}",'
+        f'"stdinHex":"{raw.hex()}",'
         f'"env":{{{env}}},"home":{json_text(os.path.expanduser("~"))},'
         f'"started":{started!r},"utcoffset":{int(local.tm_gmtoff or 0)},'
         f'"zone":{json_text(local.tm_zone or "")}}}'
@@ -251,11 +247,12 @@ def forwarded(key: str) -> bool:
 def parse_reply(reply: bytes) -> Outcome:
     """The outcome a reply body says, read from its fixed shape without ``json`` when it can."""
     if reply.startswith(FORWARD_REPLY_PREFIX) and reply.endswith(FORWARD_REPLY_SUFFIX):
-        import binascii
-
         try:
-            return ("out", binascii.a2b_base64(reply[len(FORWARD_REPLY_PREFIX) : -len(FORWARD_REPLY_SUFFIX)]))
-        except (binascii.Error, ValueError):
+            return (
+                "out",
+                bytes.fromhex(reply[len(FORWARD_REPLY_PREFIX) : -len(FORWARD_REPLY_SUFFIX)].decode("ascii")),
+            )
+        except ValueError:  # UnicodeDecodeError included
             return ("error", ERR_PROTOCOL)
     from memself.engine.protocol import decode  # any other shape: an error, or "run it locally"
 
@@ -265,13 +262,11 @@ def parse_reply(reply: bytes) -> Outcome:
         return ("error", ERR_PROTOCOL)
     result = message.get("result")
     if message.get("ok") is True and isinstance(result, dict):
-        stdout = result.get("stdout")
+        stdout = result.get("stdoutHex")
         if isinstance(stdout, str):  # same answer, other spelling (a future server's json)
-            import binascii
-
             try:
-                return ("out", binascii.a2b_base64(stdout))
-            except (binascii.Error, ValueError):
+                return ("out", bytes.fromhex(stdout))
+            except ValueError:
                 return ("error", ERR_PROTOCOL)
         if result.get("local") is True:
             return ("local", "")

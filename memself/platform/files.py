@@ -11,8 +11,6 @@ naming the path, leaving the old file as it was.
 Standard library only: the hook path writes through it.
 """
 
-from __future__ import annotations
-
 import os
 import stat
 import time

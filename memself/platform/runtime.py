@@ -8,8 +8,6 @@ on one engine). Windows: ``%LOCALAPPDATA%\\memself``, private to the user by the
 Standard library only and cheap: the hook resolves this on every prompt.
 """
 
-from __future__ import annotations
-
 import os
 
 from memself.platform import files, system

@@ -6,8 +6,6 @@ watchdog thread and the engine stops on SIGTERM (and Ctrl-Break) only.
 Standard library only: the hook asks before it arms its deadline.
 """
 
-from __future__ import annotations
-
 from memself.platform import system
 
 _POSIX_SHUTDOWN = ("SIGTERM", "SIGINT", "SIGHUP")

@@ -7,8 +7,6 @@ for the uid. Standard library only, and ``_socket`` rather than ``socket`` (whic
 selectors and enum): the hook connects on every prompt.
 """
 
-from __future__ import annotations
-
 import _socket
 import sys
 
@@ -35,7 +33,7 @@ def unix_family() -> int:
     return family
 
 
-def peer_uid(sock: socket) -> int | None:
+def peer_uid(sock: "socket") -> int | None:
     """The uid of the process at the other end of a connected Unix socket.
 
     None where the system cannot tell; the 0700 runtime directory is then the only guard.

@@ -7,8 +7,6 @@ on Windows itself, for the few calls that exist nowhere else (``creationflags``,
 Standard library only and cheap: the hook imports it on every prompt.
 """
 
-from __future__ import annotations
-
 import os
 import sys
 

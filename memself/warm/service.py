@@ -402,11 +402,10 @@ def run_forwarded(
     the answer (None: they are not rewarded); only the hook process knows whether the answer
     reached the host.
 
-    ``{"stdout": <base64 of what the hook prints>}``, or ``{"local": True}`` for what must run in
+    ``{"stdoutHex": <what the hook prints, as hex>}``, or ``{"local": True}`` for what must run in
     the hook process: anything but a well-formed session start or prompt (Stop may wait seconds
     for judge jobs; bad input is logged there as before).
     """
-    import binascii
     import io
     from pathlib import Path
 
@@ -414,7 +413,10 @@ def run_forwarded(
     from memself.hook.run import FIXED_NOW_ENV, RunContext, no_lone_surrogates, now_from_env, run
 
     env = no_lone_surrogates({str(k): str(v) for k, v in dict(payload.get("env") or {}).items()})
-    raw = binascii.a2b_base64(str(payload.get("stdin", "")))
+    try:
+        raw = bytes.fromhex(str(payload.get("stdinHex", "")))
+    except ValueError:
+        raw = b""  # not what the hook process sends: the run reports an empty payload
     started_wall = float(payload.get("started", time.time()))
     out = io.BytesIO()
     context = RunContext(
@@ -433,7 +435,7 @@ def run_forwarded(
     )
     if not run(Stdin(raw), context):
         return {"local": True}
-    return {"stdout": binascii.b2a_base64(out.getvalue(), newline=False).decode("ascii")}
+    return {"stdoutHex": out.getvalue().hex()}
 
 
 def _no_reward(ids: tuple[str, ...], now: datetime, event: HookEvent) -> None:
