@@ -66,7 +66,9 @@ def test_local_path_answers_a_lone_surrogate(
                 break
         except Exception:
             time.sleep(0.1)
-    proc = run_entry(host, payload(host, r'"回答用什么语言\ud83d，还有\udc00呢"'))
+    # Cursor's own timeout leaves a loaded machine too little for a local run that imports the
+    # core; what this test asks about is the surrogate, not the deadline.
+    proc = run_entry(host, payload(host, r'"回答用什么语言\ud83d，还有\udc00呢"'), host_timeout_s=30)
     assert proc.rc == 0
     context = context_of(host, proc.answer())
     assert context == texts.DEPOSITION_OFF  # the reminder, as for any prompt without recall

@@ -56,8 +56,13 @@ def run_entry(
     extra_args: Sequence[str] = (),
     python_flags: Sequence[str] = (),
     timeout: float = 30,
+    host_timeout_s: float | None = None,
 ) -> HookProc:
+    """``host_timeout_s`` replaces the host's timeout on the registered command line, for a test
+    about something else than the deadline that a loaded machine must not turn into one."""
     argv = registered_command(host, stdin)
+    if host_timeout_s is not None:
+        argv[argv.index("--timeout") + 1] = f"{host_timeout_s:g}"
     argv = [argv[0], *python_flags, *argv[1:], *extra_args]
     started = time.monotonic()
     proc = subprocess.run(
