@@ -141,8 +141,9 @@ def _screenshot_tests(tmp_path: Path, ci: str | None) -> subprocess.CompletedPro
     env.update(PATH=str(bin_dir), PYTHONDONTWRITEBYTECODE="1")
     if ci is not None:
         env["CI"] = ci
+    options = ["-q", "-rs", "-p", "no:cacheprovider", "-n", "0", f"--basetemp={tmp_path / 'inner'}"]
     return subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", "-n", "0", *SCREENSHOT_TESTS],
+        [sys.executable, "-m", "pytest", *options, *SCREENSHOT_TESTS],
         cwd=REPO,
         env=env,
         capture_output=True,
