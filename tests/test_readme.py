@@ -3,10 +3,14 @@
 A fenced ```bash block right after a line ``<!-- runnable -->`` is an example a new user can paste
 as it is: it runs here with ``bash -e`` in a fresh HOME and MEMSELF_HOME, ``memself`` on PATH
 (the venv's), the offline model configured first (an example may set it again itself), the
-prepared test model cache, and no route to the model hub. It must exit 0.
+prepared test model cache, and no route to the model hub. It must exit 0, and each ``#> TEXT``
+line in it is a line the reader is told memself prints: the output must contain them, in order.
 
 README.md and README.zh-CN.md are one text in two languages: the same headings at the same levels
-in the same order, the same number of fenced blocks and of runnable markers.
+in the same order, the same number of fenced blocks and of runnable markers, and the same commands
+and printed lines in their runnable blocks (only the comments are translated). Each is at most
+MAX_LINES long, for a first read; what a contributor or a curious user needs beyond that lives in
+docs/, and every docs/ link in either README names a file (and a heading) that exists.
 """
 
 from __future__ import annotations
@@ -25,6 +29,8 @@ REPO = Path(__file__).resolve().parent.parent
 README = REPO / "README.md"
 README_ZH = REPO / "README.zh-CN.md"
 MARKER = "<!-- runnable -->"
+EXPECTED = "#> "
+MAX_LINES = 250
 OFFLINE_MODEL = "multilingual-e5-small"
 BLOCK_TIMEOUT_S = 600
 _FENCE = re.compile(r"^(\s*)(```+|~~~+)(.*)$")
@@ -147,6 +153,89 @@ def test_runnable_example(block: Block, example_env: dict[str, str], isolated_ho
         f"{block.label} exited {done.returncode}\n--- block\n{block.body}--- stdout\n"
         f"{done.stdout[-3000:]}--- stderr\n{done.stderr[-3000:]}"
     )
+    missing = missing_lines(expected_lines(block.body), done.stdout)
+    assert not missing, (
+        f"{block.label}: the README says memself prints {missing!r}\n--- stdout\n{done.stdout[-3000:]}"
+    )
+
+
+def expected_lines(body: str) -> list[str]:
+    return [line.strip()[len(EXPECTED) :] for line in body.splitlines() if line.strip().startswith(EXPECTED)]
+
+
+def missing_lines(expected: list[str], output: str) -> list[str]:
+    """The expected lines the output lacks, looking for each after the one before it."""
+    lines = output.splitlines()
+    at = 0
+    for i, wanted in enumerate(expected):
+        found = next((n for n in range(at, len(lines)) if lines[n].strip() == wanted.strip()), None)
+        if found is None:
+            return expected[i:]
+        at = found + 1
+    return []
+
+
+def test_the_readmes_stay_short() -> None:
+    for path in (README, README_ZH):
+        count = len(path.read_text(encoding="utf-8").splitlines())
+        assert count <= MAX_LINES, (
+            f"{path.name} has {count} lines, at most {MAX_LINES}: move details to docs/"
+        )
+
+
+def _commands(block: Block) -> list[str]:
+    """A runnable block without its comments: the commands, and the printed lines it promises."""
+    kept = []
+    for line in block.body.splitlines():
+        if line.strip().startswith(EXPECTED):
+            kept.append(line.strip())
+            continue
+        code = re.sub(r"\s+#\s.*$", "", line).rstrip()
+        if code and not code.lstrip().startswith("#"):
+            kept.append(code)
+    return kept
+
+
+def test_the_chinese_readme_runs_the_same_examples() -> None:
+    """Only README.md's examples are run: the Chinese ones must be the same commands."""
+    en = [_commands(b) for b in parse(README.read_text(encoding="utf-8"))[0] if b.runnable]
+    zh = [_commands(b) for b in parse(README_ZH.read_text(encoding="utf-8"))[0] if b.runnable]
+    assert en == zh
+
+
+_DOC_LINK = re.compile(r"\]\((docs/[^)#\s]+)(#[^)\s]*)?\)")
+
+
+def test_the_readmes_docs_links_resolve() -> None:
+    for path in (README, README_ZH):
+        links = _DOC_LINK.findall(path.read_text(encoding="utf-8"))
+        assert links, f"{path.name} links to nothing in docs/"
+        broken = sorted({target for target, _ in links if not (REPO / target).is_file()})
+        assert not broken, f"{path.name} links to missing files: {broken}"
+        bad = sorted(
+            {
+                f"{target}{anchor}"
+                for target, anchor in links
+                if anchor and anchor[1:] not in anchors((REPO / target).read_text(encoding="utf-8"))
+            }
+        )
+        assert not bad, f"{path.name} links to missing headings: {bad}"
+
+
+def anchors(markdown: str) -> set[str]:
+    """The anchors a markdown renderer gives the headings (lower case, punctuation dropped, spaces
+    to hyphens), outside fenced blocks."""
+    found: set[str] = set()
+    fence = False
+    for line in markdown.splitlines():
+        if _FENCE.match(line):
+            fence = not fence
+            continue
+        if fence or not _HEADING.match(line):
+            continue
+        title = line.lstrip("#").strip().lower()
+        found.add(re.sub(r"[^\w\- ]", "", title).replace(" ", "-"))
+    return found
 
 
 def test_english_and_chinese_readmes_have_the_same_shape() -> None:
@@ -177,3 +266,16 @@ def _first_difference(en: list[int], zh: list[int]) -> str:
 def test_parse(text: str, expected: tuple[int, bool, list[int], int]) -> None:
     blocks, shape = parse(text)
     assert (len(blocks), blocks[0].runnable, shape.headings, shape.markers) == expected
+
+
+def test_anchors() -> None:
+    text = "# Recall: the signals\n```bash\n# not a heading\n```\n## Held out (shipped)\n"
+    assert anchors(text) == {"recall-the-signals", "held-out-shipped"}
+
+
+def test_expected_lines_are_found_in_order_only() -> None:
+    body = "memself a\n#> 一\nmemself b  # a comment\n#> 二\n"
+    assert expected_lines(body) == ["一", "二"]
+    assert missing_lines(["一", "二"], "x\n一\ny\n二\n") == []
+    assert missing_lines(["一", "二"], "二\n一\n") == ["二"]
+    assert missing_lines(["一"], "一二\n") == ["一"]
