@@ -339,6 +339,34 @@ def test_stuck_core_answers_before_the_host_kills_the_hook(
     assert [r.get("note") for r in hook_runs(hook_data)] == ["watchdog" if foreign.active() else note]
 
 
+def test_without_an_alarm_the_watchdog_counts_from_the_registered_timeout(
+    tmp_path: Path, hook_data: DataPaths
+) -> None:
+    """Where no alarm exists (Windows, here the foreign-platform mode), the run's watchdog takes
+    the timeout the registered command carries, as the alarm would, not the host's default: a
+    command registered with 8 s is not cut at 80 % of Cursor's 5 s."""
+    replies = tmp_path / "replies.json"
+    replies.write_text(json.dumps({"prompt_submit": {"sleep": 30, "context": "late"}}))
+    started = time.monotonic()
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-I",
+            "-S",
+            str(REPO_ROOT / "tests" / "support" / "hook_harness.py"),
+            *("--agent", "cursor", "--timeout", "8", "--replies", str(replies)),
+        ],
+        input=json.dumps(CURSOR["beforeSubmitPrompt"]).encode(),
+        capture_output=True,
+        timeout=30,
+        env={**os.environ, "MEMSELF_FOREIGN_PLATFORM": "1"},
+    )
+    elapsed = time.monotonic() - started
+    assert done.returncode == 0 and json.loads(done.stdout) == {}
+    assert 6.0 < elapsed < 20.0, elapsed
+    assert [r.get("note") for r in hook_runs(hook_data)] == ["watchdog"]
+
+
 @pytest.mark.parametrize(
     ("argv", "answer", "note"),
     [

@@ -53,6 +53,7 @@ _NONE, _WRITING, _WRITTEN = 0, 1, 2
 class _State:
     deadline: float | None = None  # seconds after the process started
     timeout_known = False  # the deadline comes from the registered timeout, not the fallback
+    registered_s: float | None = None  # the timeout on the command line, armed or not
     empty_reply = b""
     answer = _NONE
     expired = False
@@ -117,6 +118,7 @@ def arm(host: str, argv: "Sequence[str]" = ()) -> bool:
     timeout = _seconds(_arg(argv, TIMEOUT_ARG))
     reply = _arg(argv, EMPTY_REPLY_ARG)
     _state.timeout_known = timeout is not None
+    _state.registered_s = timeout
     if reply is not None:
         _state.empty_reply = reply.encode("utf-8", errors="replace") + b"\n"
     elif timeout is not None:  # a registered command names the reply only when it is not empty
@@ -176,6 +178,13 @@ def _seconds(value: str | None) -> float | None:
     except ValueError:
         return None
     return seconds if 0 < seconds < 1e6 else None
+
+
+def registered_timeout() -> float | None:
+    """The host's timeout as the registered command line gives it; None for a command without
+    one (an older install's) or outside the hook process. Where no alarm exists (Windows) the
+    local run's watchdog counts from it, as the alarm would."""
+    return _state.registered_s
 
 
 def armed() -> bool:

@@ -121,7 +121,8 @@ def run(stdin: Stdin, context: RunContext) -> bool:
             deadline.learn(adapter.TIMEOUTS.get(event.kind))
             deadline.on_expire(lambda: _log_expired(paths, record, out, started))
         elif not context.in_engine:
-            budget = max(adapter.TIMEOUTS.get(event.kind, 10) * WATCHDOG_SHARE - context.spent_s, 0.1)
+            timeout = deadline.registered_timeout() or adapter.TIMEOUTS.get(event.kind, 10)
+            budget = max(timeout * WATCHDOG_SHARE - context.spent_s, 0.1)
             watchdog = _start_watchdog(budget, out, adapter.render(event, HookReply()), paths, record)
         core = context.core or _local_core(record, context.engine_error)
         now = context.now or now_from_env(env)
