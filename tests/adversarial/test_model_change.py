@@ -165,6 +165,10 @@ def test_a_running_engine_keeps_its_model_and_lines_and_says_so(
     assert after["model_problem"] == {"wanted": MISSING, "serving": OFFLINE}
     _assert_reported(paths)
 
+    shown = memself("recall", PROMPT)
+    assert shown.returncode == 0 and RULE in shown.stdout, shown.stdout + shown.stderr
+    assert f"注意：config.json 里的向量模型 {MISSING} 无法加载" in shown.stderr, shown.stderr
+
     context = prompt_hook(PROMPT)
     assert RULE in context
     assert f"config.json 里的向量模型 {MISSING} 无法加载" in context and OFFLINE in context
@@ -210,3 +214,19 @@ def _assert_reported(paths: DataPaths) -> None:
     assert check.ok is False, check
     assert MISSING in check.summary and OFFLINE in check.summary, check
     assert f"memself config model {OFFLINE}" in check.fix, check
+
+
+def test_memself_recall_without_an_engine_uses_the_index_model(
+    engine_on_offline_model: tuple[DataPaths, str],
+) -> None:
+    paths, rule_id = engine_on_offline_model
+    first = memself("recall", PROMPT, "--json")  # no engine: computed here, the index written
+    assert first.returncode == 0, first.stderr
+    assert rule_id in [h["id"] for h in json.loads(first.stdout)["rule"]]
+    assert engine_status(paths) is None
+    _edit_model(paths, MISSING)
+    again = memself("recall", PROMPT, "--json")
+    assert again.returncode == 0, again.stderr
+    assert rule_id in [h["id"] for h in json.loads(again.stdout)["rule"]], again.stdout
+    assert f"注意：config.json 里的向量模型 {MISSING} 无法加载" in again.stderr, again.stderr
+    assert f"召回仍在用 {OFFLINE}" in again.stderr
