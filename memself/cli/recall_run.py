@@ -65,8 +65,8 @@ def preview_recall(
     except EngineRequestError:
         result, problem = _local_or_index_model(text, paths, config, workspace)
     if problem is not None and warn is not None:
-        for line in model_problem_lines(problem):
-            warn(f"注意：{line}")
+        for n, line in enumerate(model_problem_lines(problem)):
+            warn(f"注意：{line}" if n == 0 else f"  {line}")
     return result
 
 
