@@ -95,6 +95,7 @@ class RecallService:
         tables and postings (built on a throwaway scoring) and the hook path's own modules."""
         from memself.recall.memory_side import indexed_model
 
+        config_stamp = _file_stamp(self.paths.config)  # before the read: a later edit is tried
         wanted = load_config(self.paths).model
         try:
             self._load_model(wanted)
@@ -108,7 +109,7 @@ class RecallService:
                 self._load_model(fallback)
             except Exception:
                 raise exc from None
-            self._model_failed(wanted, exc)
+            self._model_failed(wanted, exc, config_stamp)
         self.reload()
         self._prime()
 
@@ -145,20 +146,20 @@ class RecallService:
         self.index, self.model = index, model
         return memory_encoder, index
 
-    def _model_failed(self, wanted: str, exc: BaseException) -> None:
-        """Keep serving ``self.model`` and remember why ``wanted`` is not served."""
+    def _model_failed(self, wanted: str, exc: BaseException, config_stamp: object) -> None:
+        """Keep serving ``self.model`` and remember why ``wanted`` (named by the config.json of
+        ``config_stamp``) is not served."""
         reason = " ".join(str(exc).split()) or type(exc).__name__
         self.problem = {"wanted": wanted, "serving": self.model, "reason": reason[:500]}
-        self._failed = (wanted, _file_stamp(self.paths.config))
+        self._failed = (wanted, config_stamp)
         log(self.paths, "engine-model-failed", wanted=wanted, serving=self.model, error=reason[:300])
 
-    def _wanted_model(self, configured: str) -> str:
-        """The model to serve for ``configured``: itself, unless it failed for this very
-        config.json (trying again on every memory change would only fail again)."""
+    def _model_to_serve(self, configured: str, config_stamp: object) -> str:
+        """``configured``, unless it already failed for this very config.json (trying again on
+        every memory change would only fail again): then the model served now."""
         if configured == self.model:
-            self.problem = None
-            self._failed = None
-        elif self._failed == (configured, _file_stamp(self.paths.config)):
+            self.problem, self._failed = None, None
+        elif self._failed == (configured, config_stamp):
             return self.model
         return configured
 
@@ -168,7 +169,9 @@ class RecallService:
         from memself.recall.pool import indexed_pool
 
         with self._lock:
-            wanted = self._wanted_model(load_config(self.paths).model)
+            config_stamp = _file_stamp(self.paths.config)  # before the read: a later edit is tried
+            configured = load_config(self.paths).model
+            wanted = self._model_to_serve(configured, config_stamp)
             stamps = self._stamps()
             if (
                 wanted == self.model
@@ -184,10 +187,10 @@ class RecallService:
                     if self.memory_encoder is None or self.index is None:
                         raise
                     # The index still holds the served model's vectors: keep serving them.
-                    self._model_failed(wanted, exc)
+                    self._model_failed(wanted, exc, config_stamp)
                     memory_encoder, index = self.memory_encoder, self.index
                 else:
-                    self._wanted_model(self.model)  # the configured model loaded: no problem left
+                    self._model_to_serve(configured, config_stamp)  # loaded: no problem left
             else:
                 memory_encoder, index = self.memory_encoder, self.index
             memories = self.store.all()

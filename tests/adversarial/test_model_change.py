@@ -144,6 +144,11 @@ def _edit_model(paths: DataPaths, model: str) -> None:
     paths.config.write_text(json.dumps(raw, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
 
 
+def _log_events(paths: DataPaths) -> list[str]:
+    lines = paths.log_file.read_text(encoding="utf-8").splitlines() if paths.log_file.exists() else []
+    return [line.split(" ")[2] for line in lines if line.count(" ") >= 2]
+
+
 def _rule_hit(result: dict, rule_id: str) -> dict | None:
     return next((h for h in result["rule"] if h["id"] == rule_id), None)
 
@@ -164,6 +169,13 @@ def test_a_running_engine_keeps_its_model_and_lines_and_says_so(
     assert hit["score"] == pytest.approx(before["score"], abs=1e-6)
     assert after["model_problem"] == {"wanted": MISSING, "serving": OFFLINE}
     _assert_reported(paths)
+
+    # A memory added meanwhile is encoded with the served model; the failing one is not tried again.
+    added = MemoryStore(paths).create("周报每周五下午五点前发到团队群", "rule", NOW.replace(day=2))
+    nearest = call_engine(paths, "nearest", {"text": "周报什么时候发", "k": 1}, timeout_s=60)
+    assert [item["id"] for item in nearest["items"]] == [added.id]
+    assert _log_events(paths).count("engine-model-failed") == 1
+    assert "engine-reload-failed" not in _log_events(paths)
 
     shown = memself("recall", PROMPT)
     assert shown.returncode == 0 and RULE in shown.stdout, shown.stdout + shown.stderr
