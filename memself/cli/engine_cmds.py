@@ -132,6 +132,11 @@ def start_cmd(timeout_s: float) -> None:
     if not info.get("ready"):
         info = _wait_ready(EngineClient(paths), deadline)
     click.echo(f"召回引擎已就绪（进程 {info.get('pid')}）")
+    service = (engine_probe(paths, STATUS_TIMEOUT_S).get("service") or {}) if info.get("ready") else {}
+    problem = service.get("model_problem") if isinstance(service, dict) else None
+    if isinstance(problem, dict):
+        for line in model_problem_lines(problem):
+            click.echo(f"注意：{line}", err=True)
 
 
 def _wait_ready(client: EngineClient, deadline: float) -> dict:

@@ -202,6 +202,9 @@ def test_an_engine_started_on_an_unloadable_model_serves_the_index_model(
     assert _rule_hit(_recall(paths), rule_id) is not None  # the index now holds the offline vectors
     stop_engine(paths)
     _edit_model(paths, MISSING)
+    started = memself("engine", "start")
+    assert started.returncode == 0 and "召回引擎已就绪" in started.stdout, started.stdout + started.stderr
+    assert f"注意：config.json 里的向量模型 {MISSING} 无法加载" in started.stderr, started.stderr
     status = start_engine(paths)
     assert status["state"] == "ready", status
     result = _recall(paths)
