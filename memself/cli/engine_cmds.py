@@ -17,7 +17,7 @@ from memself.engine.client import (
 )
 from memself.engine.protocol import ERR_NOT_READY, ERR_TIMEOUT, ERR_WARM_UP_FAILED, OP_PING
 from memself.paths import DataPaths
-from memself.text.messages import backlog_progress, model_problem_lines
+from memself.text.messages import backlog_progress, model_problem_lines, reload_failed_line
 
 STATE_TEXT = {"ready": "就绪", "loading": "正在加载模型", "failed": "加载失败"}
 NOT_RUNNING = "召回引擎未运行（下次会话开始或提问时会自动启动）"
@@ -49,6 +49,8 @@ def render_status(info: dict, same_code: bool) -> list[str]:
     problem = service.get("model_problem") if isinstance(service, dict) else None
     if isinstance(problem, dict):
         state += "，但没有用上 config.json 里的向量模型（见下）"
+    if info.get("reload_error"):
+        state += "，但上次重新加载失败（见下）"
     transport = "Unix 套接字" if info.get("transport") == "unix" else "本机 TCP（带口令）"
     version = f"{info.get('version')}（" + (
         "与当前安装一致）" if same_code else "与当前安装不一致，下次召回时会自动重启）"
@@ -75,6 +77,8 @@ def render_status(info: dict, same_code: bool) -> list[str]:
         lines.append(f"  向量模型  {service['model']}")
     if isinstance(problem, dict):
         lines += [f"  ⚠ {line}" for line in model_problem_lines(problem)]
+    if info.get("reload_error"):
+        lines.append(f"  ⚠ {reload_failed_line(str(info['reload_error']))}")
     fallback = info.get("runtime_fallback")
     if isinstance(fallback, dict):
         lines.append(

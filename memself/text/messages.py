@@ -786,6 +786,11 @@ def model_notice(wanted: str, serving: str) -> str:
     )
 
 
+def reload_failed_line(error: str) -> str:
+    """What ``engine status`` and ``doctor`` say about an engine whose last reload failed."""
+    return f"数据变化后重新加载失败：{error}；仍在用上次加载的记忆和索引，修好后下一次请求会自动重新加载"
+
+
 def model_problem_lines(problem: dict[str, Any]) -> list[str]:
     """What ``engine status``, ``doctor`` and ``memself recall`` say about an engine that could
     not load the model config.json names: which one, why, what it serves instead, the fix."""
