@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from memself.hosts.base import HookEvent, HookReply
     from memself.index.sync import VectorIndex
     from memself.model.encoder import Encoder
+    from memself.recall.gate import GateParams
     from memself.recall.memory_side import MemorySideEncoder
     from memself.recall.pool import RecallPool
     from memself.recall.scoring import Recaller
@@ -345,11 +346,7 @@ class RecallService:
 
     def preview(self, text: str, workspace: str | None = None) -> dict[str, Any]:
         """What ``text`` would recall, with each group's line, and no reward."""
-        from memself.model.catalog import resolve_model
-        from memself.recall.lines import gate_params
-
-        # The served model's lines: its vectors are what is scored, whatever config.json names.
-        params = gate_params(load_config(self.paths), resolve_model(self.model))
+        params = self._gate_params()
         recaller, pool, index = self._loaded()
         detail = recaller.recall(
             text, pool, index.matrix, params, matrix_key=index.generation, workspace=workspace
@@ -358,13 +355,18 @@ class RecallService:
             detail["model_problem"] = dict(self.problem)
         return detail
 
-    def recall(self, text: str, now: datetime, workspace: str | None = None) -> dict[str, Any]:
-        """Gated per-group recall. Each hit shows the confidence it will have once rewarded (once
-        per memory per day); the reward itself is the caller's, for text that reached the host."""
+    def _gate_params(self) -> GateParams:
+        """The served model's lines: its vectors are what is scored, whatever config.json names."""
         from memself.model.catalog import resolve_model
         from memself.recall.lines import gate_params
 
-        params = gate_params(load_config(self.paths), resolve_model(self.model))
+        config = load_config(self.paths)
+        return gate_params(config, resolve_model(self.model or config.model))
+
+    def recall(self, text: str, now: datetime, workspace: str | None = None) -> dict[str, Any]:
+        """Gated per-group recall. Each hit shows the confidence it will have once rewarded (once
+        per memory per day); the reward itself is the caller's, for text that reached the host."""
+        params = self._gate_params()
         recaller, pool, index = self._loaded()
         result: dict[str, Any] = recaller.recall(
             text, pool, index.matrix, params, matrix_key=index.generation, workspace=workspace
