@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from memself.atomic import write_atomic
-from memself.errors import ConfigError
+from memself.errors import ConfigError, MemselfError
 from memself.logs import log
 from memself.model.catalog import DEFAULT_MODEL, resolve_model
 from memself.paths import DataPaths
@@ -221,6 +222,23 @@ def set_config_value(paths: DataPaths, name: str, raw: str) -> Any:
     paths.ensure()
     write_atomic(paths.config, json.dumps(current, ensure_ascii=False, indent=2) + "\n")
     return value
+
+
+def set_model(paths: DataPaths, raw: str, prepare: Callable[[str], None]) -> str:
+    """Switch ``model`` only once the new model works: ``prepare`` (which raises a
+    ``MemselfError`` when the model cannot be had) runs first, and ``config.json`` is written only
+    after it returned, so a model that fails leaves the file as it was, byte for byte."""
+    name = parse_value("model", raw)
+    resolve_model(name)  # a name that cannot be a model is refused before anything is fetched
+    if _read_file(paths) is None:
+        raise ConfigError(f"{paths.config} 不是合法的 JSON，为免覆盖你的内容未做修改；请先修好或删除它")
+    try:
+        prepare(name)
+    except MemselfError as exc:
+        current = load_config(paths).model
+        raise ConfigError(f"{exc}\n向量模型没有切换：config.json 未修改，model 仍为 {current}") from exc
+    set_config_value(paths, "model", name)
+    return str(name)
 
 
 def _set_line(current: dict[str, Any], model_id: str, group: str, value: float | None) -> None:

@@ -19,7 +19,7 @@ from memself.errors import MemselfError
 from memself.install import INSTALLERS, context_for
 from memself.install.base import InstallContext, default_skill_source
 from memself.paths import DataPaths
-from memself.text.messages import backlog_progress
+from memself.text.messages import backlog_progress, model_problem_lines, reload_failed_line
 
 if TYPE_CHECKING:
     from memself.store.records import Memory
@@ -327,6 +327,17 @@ def check_engine(paths: DataPaths, wait_s: float = _ENGINE_WAIT_S) -> Check:
     backlog = service.get("backlog") if isinstance(service, dict) else None
     if isinstance(backlog, dict):
         detail += f"；后台编码：{backlog_progress(backlog)}"
+    problem = service.get("model_problem") if isinstance(service, dict) else None
+    if isinstance(problem, dict):
+        found, serving, fix = model_problem_lines(problem)
+        return Check("召回进程", False, f"{detail}；{found}；{serving}", fix.removeprefix("修复："))
+    if status.get("reload_error"):
+        return Check(
+            "召回进程",
+            False,
+            f"{detail}；{reload_failed_line(str(status['reload_error']))}",
+            "按「记忆数据」一项和 memself.log 修好数据文件；或运行 memself engine stop，下次使用时重新启动",
+        )
     return Check("召回进程", True, detail)
 
 

@@ -147,3 +147,40 @@ def test_unusable_recall_lines_are_ignored_with_a_log(paths: DataPaths, raw: obj
     lines = load_config(paths).lines
     assert lines in ({}, {"multilingual-e5-small": {"project": 0.3}})
     assert "recallLines" in paths.log_file.read_text()
+
+
+def test_set_model_prepares_first_and_writes_only_when_that_worked(paths: DataPaths) -> None:
+    from memself.config import set_model
+    from memself.errors import ModelUnavailable
+
+    set_config_value(paths, "recallTopK", "4")
+    before = paths.config.read_bytes()
+    asked: list[str] = []
+
+    def failing(name: str) -> None:
+        asked.append(name)
+        assert paths.config.read_bytes() == before  # nothing written yet
+        raise ModelUnavailable("下载失败")
+
+    with pytest.raises(ConfigError) as failed:
+        set_model(paths, " some/model ", failing)
+    message = str(failed.value)
+    assert "下载失败" in message and "config.json 未修改，model 仍为 BAAI/bge-base-zh-v1.5" in message
+    assert asked == ["some/model"] and paths.config.read_bytes() == before
+    assert set_model(paths, "some/model", asked.append) == "some/model"
+    assert load_config(paths).model == "some/model" and load_config(paths).recallTopK == 4
+
+
+def test_set_model_refuses_before_preparing(paths: DataPaths) -> None:
+    from memself.config import set_model
+    from memself.errors import InvalidInput
+
+    def never(name: str) -> None:
+        raise AssertionError(f"prepared {name}")
+
+    with pytest.raises(InvalidInput):
+        set_model(paths, "not a model name", never)
+    paths.config.write_text("{not json", encoding="utf-8")
+    with pytest.raises(ConfigError, match="不是合法的 JSON"):
+        set_model(paths, "some/model", never)
+    assert paths.config.read_text(encoding="utf-8") == "{not json"

@@ -17,7 +17,7 @@ from memself.engine.client import (
 )
 from memself.engine.protocol import ERR_NOT_READY, ERR_TIMEOUT, ERR_WARM_UP_FAILED, OP_PING
 from memself.paths import DataPaths
-from memself.text.messages import backlog_progress
+from memself.text.messages import backlog_progress, model_problem_lines, reload_failed_line
 
 STATE_TEXT = {"ready": "就绪", "loading": "正在加载模型", "failed": "加载失败"}
 NOT_RUNNING = "召回引擎未运行（下次会话开始或提问时会自动启动）"
@@ -45,6 +45,12 @@ def render_status(info: dict, same_code: bool) -> list[str]:
     state = STATE_TEXT.get(str(info.get("state")), str(info.get("state")))
     if info.get("error"):
         state += f"：{info['error']}"
+    service = info.get("service")
+    problem = service.get("model_problem") if isinstance(service, dict) else None
+    if isinstance(problem, dict):
+        state += "，但没有用上 config.json 里的向量模型（见下）"
+    if info.get("reload_error"):
+        state += "，但上次重新加载失败（见下）"
     transport = "Unix 套接字" if info.get("transport") == "unix" else "本机 TCP（带口令）"
     version = f"{info.get('version')}（" + (
         "与当前安装一致）" if same_code else "与当前安装不一致，下次召回时会自动重启）"
@@ -64,10 +70,15 @@ def render_status(info: dict, same_code: bool) -> list[str]:
     ]
     if info.get("warm_up_s") is not None:
         lines.append(f"  加载耗时  {info['warm_up_s']} 秒")
-    service = info.get("service")
     backlog = service.get("backlog") if isinstance(service, dict) else None
     if isinstance(backlog, dict):
         lines.append(f"  后台编码  {backlog_progress(backlog)}")
+    if isinstance(service, dict) and service.get("model"):
+        lines.append(f"  向量模型  {service['model']}")
+    if isinstance(problem, dict):
+        lines += [f"  ⚠ {line}" for line in model_problem_lines(problem)]
+    if info.get("reload_error"):
+        lines.append(f"  ⚠ {reload_failed_line(str(info['reload_error']))}")
     fallback = info.get("runtime_fallback")
     if isinstance(fallback, dict):
         lines.append(
@@ -125,6 +136,11 @@ def start_cmd(timeout_s: float) -> None:
     if not info.get("ready"):
         info = _wait_ready(EngineClient(paths), deadline)
     click.echo(f"召回引擎已就绪（进程 {info.get('pid')}）")
+    service = (engine_probe(paths, STATUS_TIMEOUT_S).get("service") or {}) if info.get("ready") else {}
+    problem = service.get("model_problem") if isinstance(service, dict) else None
+    if isinstance(problem, dict):
+        for line in model_problem_lines(problem):
+            click.echo(f"注意：{line}", err=True)
 
 
 def _wait_ready(client: EngineClient, deadline: float) -> dict:

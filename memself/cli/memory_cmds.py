@@ -21,7 +21,7 @@ from memself.cli.scope import (
     target_scope,
     workspace_option,
 )
-from memself.config import KEYS, load_config, set_config_value
+from memself.config import KEYS, load_config, set_config_value, set_model
 from memself.errors import InvalidInput
 from memself.judge.credentials import key_state, read_key_file, shown_base
 from memself.page import listing
@@ -364,17 +364,19 @@ def restore_cmd(mem_id: str) -> None:
 def config_cmd(key: str | None, value: str | None, as_json: bool) -> None:
     """查看配置，或修改一项：memself config recallTopK 5。"""
     paths = DataPaths.default()
+    if key == "model" and value is not None:
+        # Prepared here, with a progress bar, rather than at the next prompt in the engine where
+        # nobody sees it; and written only once it worked (an engine never meets a model it
+        # cannot load because of this command).
+        from memself.cli.model_cmds import prepare_with_progress
+
+        click.echo(f"model 已设为 {set_model(paths, value, prepare_with_progress)}")
+        return
     if key is not None and value is not None:
         stored = set_config_value(paths, key, value)
         click.echo(line_set_message(paths, key) or f"{key} 已设为 {_show(stored)}")
         if key == "sideApiBase":
             _warn_key_binding(paths, str(stored))
-        if key == "model":
-            # A model change is when preparing it belongs: here, with a progress bar, rather than
-            # at the next prompt, in the engine, where nobody sees it.
-            from memself.cli.model_cmds import prepare_with_progress
-
-            prepare_with_progress(str(stored))
         return
     config = load_config(paths)
     names = [key] if key else list(KEYS)

@@ -31,7 +31,13 @@ def recall_cmd(text: str, as_json: bool, workspace_dir: str | None) -> None:
         workspace = current_workspace()
     else:
         workspace = directory_workspace(workspace_dir, {m.workspace for m in MemoryStore(paths).all()})
-    result = preview_recall(text, paths, load_config(paths), workspace.key if workspace else "")
+    result = preview_recall(
+        text,
+        paths,
+        load_config(paths),
+        workspace.key if workspace else "",
+        warn=lambda line: click.echo(line, err=True),
+    )
     if as_json:
         echo_json(render_recall_json(result))
         return

@@ -7,7 +7,7 @@ Nothing here rewards a memory: ``memself recall`` shows what a prompt *would* re
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -35,24 +35,64 @@ def _recaller(config: Config, cache_dir: Path | None = None) -> Recaller:
     return load_recaller(encoder, config.model, cache_dir)
 
 
-def preview_recall(text: str, paths: DataPaths, config: Config, workspace: str | None = None) -> RecallResult:
+def preview_recall(
+    text: str,
+    paths: DataPaths,
+    config: Config,
+    workspace: str | None = None,
+    warn: Callable[[str], None] | None = None,
+) -> RecallResult:
     """``memself recall``: ask the running engine, which has everything loaded; without one (or
     when it cannot answer at once) compute it here with the lean runtime. Never rewards.
-    ``workspace`` scopes it as a session there is scoped (see ``local_recall``)."""
+    ``workspace`` scopes it as a session there is scoped (see ``local_recall``). When the model
+    config.json names cannot be loaded, the index's model answers, as in the engine, and ``warn``
+    is told each line of why."""
     from memself.engine.client import EngineClient, EngineRequestError
     from memself.engine.protocol import OP_PREVIEW
     from memself.recall.result import RecallResult
+    from memself.text.messages import model_problem_lines
 
     if not text.strip():
         raise InvalidInput("要召回的文本为空")
     payload: dict[str, Any] = {"text": text}
     if workspace is not None:
         payload["workspace"] = workspace
+    problem: dict[str, Any] | None = None
     try:
         detail = EngineClient(paths).request(OP_PREVIEW, payload, ENGINE_PREVIEW_S)
-        return RecallResult.from_detail(detail)
+        result = RecallResult.from_detail(detail)
+        problem = detail.get("model_problem") if isinstance(detail.get("model_problem"), dict) else None
     except EngineRequestError:
-        return local_recall(text, paths, config, workspace=workspace)
+        result, problem = _local_or_index_model(text, paths, config, workspace)
+    if problem is not None and warn is not None:
+        for n, line in enumerate(model_problem_lines(problem)):
+            warn(f"注意：{line}" if n == 0 else f"  {line}")
+    return result
+
+
+def _local_or_index_model(
+    text: str, paths: DataPaths, config: Config, workspace: str | None
+) -> tuple[RecallResult, dict[str, Any] | None]:
+    """``local_recall`` with the configured model, else with the model the index belongs to
+    (and what went wrong), as an engine would serve it."""
+    from dataclasses import replace
+
+    from memself.errors import MemselfError
+    from memself.recall.memory_side import indexed_model
+
+    try:
+        return local_recall(text, paths, config, workspace=workspace), None
+    except MemselfError as exc:
+        fallback = indexed_model(paths.index_dir)
+        if not fallback or fallback == config.model:
+            raise
+        served = replace(config, values={**config.values, "model": fallback})
+        try:
+            result = local_recall(text, paths, served, workspace=workspace)
+        except MemselfError:
+            raise exc from None
+        reason = " ".join(str(exc).split())
+        return result, {"wanted": config.model, "serving": fallback, "reason": reason}
 
 
 def local_recall(

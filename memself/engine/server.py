@@ -160,6 +160,9 @@ class EngineServer:
         self._started_wall = time.time()
         self._state = STATE_LOADING
         self._warm_error = ""
+        # Why the last reload after a data change failed ("" when it did not): the engine serves
+        # what it loaded before, and says so instead of calling that "ready".
+        self._reload_error = ""
         self._warm_seconds: float | None = None
         self._warm_done = threading.Event()
         # handle() and reload() never overlap; ping and status never take this lock.
@@ -601,8 +604,11 @@ class EngineServer:
                 self._service.reload()
             except Exception as exc:  # stale data beats no engine
                 log(self.paths, "engine-reload-failed", error=_where(exc))
+                # A MemselfError's message is written for the user; another's might quote data.
+                self._reload_error = str(exc)[:300] if isinstance(exc, MemselfError) else _where(exc)
             else:
                 self._reloads += 1
+                self._reload_error = ""
 
     # -- answers of the engine's own ops -------------------------------------------------------
 
@@ -634,6 +640,7 @@ class EngineServer:
                 "reloads": self._reloads,
                 "warm_up_s": self._warm_seconds,
                 "error": self._warm_error or None,
+                "reload_error": self._reload_error or None,
                 "service": self._describe_service(),
             }
         )

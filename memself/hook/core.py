@@ -173,7 +173,10 @@ def prompt_submit(
     block = ""
     recalled: tuple[str, ...] = ()
     if not verdict.skipped:
-        block, recalled = _recall_block(recall, verdict.recall_text, now, event.workspace, paths)
+        block, recalled, model_notice = _recall_block(
+            recall, verdict.recall_text, now, event.workspace, paths
+        )
+        notice = "\n\n".join(p for p in (notice, model_notice) if p)
     reminder = texts.reminder(adapter.OWN_MEMORY, deposition)
     context = "\n\n".join(p for p in (notice, block, reminder) if p)
     user_message = "\n\n".join(p for p in (notice, block if config.showRecall else "") if p)
@@ -236,17 +239,23 @@ def _engine_recall(paths: DataPaths) -> RecallFn:
 
 def _recall_block(
     recall: RecallFn, text: str, now: datetime, workspace: str, paths: DataPaths
-) -> tuple[str, tuple[str, ...]]:
-    """The recall block for ``text`` in ``workspace`` and the ids of the memories in it. Nothing
-    is rewarded here: the hook rewards them once the block has reached the host
-    (``memself.hook.run``)."""
+) -> tuple[str, tuple[str, ...], str]:
+    """The recall block for ``text`` in ``workspace``, the ids of the memories in it, and the
+    notice of an engine that could not load the configured model. Nothing is rewarded here: the
+    hook rewards them once the block has reached the host (``memself.hook.run``)."""
     try:
         result = recall(text, now, workspace)
     except (MemselfError, OSError) as exc:
         log(paths, "recall-failed", error=str(exc))
-        return "", ()
+        return "", (), ""
     if not result:
-        return "", ()
+        return "", (), ""
+    problem = result.get("model_problem")
+    notice = (
+        texts.model_notice(str(problem.get("wanted", "")), str(problem.get("serving", "")))
+        if isinstance(problem, dict)
+        else ""
+    )
     found = {group: list(result.get(group, [])) for group in GROUPS}
     hits = {
         group: [texts.RecallHit(_shown(h), float(h["score"]), float(h["confidence"])) for h in items]
@@ -254,9 +263,9 @@ def _recall_block(
     }
     block = texts.recall_block(hits["rule"], hits["project"])
     if not block:
-        return "", ()
+        return "", (), notice
     ids = tuple(dict.fromkeys(str(h["id"]) for items in found.values() for h in items if "id" in h))
-    return block, ids
+    return block, ids, notice
 
 
 def _shown(hit: dict[str, Any]) -> str:

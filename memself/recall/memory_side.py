@@ -10,8 +10,10 @@ rebuild-index``) through ``memory_side``, ``memself verify`` through ``encode_me
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
+from memself.index.files import read_header
 from memself.recall.scoring import ScoringSettings
 
 if TYPE_CHECKING:
@@ -48,6 +50,20 @@ class MemorySideEncoder:
 
     def encode_queries(self, texts: Sequence[str]) -> np.ndarray:
         return self.inner.encode_queries(texts)
+
+
+LOCAL_PREFIX = "local:"  # a local folder's model id (memself.model.catalog)
+
+
+def indexed_model(index_dir: Path) -> str | None:
+    """The model the vector index on disk belongs to, as ``config.json`` would name it; None when
+    there is no readable index."""
+    header = read_header(index_dir)
+    model = header.get("model") if isinstance(header, dict) else None
+    if not isinstance(model, str) or not model:
+        return None
+    model = model.removesuffix(QUERY_SIDE_SUFFIX)
+    return model.removeprefix(LOCAL_PREFIX) or None
 
 
 def memory_side(encoder: Encoder) -> MemorySideEncoder:

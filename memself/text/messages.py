@@ -772,6 +772,36 @@ def broken_notice(rule_texts: Sequence[str]) -> str:
     return f"记忆提示：上一轮回答没有遵守规则{named}，本轮请遵守。" if named else ""
 
 
+MODEL_NAME_LIMIT = 120  # characters of a model name in a notice (a local folder's path may be long)
+
+
+def model_notice(wanted: str, serving: str) -> str:
+    """The line each prompt carries while config.json names a model the engine could not load."""
+    wanted, serving = inert(wanted, MODEL_NAME_LIMIT), inert(serving, MODEL_NAME_LIMIT)
+    return (
+        f"记忆提示：config.json 里的向量模型 {wanted} 无法加载，"
+        f"召回仍在用 {serving}（用它自己的向量和召回线）。"
+        f"请提醒用户在终端运行 memself config model {wanted} 查看原因（成功才会切换），"
+        f"或运行 memself config model {serving} 改回。"
+    )
+
+
+def reload_failed_line(error: str) -> str:
+    """What ``engine status`` and ``doctor`` say about an engine whose last reload failed."""
+    return f"数据变化后重新加载失败：{error}；仍在用上次加载的记忆和索引，修好后下一次请求会自动重新加载"
+
+
+def model_problem_lines(problem: dict[str, Any]) -> list[str]:
+    """What ``engine status``, ``doctor`` and ``memself recall`` say about an engine that could
+    not load the model config.json names: which one, why, what it serves instead, the fix."""
+    wanted, serving = str(problem.get("wanted", "")), str(problem.get("serving", ""))
+    return [
+        f"config.json 里的向量模型 {wanted} 无法加载：{problem.get('reason', '')}",
+        f"召回仍在用 {serving}（索引里是它的向量，用它自己的召回线）",
+        f"修复：memself config model {wanted}（先准备，成功才切换），或 memself config model {serving} 改回",
+    ]
+
+
 STATS_EMPTY = "还没有统计：回答结束后才会统计这一轮注入的记忆有没有被用上、规则有没有被遵守。"
 
 

@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from memself.config import Config, load_config
+from memself.config import load_config
 from memself.engine.protocol import OP_HOOK_FORWARD, OP_NEAREST, OP_PREVIEW, OP_RECALL, OP_SIMILARITY
 from memself.errors import InvalidInput
 from memself.logs import log
@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from memself.hosts.base import HookEvent, HookReply
     from memself.index.sync import VectorIndex
     from memself.model.encoder import Encoder
+    from memself.recall.gate import GateParams
     from memself.recall.memory_side import MemorySideEncoder
     from memself.recall.pool import RecallPool
     from memself.recall.scoring import Recaller
@@ -64,7 +65,11 @@ class RecallService:
     def __init__(self, paths: DataPaths) -> None:
         self.paths = paths
         self.store = CachedReadStore(paths)
-        self.model = ""
+        self.model = ""  # the model served: config.json's, or the index's when that one fails
+        # Set while config.json names a model that could not be loaded (``model_problem``), and
+        # the (model, config.json stamp) that failed: that file is not tried again until it changes.
+        self.problem: dict[str, str] | None = None
+        self._failed: tuple[str, object] | None = None
         # None until warm_up has loaded them; the engine sends no op before warm_up returned, but
         # ``describe`` (the status op) may come first.
         self.encoder: Encoder | None = None
@@ -89,7 +94,23 @@ class RecallService:
         """Load everything the first prompt touches, so that "ready" means a prompt gets full
         recall at once: the model, the recall space, the index, the memories, the lexical
         tables and postings (built on a throwaway scoring) and the hook path's own modules."""
-        self._load_model(load_config(self.paths))
+        from memself.recall.memory_side import indexed_model
+
+        config_stamp = _file_stamp(self.paths.config)  # before the read: a later edit is tried
+        wanted = load_config(self.paths).model
+        try:
+            self._load_model(wanted)
+        except Exception as exc:
+            # The index's own model, with its own lines, rather than no recall at all; with no
+            # usable one the warm-up fails and says why.
+            fallback = indexed_model(self.paths.index_dir)
+            if not fallback or fallback == wanted:
+                raise
+            try:
+                self._load_model(fallback)
+            except Exception:
+                raise exc from None
+            self._model_failed(wanted, exc, config_stamp)
         self.reload()
         self._prime()
 
@@ -109,7 +130,8 @@ class RecallService:
             lexical.warm_up()
         recaller.score(WARM_UP_PROMPT, pool, index.matrix, matrix_key=index.generation)
 
-    def _load_model(self, config: Config) -> tuple[MemorySideEncoder, VectorIndex]:
+    def _load_model(self, model: str) -> tuple[MemorySideEncoder, VectorIndex]:
+        """Load ``model`` whole, then switch to it: a failure leaves the served model as it was."""
         from memself.index.sync import VectorIndex
         from memself.model.encoder import load_encoder
         from memself.recall.memory_side import memory_side
@@ -117,14 +139,30 @@ class RecallService:
 
         # A model not prepared yet is prepared in a child process; the engine's stderr goes
         # nowhere, so the log says why this start is slow.
-        self.encoder = load_encoder(
-            config.model, notify=lambda _msg: log(self.paths, "model-prepare", model=config.model)
-        )
-        self.memory_encoder = memory_side(self.encoder)
-        self.recaller = load_recaller(self.encoder, config.model)
-        self.index = VectorIndex.for_paths(self.paths)
-        self.model = config.model
-        return self.memory_encoder, self.index
+        encoder = load_encoder(model, notify=lambda _msg: log(self.paths, "model-prepare", model=model))
+        memory_encoder = memory_side(encoder)
+        recaller = load_recaller(encoder, model)
+        index = VectorIndex.for_paths(self.paths)
+        self.encoder, self.memory_encoder, self.recaller = encoder, memory_encoder, recaller
+        self.index, self.model = index, model
+        return memory_encoder, index
+
+    def _model_failed(self, wanted: str, exc: BaseException, config_stamp: object) -> None:
+        """Keep serving ``self.model`` and remember why ``wanted`` (named by the config.json of
+        ``config_stamp``) is not served."""
+        reason = " ".join(str(exc).split()) or type(exc).__name__
+        self.problem = {"wanted": wanted, "serving": self.model, "reason": reason[:500]}
+        self._failed = (wanted, config_stamp)
+        log(self.paths, "engine-model-failed", wanted=wanted, serving=self.model, error=reason[:300])
+
+    def _model_to_serve(self, configured: str, config_stamp: object) -> str:
+        """``configured``, unless it already failed for this very config.json (trying again on
+        every memory change would only fail again): then the model served now."""
+        if configured == self.model:
+            self.problem, self._failed = None, None
+        elif self._failed == (configured, config_stamp):
+            return self.model
+        return configured
 
     def reload(self) -> None:
         """Re-read memories; encode a few new or changed ones now and hand a larger number (a
@@ -132,17 +170,28 @@ class RecallService:
         from memself.recall.pool import indexed_pool
 
         with self._lock:
-            config = load_config(self.paths)
+            config_stamp = _file_stamp(self.paths.config)  # before the read: a later edit is tried
+            configured = load_config(self.paths).model
+            wanted = self._model_to_serve(configured, config_stamp)
             stamps = self._stamps()
             if (
-                config.model == self.model
+                wanted == self.model
                 and self.index is not None
                 and stamps == self._store_stamps
                 and self._index_current(self.index)
             ):
                 return  # only the backlog's own index write changed: it publishes that itself
-            if config.model != self.model or self.memory_encoder is None or self.index is None:
-                memory_encoder, index = self._load_model(config)
+            if wanted != self.model or self.memory_encoder is None or self.index is None:
+                try:
+                    memory_encoder, index = self._load_model(wanted)
+                except Exception as exc:
+                    if self.memory_encoder is None or self.index is None:
+                        raise
+                    # The index still holds the served model's vectors: keep serving them.
+                    self._model_failed(wanted, exc, config_stamp)
+                    memory_encoder, index = self.memory_encoder, self.index
+                else:
+                    self._model_to_serve(configured, config_stamp)  # loaded: no problem left
             else:
                 memory_encoder, index = self.memory_encoder, self.index
             memories = self.store.all()
@@ -244,6 +293,7 @@ class RecallService:
         return {
             **self.progress(),
             "model": self.model,
+            "model_problem": self.problem,
             "memories": len(self.memories),
             "indexed": len(self.index) if self.index is not None else 0,
             "encoder": type(self.encoder).__name__,
@@ -296,26 +346,29 @@ class RecallService:
 
     def preview(self, text: str, workspace: str | None = None) -> dict[str, Any]:
         """What ``text`` would recall, with each group's line, and no reward."""
+        params = self._gate_params()
+        recaller, pool, index = self._loaded()
+        detail = recaller.recall(
+            text, pool, index.matrix, params, matrix_key=index.generation, workspace=workspace
+        ).to_detail()
+        if self.problem is not None:
+            detail["model_problem"] = dict(self.problem)
+        return detail
+
+    def _gate_params(self) -> GateParams:
+        """The served model's lines: its vectors are what is scored, whatever config.json names."""
         from memself.model.catalog import resolve_model
         from memself.recall.lines import gate_params
 
         config = load_config(self.paths)
-        params = gate_params(config, resolve_model(config.model))
-        recaller, pool, index = self._loaded()
-        return recaller.recall(
-            text, pool, index.matrix, params, matrix_key=index.generation, workspace=workspace
-        ).to_detail()
+        return gate_params(config, resolve_model(self.model or config.model))
 
     def recall(self, text: str, now: datetime, workspace: str | None = None) -> dict[str, Any]:
         """Gated per-group recall. Each hit shows the confidence it will have once rewarded (once
         per memory per day); the reward itself is the caller's, for text that reached the host."""
-        from memself.model.catalog import resolve_model
-        from memself.recall.lines import gate_params
-
-        config = load_config(self.paths)
-        params = gate_params(config, resolve_model(config.model))
+        params = self._gate_params()
         recaller, pool, index = self._loaded()
-        result = recaller.recall(
+        result: dict[str, Any] = recaller.recall(
             text, pool, index.matrix, params, matrix_key=index.generation, workspace=workspace
         ).to_json()
         team = self._team_pool(workspace) if workspace else None
@@ -330,6 +383,9 @@ class RecallService:
         for hits in result.values():
             for hit in hits:
                 hit["confidence"] = round(hit["confidence"] + gains.get(hit["id"], 0.0), 10)
+        if self.problem is not None:
+            # The hook tells the user (``memself.text.messages.model_notice``).
+            result["model_problem"] = {k: self.problem[k] for k in ("wanted", "serving")}
         return result
 
     def _team_pool(self, workspace: str) -> tuple[RecallPool, Any, object] | None:
