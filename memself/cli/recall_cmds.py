@@ -104,7 +104,7 @@ def rebuild_index_cmd() -> None:
         click.echo(f"有 {len(result.failed)} 条编码失败，记忆仍在，下次同步时重试", err=True)
 
 
-@main.command("build-background")
+@main.command("build-background", hidden=True)
 def build_background_cmd() -> None:
     """按当前模型重新生成背景均值和召回空间（换模型或改了背景句子后用）。"""
     from memself.model.encoder import batch_threads, load_encoder
