@@ -22,7 +22,7 @@ from memself.cli.scope import (
     workspace_option,
 )
 from memself.config import KEYS, load_config, set_config_value
-from memself.errors import InvalidInput
+from memself.errors import InvalidInput, NotFound
 from memself.judge.credentials import key_state, read_key_file, shown_base
 from memself.page import listing
 from memself.paths import DataPaths
@@ -322,9 +322,10 @@ def delete_cmd(ids: tuple[str, ...]) -> None:
     click.echo(f"已删除 {len(removed)} 条，移入回收站（保留 30 天，可用 memself restore <id> 恢复）：")
     for memory in removed:
         click.echo(f"- {one_line(memory.text)}（id {memory.id}）")
-    missing = sorted(set(ids) - {m.id for m in removed})
+    missing = [i for i in dict.fromkeys(ids) if i not in {m.id for m in removed}]
     if missing:
-        click.echo(f"未找到，已跳过：{'、'.join(missing)}")
+        # The others are deleted and stay deleted; the exit code says not everything asked was done.
+        raise NotFound(f"没有找到这些记忆，未删除：{'、'.join(missing)}")
 
 
 @main.command("trash")
