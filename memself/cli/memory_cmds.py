@@ -358,7 +358,9 @@ def restore_cmd(mem_id: str) -> None:
     )
 
 
-@main.command("config")
+# Unknown options pass through as values: a negative number (``recallMinScore -1``) is a value
+# for the key's own range check, not an option click does not know.
+@main.command("config", context_settings={"ignore_unknown_options": True})
 @click.argument("key", required=False)
 @click.argument("value", required=False)
 @click.option("--json", "as_json", is_flag=True, help="输出 JSON")
