@@ -171,3 +171,36 @@ def _home() -> str:
     import os
 
     return os.environ["MEMSELF_HOME"]
+
+
+def _asking_cli() -> click.Group:
+    """A command built like memself's (its group class) that asks a yes/no question."""
+    from memself.cli.app import MemselfGroup
+    from memself.cli.click_zh import confirm
+
+    @click.group(cls=MemselfGroup)
+    def cli() -> None:
+        pass
+
+    @cli.command()
+    def ask() -> None:
+        click.echo(f"回答：{confirm('这是你信任的地址吗？', default=False)}")
+
+    @cli.command()
+    @click.argument("how", type=click.Choice(["abort", "interrupt"]))
+    def end(how: str) -> None:
+        # What a prompt raises on ^D or ^C (click.Abort), and a ^C anywhere else.
+        raise click.Abort() if how == "abort" else KeyboardInterrupt()
+
+    return cli
+
+
+def test_a_yes_no_question_complains_in_chinese_and_an_abort_is_chinese() -> None:
+    cli = _asking_cli()
+    answered = CliRunner().invoke(cli, ["ask"], input="x\ny\n")
+    assert answered.exit_code == 0 and "请回答 y 或 n" in answered.output and "回答：True" in answered.output
+    assert english_left(answered.output) == [], answered.output
+    assert "回答：False" in CliRunner().invoke(cli, ["ask"], input="\n").output
+    for how in ("abort", "interrupt"):
+        ended = CliRunner().invoke(cli, ["end", how])
+        assert ended.exit_code == 1 and ended.output.strip() == "已中止", ended.output

@@ -246,3 +246,22 @@ def to_chinese(exc: click.ClickException, ctx: click.Context | None = None) -> c
 def _shows_help(exc: click.ClickException) -> bool:
     """click 8.2's "no arguments: show the help" error carries the (already Chinese) help page."""
     return type(exc).__name__ == "NoArgsIsHelpError"
+
+
+_YES = {"y", "yes", "是"}
+_NO = {"n", "no", "否"}
+
+
+def confirm(question: str, default: bool) -> bool:
+    """``click.confirm``, whose complaint about an answer that is not yes or no ("Error: invalid
+    input") click prints itself in English: the same question and answers, the complaint Chinese."""
+    suffix = " [Y/n]" if default else " [y/N]"
+    while True:
+        answer = str(click.prompt(question + suffix, default="", show_default=False)).strip().lower()
+        if not answer:
+            return default
+        if answer in _YES:
+            return True
+        if answer in _NO:
+            return False
+        click.echo("请回答 y 或 n")
