@@ -112,7 +112,7 @@ def _usage_errors(tmp: Path) -> list[tuple[list[str], str]]:
         (["list", "--nope"], "没有这个选项：--nope"),
         (["list", "--jsn"], "是不是想用 --json"),
         (["nope"], "没有这个命令：nope"),
-        (["restore", "a", "b"], "多余的参数：b"),
+        (["move", "a", "b"], "多余的参数：b"),
         (["read", "nope"], "可选：rule、project"),
         (["setup", "--only", "nope"], "「nope」不是可选的值"),
         (["list", "--limit", "x"], "「x」不是整数"),

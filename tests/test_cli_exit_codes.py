@@ -49,6 +49,18 @@ def test_restore_of_an_unknown_id_exits_1() -> None:
     assert result.returncode == 1 and "mem-nope-1234" in result.stderr
 
 
+def test_restore_of_several_restores_what_it_can_and_exits_1_naming_the_rest() -> None:
+    first, second, kept = _added("回答一律使用中文"), _added("提交信息用英文写"), _added("缩进一律用四个空格")
+    assert memself("delete", first, second).returncode == 0
+    result = memself("restore", first, "mem-nope-1234", second, kept)
+    assert result.returncode == 1, result.stdout
+    assert result.stdout.count("已恢复到 rule") == 2 and first in result.stdout and second in result.stdout
+    assert result.stderr.startswith("错误：") and len(result.stderr.strip().splitlines()) == 1
+    assert "回收站里没有「mem-nope-1234」" in result.stderr and f"回收站里没有「{kept}」" in result.stderr
+    assert json.loads(memself("trash", "--json").stdout) == []
+    assert len(json.loads(memself("read", "rule", "--json").stdout)) == 3
+
+
 # -- views fill: memories asked for that got no requests ------------------------------------------
 
 

@@ -22,7 +22,7 @@ from memself.cli.scope import (
     workspace_option,
 )
 from memself.config import KEYS, load_config, set_config_value
-from memself.errors import InvalidInput, NotFound
+from memself.errors import InvalidInput, MemselfError, NotFound
 from memself.judge.credentials import key_state, read_key_file, shown_base
 from memself.page import listing
 from memself.paths import DataPaths
@@ -348,14 +348,24 @@ def trash_cmd(as_json: bool) -> None:
 
 
 @main.command("restore")
-@click.argument("mem_id")
-def restore_cmd(mem_id: str) -> None:
-    """从回收站恢复一条记忆。"""
-    memory = _store().restore(mem_id, now_utc())
-    click.echo(
-        f"已恢复到 {memory.category}：{one_line(memory.text)}（置信度 "
-        f"{fmt_confidence(memory.confidence)}，id {memory.id}）"
-    )
+@click.argument("ids", nargs=-1, required=True)
+def restore_cmd(ids: tuple[str, ...]) -> None:
+    """从回收站恢复记忆（可以给多个 id）。"""
+    store, now = _store(), now_utc()
+    refused = []
+    for mem_id in dict.fromkeys(ids):
+        try:
+            memory = store.restore(mem_id, now)
+        except (NotFound, InvalidInput) as exc:
+            refused.append(str(exc))
+            continue
+        click.echo(
+            f"已恢复到 {memory.category}：{one_line(memory.text)}（置信度 "
+            f"{fmt_confidence(memory.confidence)}，id {memory.id}）"
+        )
+    # What was restored stays restored; the exit code says not everything asked for was done.
+    if refused:
+        raise MemselfError("；".join(refused))
 
 
 # Unknown options pass through as values: a negative number (``recallMinScore -1``) is a value
