@@ -114,6 +114,8 @@ def _usage_errors(tmp: Path) -> list[tuple[list[str], str]]:
         (["nope"], "没有这个命令：nope"),
         (["move", "a", "b"], "多余的参数：b"),
         (["read", "nope"], "可选：rule、project"),
+        (["read", "float"], "「float」不是可选的值"),  # the user's word, not click's type name
+        (["float"], "没有这个命令：float"),
         (["setup", "--only", "nope"], "「nope」不是可选的值"),
         (["list", "--limit", "x"], "「x」不是整数"),
         (["list", "--limit", "99999"], "99999 不在范围内：需要 0 到 10000 之间的值"),

@@ -122,7 +122,11 @@ def translate(message: str) -> str:
         found = pattern.match(text)
         if found:
             fields = {k: _plain(v) for k, v in found.groupdict().items()}
-            fields = {k: WORDS.get(v.lower(), v) for k, v in fields.items()}
+            # Only click's own words are translated: a value, option or command name the user
+            # typed ("file", "float") stays as typed.
+            for word in ("number_type", "name") if "name" not in fields or "filename" in fields else ():
+                if word in fields:
+                    fields[word] = WORDS.get(fields[word].lower(), fields[word])
             return chinese.format(**fields)
     return WORDS.get(text, message)
 
