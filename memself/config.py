@@ -30,7 +30,9 @@ class Key:
     kind: type  # bool, int, float or str
     default: Any
     help: str
+    # The accepted range of a number, both ends included: every numeric key has one.
     minimum: float | None = None
+    maximum: float | None = None
     # Decides where data goes or whether the user is asked: only the user changes it (the CLI or
     # setup), never an assistant's tool call.
     user_only: bool = False
@@ -41,24 +43,45 @@ KEYS: dict[str, Key] = {
     # enabled decides whether prompts leave the machine at all: switching it back on would resume
     # sending them to the judge after the user stopped that.
     "enabled": Key(bool, True, "关掉后 hook 不注入任何记忆，旁路判别也不启动", user_only=True),
-    "recallTopK": Key(int, 3, "rule 和 project 每轮各自最多召回几条", minimum=1),
-    "recallMinScore": Key(float, None, "rule 的召回下限，-1 关闭；按向量模型分别保存，改的是当前模型的"),
-    "recallMinScoreProject": Key(
-        float, None, "project 的召回下限，-1 关闭；按向量模型分别保存，改的是当前模型的"
+    # Each memory is up to 400 characters and both groups are injected every turn: 50 each is
+    # already far more context than recall is for.
+    "recallTopK": Key(int, 3, "rule 和 project 每轮各自最多召回几条", minimum=1, maximum=50),
+    # Recall scores are similarities: a line above 1 is a typo (22 for 0.22), below 0 means off.
+    "recallMinScore": Key(
+        float,
+        None,
+        "rule 的召回下限，-1 关闭；按向量模型分别保存，改的是当前模型的",
+        minimum=-1,
+        maximum=1,
     ),
-    "recallMinMargin": Key(float, -1.0, "对第二名的领先幅度下限，-1 关闭"),
+    "recallMinScoreProject": Key(
+        float,
+        None,
+        "project 的召回下限，-1 关闭；按向量模型分别保存，改的是当前模型的",
+        minimum=-1,
+        maximum=1,
+    ),
+    "recallMinMargin": Key(float, -1.0, "对第二名的领先幅度下限，-1 关闭", minimum=-1, maximum=1),
     "showRecall": Key(bool, False, "把召回的条目也展示给用户（Claude Code）"),
     "confirm": Key(bool, True, "写盘前是否弹确认", user_only=True),
-    "sideWaitMs": Key(int, 12000, "回答结束后 stop 等待旁路结果的毫秒数", minimum=0),
-    "decayDays": Key(int, 30, "闲置满多少天扣一次置信度", minimum=1),
+    # Stop waits inside the host's Stop timeout (20 s in every host's facts) whatever this says.
+    "sideWaitMs": Key(int, 12000, "回答结束后 stop 等待旁路结果的毫秒数", minimum=0, maximum=20000),
+    "decayDays": Key(int, 30, "闲置满多少天扣一次置信度", minimum=1, maximum=3650),
     "sideApiBase": Key(str, "", "旁路判别接口根地址（OpenAI 兼容）", user_only=True),
     "sideApiModel": Key(str, "", "旁路判别模型名", user_only=True),
     # model names what is downloaded from the hub or loaded from a local folder.
     "model": Key(str, DEFAULT_MODEL, "向量模型：hub id、本地目录或 multilingual-e5-small", user_only=True),
-    "engineIdleMinutes": Key(int, 30, "常驻召回进程闲置多少分钟后退出", minimum=1),
+    # The engine holds the model in memory: a day idle is the longest that makes sense.
+    "engineIdleMinutes": Key(int, 30, "常驻召回进程闲置多少分钟后退出", minimum=1, maximum=1440),
     # What the background filler of "applies when" requests may spend per local day; 0 stops it.
-    "viewsDailyRequests": Key(int, 20, "每天为记忆补写适用场景最多发几次请求，0 关闭", minimum=0),
-    "viewsDailyTokens": Key(int, 50000, "每天为记忆补写适用场景最多用多少 token（估算），0 关闭", minimum=0),
+    # A request carries a batch of memories (about 2500 tokens): the token cap matches the
+    # request cap's order of magnitude.
+    "viewsDailyRequests": Key(
+        int, 20, "每天为记忆补写适用场景最多发几次请求，0 关闭", minimum=0, maximum=1000
+    ),
+    "viewsDailyTokens": Key(
+        int, 50000, "每天为记忆补写适用场景最多用多少 token（估算），0 关闭", minimum=0, maximum=5_000_000
+    ),
 }
 USER_ONLY_KEYS = tuple(name for name, key in KEYS.items() if key.user_only)
 # The recall floors: the key the user sets, and the group it is the line of.
@@ -111,7 +134,28 @@ def _accepts(key: Key, value: object) -> bool:
 
 
 def _in_range(key: Key, value: object) -> bool:
-    return key.minimum is None or (isinstance(value, (int, float)) and value >= key.minimum)
+    if key.minimum is None and key.maximum is None:
+        return True
+    if not isinstance(value, (int, float)):
+        return False
+    low = -math.inf if key.minimum is None else key.minimum
+    high = math.inf if key.maximum is None else key.maximum
+    return low <= value <= high
+
+
+def _number(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else str(value)
+
+
+def expected(key: Key) -> str:
+    """What a key takes, in Chinese, range included: ``正整数（1 到 50）``."""
+    if key.kind is int:
+        kind = {0: "非负整数", 1: "正整数"}.get(int(key.minimum) if key.minimum is not None else -1, "整数")
+    else:
+        kind = _TYPE_NAMES[key.kind]
+    if key.minimum is None or key.maximum is None:
+        return kind
+    return f"{kind}（{_number(key.minimum)} 到 {_number(key.maximum)}）"
 
 
 def _read_file(paths: DataPaths) -> dict[str, Any] | None:
@@ -140,7 +184,7 @@ def load_config(paths: DataPaths | None = None) -> Config:
         if key is None:
             continue
         if not _accepts(key, value) or not _in_range(key, value):
-            log(paths, f"配置项 {name} 类型应为 {_TYPE_NAMES[key.kind]}，已忽略", value=repr(value))
+            log(paths, f"配置项 {name} 应为{expected(key)}，已忽略", value=repr(value)[:200])
             continue
         values[name] = int(value) if key.kind is int else value
         explicit.add(name)
@@ -165,8 +209,11 @@ def _read_lines(paths: DataPaths, raw: object) -> dict[str, dict[str, float]]:
     for model, entry in raw.items():
         kept = {}
         if isinstance(entry, dict):
+            line = KEYS["recallMinScore"]
             kept = {
-                g: float(v) for g, v in entry.items() if g in groups and _accepts(KEYS["recallMinScore"], v)
+                g: float(v)
+                for g, v in entry.items()
+                if g in groups and _accepts(line, v) and _in_range(line, v)
             }
         if not isinstance(entry, dict) or len(kept) != len(entry):
             log(paths, f"配置项 {LINES_KEY} 里「{str(model)[:200]}」的内容不对，已忽略不认识的部分")
@@ -195,14 +242,10 @@ def parse_value(name: str, raw: str) -> Any:
         number = float(text)
     except ValueError:
         number = math.nan
-    if not math.isfinite(number):
-        raise ConfigError(f"{name} 需要数字，收到「{raw}」")
-    if key.kind is int:
-        if not number.is_integer() or not _in_range(key, number):
-            kind = "正整数" if key.minimum == 1 else "非负整数"
-            raise ConfigError(f"{name} 需要{kind}，收到「{raw}」")
-        return int(number)
-    return number
+    whole = key.kind is not int or number.is_integer()
+    if not math.isfinite(number) or not whole or not _in_range(key, number):
+        raise ConfigError(f"{name} 需要{expected(key)}，收到「{raw}」")
+    return int(number) if key.kind is int else number
 
 
 def set_config_value(paths: DataPaths, name: str, raw: str) -> Any:

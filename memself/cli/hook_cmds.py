@@ -12,7 +12,7 @@ from memself.cli.app import main
 from memself.hosts import HOSTS
 
 
-@main.command("hook")
+@main.command("hook", hidden=True)
 @click.option(
     "--agent", "host", default="", metavar="|".join(HOSTS), help="哪个客户端调用的 hook：" + "、".join(HOSTS)
 )

@@ -9,7 +9,7 @@ from memself.hosts import HOSTS
 
 
 # ``--agent`` is the flag's name in every host's registered MCP command: it stays.
-@main.command("mcp")
+@main.command("mcp", hidden=True)
 @click.option("--agent", "host", required=True, help=f"宿主客户端（{'、'.join(HOSTS)}）")
 def mcp_cmd(host: str) -> None:
     """以 MCP（stdio）方式提供记忆工具，由客户端启动。"""

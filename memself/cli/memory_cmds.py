@@ -22,7 +22,7 @@ from memself.cli.scope import (
     workspace_option,
 )
 from memself.config import KEYS, load_config, set_config_value, set_model
-from memself.errors import InvalidInput
+from memself.errors import InvalidInput, MemselfError, NotFound
 from memself.judge.credentials import key_state, read_key_file, shown_base
 from memself.page import listing
 from memself.paths import DataPaths
@@ -322,9 +322,10 @@ def delete_cmd(ids: tuple[str, ...]) -> None:
     click.echo(f"已删除 {len(removed)} 条，移入回收站（保留 30 天，可用 memself restore <id> 恢复）：")
     for memory in removed:
         click.echo(f"- {one_line(memory.text)}（id {memory.id}）")
-    missing = sorted(set(ids) - {m.id for m in removed})
+    missing = [i for i in dict.fromkeys(ids) if i not in {m.id for m in removed}]
     if missing:
-        click.echo(f"未找到，已跳过：{'、'.join(missing)}")
+        # The others are deleted and stay deleted; the exit code says not everything asked was done.
+        raise NotFound(f"没有找到这些记忆，未删除：{'、'.join(missing)}")
 
 
 @main.command("trash")
@@ -347,17 +348,29 @@ def trash_cmd(as_json: bool) -> None:
 
 
 @main.command("restore")
-@click.argument("mem_id")
-def restore_cmd(mem_id: str) -> None:
-    """从回收站恢复一条记忆。"""
-    memory = _store().restore(mem_id, now_utc())
-    click.echo(
-        f"已恢复到 {memory.category}：{one_line(memory.text)}（置信度 "
-        f"{fmt_confidence(memory.confidence)}，id {memory.id}）"
-    )
+@click.argument("ids", nargs=-1, required=True)
+def restore_cmd(ids: tuple[str, ...]) -> None:
+    """从回收站恢复记忆（可以给多个 id）。"""
+    store, now = _store(), now_utc()
+    refused = []
+    for mem_id in dict.fromkeys(ids):
+        try:
+            memory = store.restore(mem_id, now)
+        except (NotFound, InvalidInput) as exc:
+            refused.append(str(exc))
+            continue
+        click.echo(
+            f"已恢复到 {memory.category}：{one_line(memory.text)}（置信度 "
+            f"{fmt_confidence(memory.confidence)}，id {memory.id}）"
+        )
+    # What was restored stays restored; the exit code says not everything asked for was done.
+    if refused:
+        raise MemselfError("；".join(refused))
 
 
-@main.command("config")
+# Unknown options pass through as values: a negative number (``recallMinScore -1``) is a value
+# for the key's own range check, not an option click does not know.
+@main.command("config", context_settings={"ignore_unknown_options": True})
 @click.argument("key", required=False)
 @click.argument("value", required=False)
 @click.option("--json", "as_json", is_flag=True, help="输出 JSON")

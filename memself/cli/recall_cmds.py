@@ -9,7 +9,7 @@ import click
 from memself.cli.app import echo_json, main, now_utc
 from memself.cli.scope import workspace_option
 from memself.config import load_config
-from memself.errors import InvalidInput
+from memself.errors import InvalidInput, MemselfError
 from memself.paths import DataPaths
 from memself.workspace_args import current_workspace, directory_workspace
 
@@ -107,10 +107,12 @@ def rebuild_index_cmd() -> None:
     if result.backup:
         click.echo(f"旧索引备份在 {result.backup}")
     if result.failed:
-        click.echo(f"有 {len(result.failed)} 条编码失败，记忆仍在，下次同步时重试", err=True)
+        raise MemselfError(
+            f"有 {len(result.failed)} 条编码失败，记忆仍在，下次同步时重试：{'、'.join(result.failed)}"
+        )
 
 
-@main.command("build-background")
+@main.command("build-background", hidden=True)
 def build_background_cmd() -> None:
     """按当前模型重新生成背景均值和召回空间（换模型或改了背景句子后用）。"""
     from memself.model.encoder import batch_threads, load_encoder

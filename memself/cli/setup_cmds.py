@@ -7,6 +7,7 @@ import sys
 import click
 
 from memself.cli.app import main
+from memself.cli.click_zh import confirm
 from memself.errors import MemselfError
 from memself.install import INSTALLERS
 
@@ -23,7 +24,7 @@ class ClickPrompter:
         return str(click.prompt(question, default="", show_default=False, hide_input=True))
 
     def confirm(self, question: str, default: bool) -> bool:
-        return click.confirm(question, default=default)
+        return confirm(question, default)
 
 
 def _has_terminal() -> bool:
@@ -74,4 +75,4 @@ def doctor() -> None:
 
 def _confirm_key_address(address: str) -> bool:
     click.echo(f"apiKey 是原插件的格式，还没有确认可以发往哪个地址。当前的判别接口地址是：{address}")
-    return bool(click.confirm("这是你自己填写、信任的地址吗？确认后 apiKey 只会发往这个地址", default=False))
+    return confirm("这是你自己填写、信任的地址吗？确认后 apiKey 只会发往这个地址", default=False)

@@ -45,7 +45,16 @@ def views_fill(limit: int | None, dry_run: bool) -> None:
     from memself.config import load_config
     from memself.judge.credentials import shown_base
     from memself.paths import DataPaths
-    from memself.views.fill import BUSY, KEY, NO_ENDPOINT, dump_body, endpoint_configured, run_fill
+    from memself.views.fill import (
+        BUSY,
+        ENDPOINT_ERROR,
+        KEY,
+        NO_ENDPOINT,
+        STATE,
+        dump_body,
+        endpoint_configured,
+        run_fill,
+    )
 
     paths = DataPaths.default()
     config = load_config(paths)
@@ -73,10 +82,17 @@ def views_fill(limit: int | None, dry_run: bool) -> None:
         )
     if report.stopped == KEY:
         raise MemselfError(f"{report.detail}（memself key set 重新输入 apiKey）")
-    click.echo(
-        f"发送了 {report.requests} 个请求，{len(report.filled)} 条记忆补上了适用场景"
-        + (f"，{len(report.failed)} 条这次没拿到可用结果（明天再试）" if report.failed else "")
-    )
-    if report.stopped in _STOPPED:
-        detail = f"：{report.detail}" if report.detail and report.stopped == "endpoint-error" else ""
-        click.echo(_STOPPED[report.stopped] + detail)
+    click.echo(f"发送了 {report.requests} 个请求，{len(report.filled)} 条记忆补上了适用场景")
+    faults = (ENDPOINT_ERROR, STATE)
+    if report.stopped in _STOPPED and report.stopped not in faults:
+        click.echo(_STOPPED[report.stopped])
+    # What was filled stays filled; the exit code says not everything asked for was done.
+    unfinished = []
+    if report.failed:
+        left = "、".join(report.failed)
+        unfinished.append(f"{len(report.failed)} 条记忆这次没拿到可用结果（明天再试）：{left}")
+    if report.stopped in faults:
+        detail = f"：{report.detail}" if report.detail and report.stopped == ENDPOINT_ERROR else ""
+        unfinished.append(_STOPPED[report.stopped] + detail)
+    if unfinished:
+        raise MemselfError("；".join(unfinished))

@@ -203,13 +203,14 @@ def test_a_deadline_passing_mid_import_answers_the_hosts_nothing(trigger: str) -
 
 
 def test_stop_waiting_for_a_hung_judge_answers_before_its_deadline(hook_data: DataPaths) -> None:
-    """sideWaitMs longer than the host allows and a judge that never returns: Stop stops waiting
-    in time to show what is ready, instead of being cut off with nothing."""
+    """sideWaitMs as long as the host's whole Stop timeout (its highest value) and a judge that
+    never returns: Stop stops waiting in time to show what is ready, instead of being cut off
+    with nothing."""
     paths = hook_data
     session = "stop-deadline"
     with running_judge() as judge:
         configure(paths, judge.url, confirm=True)
-        set_config_value(paths, "sideWaitMs", "60000")
+        set_config_value(paths, "sideWaitMs", "20000")
         sid = ready(
             paths,
             "记住：以后回答都用中文",

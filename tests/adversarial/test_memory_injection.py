@@ -352,7 +352,7 @@ def real_engine(model_cache: Path, hook_data: DataPaths) -> Iterator[DataPaths]:
         ("recallMinScore", "-1"),
         ("recallMinScoreProject", "-1"),
         ("recallMinMargin", "-1"),
-        ("recallTopK", "100"),
+        ("recallTopK", "50"),
     ):
         set_config_value(paths, key, value)
     os.environ.pop("MEMSELF_ENGINE_SERVICE", None)
