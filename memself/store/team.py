@@ -105,6 +105,12 @@ def _read_bounded(path: str) -> bytes | None:
         os.close(fd)
 
 
+def parse_line(line: bytes, group: str) -> Memory | None:
+    """One line of a team file as the reader takes it (its id not yet prefixed), or None when
+    the reader skips it."""
+    return _parse(line, group)
+
+
 def _parse(line: bytes, group: str) -> Memory | None:
     try:
         raw = json.loads(line.decode("utf-8"))

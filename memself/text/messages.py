@@ -10,6 +10,7 @@ these.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -814,4 +815,51 @@ def stats_lines(stats: dict[str, Any]) -> list[str]:
         for m in stats["brokenMost"]:
             advice = f"，{m['advice']}" if m["advice"] else ""
             lines.append(f"  {inert(m['text'], 60)}（被违反 {m['broken']} 次{advice}，id {m['id']}）")
+    return lines
+
+
+# ---------------------------------------------------------------------------------------------
+# Team memory: a memory shared into a repository's .memself/, and where a memory comes from
+# ---------------------------------------------------------------------------------------------
+
+SCOPE_TEAM = "团队共享"
+ORIGIN_LOCAL = "本机"
+
+
+def origin_text(team_root: str = "", team_file: str = "") -> str:
+    """Where a listed memory comes from: 「本机」 (the user's own store), or
+    「团队（/repo 的 .memself/rule.jsonl）」 for one a repository carries."""
+    if not team_root:
+        return ORIGIN_LOCAL
+    return f"团队（{one_line(team_root)} 的 {one_line(team_file or '.memself/')}）"
+
+
+def team_scope_label(workspace_name: str) -> str:
+    """The popup's name for the team scope: written into the repository's .memself/ for review."""
+    return f"{SCOPE_TEAM}（写入 {inert(workspace_name, _SCOPE_NAME_LIMIT)} 仓库的 .memself/，由你检查后提交）"
+
+
+def share_lines(
+    root: str, relative: str, text: str, already: bool, unreadable: Sequence[int] = ()
+) -> list[str]:
+    """What ``memself share`` (and an accepted team proposal) tells the user: the file, and the
+    git commands that are the user's to run; memself never commits."""
+    import shlex
+
+    where = os.path.join(root, relative)
+    if already:
+        lines = [f"{where} 里已经有这条记忆，没有重复写入：{inert(text)}"]
+    else:
+        lines = [
+            f"已写入 {where}：{inert(text)}",
+            "memself 不会替你提交。检查无误后可以运行：",
+            f"  git -C {shlex.quote(root)} add {shlex.quote(relative)}",
+            f"  git -C {shlex.quote(root)} commit -m {shlex.quote('memself: 共享一条团队记忆')}",
+        ]
+    if unreadable:
+        shown = "、".join(str(n) for n in list(unreadable)[:10])
+        lines.append(
+            f"注意：{relative} 第 {shown} 行无法读取，团队读取时会跳过；"
+            "memself 只在文件末尾追加，没有改动这些行，请手动修好或删掉"
+        )
     return lines
