@@ -39,12 +39,6 @@ class Shared:
         return os.path.join(self.root, self.relative)
 
 
-def is_repository(root: str) -> bool:
-    """Whether ``root`` is a git repository's root (its ``.git`` is there), as the team reader
-    decides it."""
-    return bool(root) and os.path.isabs(root) and os.path.lexists(os.path.join(root, ".git"))
-
-
 def share(store: MemoryStore, mem_id: str, workspace: Workspace | None) -> Shared:
     """Share the memory ``mem_id`` into the repository of ``workspace``."""
     if mem_id.startswith(team.ID_PREFIX):
@@ -52,7 +46,7 @@ def share(store: MemoryStore, mem_id: str, workspace: Workspace | None) -> Share
     memory = store.get(mem_id)
     if memory is None:
         raise NotFound(f"没有 id 为「{mem_id}」的记忆（memself list 可查看 id）")
-    if workspace is None or not is_repository(workspace.key):
+    if workspace is None or not team.is_repository(workspace.key):
         raise InvalidInput("当前目录不在 git 仓库里：团队记忆放在仓库根目录的 .memself/ 下，请在仓库里运行")
     if memory.workspace and memory.workspace != workspace.key:
         raise InvalidInput(
@@ -64,7 +58,7 @@ def share(store: MemoryStore, mem_id: str, workspace: Workspace | None) -> Share
 
 def share_memory(memory: Memory, root: str) -> Shared:
     """Append ``memory``'s shareable record to ``root``'s ``.memself/<group>.jsonl``."""
-    if not is_repository(root):
+    if not team.is_repository(root):
         raise InvalidInput("当前目录不在 git 仓库里：团队记忆放在仓库根目录的 .memself/ 下，请在仓库里运行")
     text = check_text(memory.text)
     if redact(text) != text or any(redact(r) != r for r in memory.appliesWhen):

@@ -22,6 +22,7 @@ from memself.store.records import (
     GROUP_SHORT_LABELS,
     GROUPS,
     MAX_TEXT,
+    TEAM,
     WORKSPACE,
     Memory,
     fmt_confidence,
@@ -569,6 +570,12 @@ def _requests(p: dict[str, Any], key: str) -> str:
 # The decision suffix of a create in an explicit scope (``create_project_here``): the scope the
 # popup named, whatever the judge recommended.
 SCOPE_DECISIONS = {WORKSPACE: "here", GLOBAL: "all"}
+# The team scope is offered only when the judge recommended it (a turn in a git repository).
+TEAM_SUFFIX = "team"
+
+
+def _suffix(scope: str) -> str:
+    return TEAM_SUFFIX if scope == TEAM else SCOPE_DECISIONS[scope]
 
 
 def recommended_scope(p: dict[str, Any]) -> str:
@@ -577,6 +584,8 @@ def recommended_scope(p: dict[str, Any]) -> str:
 
 
 def _scope_named(scope: str, workspace_name: str) -> str:
+    if scope == TEAM:
+        return team_scope_label(workspace_name)
     return scope_label(workspace_name if scope == WORKSPACE else "")
 
 
@@ -597,24 +606,24 @@ def popup_options(p: dict[str, Any], workspace_name: str = "") -> list[tuple[str
     group = p.get("category") if p.get("category") in GROUPS else "rule"
     other = "project" if group == "rule" else "rule"
     scope = recommended_scope(p)
-    flipped = GLOBAL if scope == WORKSPACE else WORKSPACE
+    flipped = GLOBAL if scope == WORKSPACE else WORKSPACE  # team's other choice: only here
     verb = "仍新建" if head else "落成"
     options = [
         *head,
         (
             f"{verb}，使用推荐标签 {group}，范围：{_scope_named(scope, workspace_name)}「{text}」",
-            f"create_{group}_{SCOPE_DECISIONS[scope]}",
+            f"create_{group}_{_suffix(scope)}",
         ),
         (
             f"{verb}，使用推荐标签 {group}，范围改为：{_scope_named(flipped, workspace_name)}「{text}」",
-            f"create_{group}_{SCOPE_DECISIONS[flipped]}",
+            f"create_{group}_{_suffix(flipped)}",
         ),
     ]
     if not head:
         options.append(
             (
                 f"{verb}，把标签改为 {other}，范围：{_scope_named(scope, workspace_name)}「{text}」",
-                f"create_{other}_{SCOPE_DECISIONS[scope]}",
+                f"create_{other}_{_suffix(scope)}",
             )
         )
     return [*options, (SKIP_OPTION, "discard")]
@@ -652,14 +661,19 @@ def scope_line(p: dict[str, Any], workspace_name: str) -> str:
     return line
 
 
-def _decision_list(scoped: bool) -> str:
+def _decision_list(scoped: bool, team: bool = False) -> str:
     if not scoped:
         return "create_rule、create_project、reinforce、merge、replace 或 discard"
-    creates = [f"create_{g}_{s}" for g in GROUPS for s in SCOPE_DECISIONS.values()]
+    suffixes = [*SCOPE_DECISIONS.values(), *([TEAM_SUFFIX] if team else [])]
+    creates = [f"create_{g}_{s}" for g in GROUPS for s in suffixes]
     return (
         "、".join(["create_rule", "create_project", *creates, "reinforce", "merge", "replace"])
         + " 或 discard"
     )
+
+
+def _offers_team(proposals: Sequence[dict[str, Any]], names: Sequence[str]) -> bool:
+    return any(name and recommended_scope(p) == TEAM for p, name in zip(proposals, names, strict=True))
 
 
 def confirm_texts(
@@ -700,7 +714,7 @@ def confirm_texts(
         f"只有 {RESOLVE_TOOL} 能写入这些记忆；不要调用 {forbidden_tools} 或其它记忆写工具。",
         f"弹窗标题必须是「{DIALOG_TITLE}」；每个选项的 id 就是选项文字，逐字照抄下面给出的选项。",
         f"用户点选后，对每一条调用一次 {RESOLVE_TOOL}，sessionID 用该条的 sessionID，decision 取所选选项"
-        f"箭头后面的值（{_decision_list(any(names))}）。",
+        f"箭头后面的值（{_decision_list(any(names), _offers_team(proposals, names))}）。",
         f"提问工具返回 Skipped，或者用户关闭、取消了弹窗时，不要调用 {RESOLVE_TOOL}，也不要再追问。",
         "处理完后用一句话告诉用户结果，不要做其他任何操作。",
     ]
@@ -863,3 +877,30 @@ def share_lines(
             "memself 只在文件末尾追加，没有改动这些行，请手动修好或删掉"
         )
     return lines
+
+
+# After a create the judge proposed for the team: appended to its result line, which stays one line.
+TEAM_FALLBACK_NOTE = "；不在 git 仓库里，没有写入团队记忆，改为仅此项目"
+
+
+def team_shared_note(root: str, relative: str, already: bool) -> str:
+    """The memory is in the repository's .memself/ (or already was): the commit is the user's."""
+    import shlex
+
+    where = one_line(os.path.join(root, relative))
+    if already:
+        return f"；{where} 里已经有这条团队记忆，没有重复写入"
+    repo, name = shlex.quote(one_line(root)), shlex.quote(one_line(relative))
+    return (
+        f"；已写入 {where}，memself 不会替你提交，请检查后自己提交"
+        f"（git -C {repo} add {name} 然后 git -C {repo} commit）"
+    )
+
+
+def team_refused_note(reason: str) -> str:
+    return f"；没有写入团队记忆（{one_line(reason)}），这条记忆只记在本机"
+
+
+def team_not_asked_note(mem_id: str) -> str:
+    """Confirmation off: nobody chose the team, so nothing goes into the repository."""
+    return f"；团队共享要在确认弹窗里选择，这次只记在本机（可用 memself share {mem_id} 写入仓库的 .memself/）"
