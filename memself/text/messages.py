@@ -840,12 +840,42 @@ SCOPE_TEAM = "团队共享"
 ORIGIN_LOCAL = "本机"
 
 
-def origin_text(team_root: str = "", team_file: str = "") -> str:
+ORIGIN_LABEL = "来源："
+
+
+def is_team_memory(memory: Memory) -> bool:
+    """A memory a repository carries (``memself.store.team`` gives it this id prefix)."""
+    from memself.store.team import ID_PREFIX
+
+    return memory.id.startswith(ID_PREFIX)
+
+
+def team_file_of(memory: Memory) -> str:
+    """The ``.memself/`` file a team memory was read from, relative to its repository."""
+    from memself.store.team import TEAM_DIR
+
+    return f"{TEAM_DIR}/{memory.category}.jsonl"
+
+
+def origin_text(memory: Memory) -> str:
     """Where a listed memory comes from: 「本机」 (the user's own store), or
-    「团队（/repo 的 .memself/rule.jsonl）」 for one a repository carries."""
-    if not team_root:
+    「团队（/repo 的 .memself/rule.jsonl）」 for one a repository carries (its workspace is the
+    repository's root)."""
+    return origin_of(memory.id, memory.workspace, memory.category)
+
+
+def origin_of(mem_id: str, root: str, group: str) -> str:
+    """``origin_text`` from a hit's id, the repository it was recalled in and its group."""
+    from memself.store.team import ID_PREFIX, TEAM_DIR
+
+    if not mem_id.startswith(ID_PREFIX) or not root:
         return ORIGIN_LOCAL
-    return f"团队（{one_line(team_root)} 的 {one_line(team_file or '.memself/')}）"
+    return f"团队（{one_line(root)} 的 {TEAM_DIR}/{group}.jsonl）"
+
+
+def origin_line(memory: Memory) -> str:
+    """「来源：本机」 or 「来源：团队（…），只读」."""
+    return ORIGIN_LABEL + origin_text(memory) + ("，只读" if is_team_memory(memory) else "")
 
 
 def team_scope_label(workspace_name: str) -> str:

@@ -302,9 +302,15 @@ class RecallService:
         config = load_config(self.paths)
         params = gate_params(config, resolve_model(config.model))
         recaller, pool, index = self._loaded()
-        return recaller.recall(
+        result = recaller.recall(
             text, pool, index.matrix, params, matrix_key=index.generation, workspace=workspace
-        ).to_detail()
+        )
+        team = self._team_pool(workspace) if workspace else None
+        if team is not None:
+            team_pool, matrix, key = team
+            found = recaller.recall(text, team_pool, matrix, params, matrix_key=key, workspace=workspace)
+            result = result.with_team(found, params.top_k)
+        return result.to_detail()
 
     def recall(self, text: str, now: datetime, workspace: str | None = None) -> dict[str, Any]:
         """Gated per-group recall. Each hit shows the confidence it will have once rewarded (once
