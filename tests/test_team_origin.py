@@ -116,3 +116,19 @@ def test_recall_previews_the_teams_facts_marked_locally_and_through_the_engine(
     assert [h["id"] for h in detail["groups"]["project"]["hits"]] == [team.ID_PREFIX + "f1"]
     warm = memself("recall", QUESTION, cwd=repo)  # the engine is up now: its preview
     assert origin(repo, "project") in warm.stdout
+
+
+def test_the_page_lists_each_repositorys_team_memories_as_the_teams(repo: Path) -> None:
+    from memself.page.listing import refresh_views
+
+    paths = DataPaths.default()
+    MemoryStore(paths).add("支付服务本地调试端口是 8081", "project", T0, workspace=workspace_of(str(repo)))
+    page = refresh_views(paths, T0).read_text("utf-8")
+    raw = page.split('<script type="application/json" id="memself-data">', 1)[1].split("</script>", 1)[0]
+    data = json.loads(raw)
+    names = [name for _, name, _ in data["scopes"]]
+    assert names[-1] == "团队：pay" and data["scopes"][-1][0] == f"{repo}/.memself"
+    assert "只读" in data["scopes"][-1][2] and "本机" in data["scopes"][-1][2]
+    team_rows = {row[1] for row in data["rows"] if row[7] == len(names) - 1}
+    assert team_rows == {TEAM_RULE, TEAM_FACT}
+    assert "另有仓库 .memself/ 携带的团队记忆 <b>2</b> 条（只读）" in page
