@@ -934,3 +934,27 @@ def team_refused_note(reason: str) -> str:
 def team_not_asked_note(mem_id: str) -> str:
     """Confirmation off: nobody chose the team, so nothing goes into the repository."""
     return f"；团队共享要在确认弹窗里选择，这次只记在本机（可用 memself share {mem_id} 写入仓库的 .memself/）"
+
+
+# ---------------------------------------------------------------------------------------------
+# Sync state, as doctor and engine status show it (memself sync status prints its own lines)
+# ---------------------------------------------------------------------------------------------
+
+
+def sync_state_lines(info: dict[str, Any], pending: dict[str, int]) -> list[str]:
+    """The last sync (time, result) and what waits to be synced: ``info`` is the sync state
+    (``lastSync``, ``lastError``, ``lastAttempt``), ``pending`` counts per kind of change."""
+    last = str(info.get("lastSync") or "")
+    error = one_line(str(info.get("lastError") or ""))
+    lines = [f"上次同步 {last}（成功）" if last else "还没有成功同步过"]
+    if error:
+        lines.append(f"上次尝试 {info.get('lastAttempt') or ''} 失败：{error}")
+    total = sum(pending.values())
+    if total:
+        lines.append(
+            f"等待同步 {total} 处改动（新增 {pending['added']} 条、修改 {pending['changed']} 条、"
+            f"删除 {pending['deleted']} 条记忆，回收站变动 {pending['trash']} 条）"
+        )
+    else:
+        lines.append("没有等待同步的本机改动")
+    return lines
