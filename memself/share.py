@@ -5,7 +5,8 @@ The copy is a record in the original's format in ``.memself/<group>.jsonl`` at t
 root, the file ``memself.store.team`` reads for everyone who works in it. What is private to this
 machine stays out of it: the workspace path, the evidence (the user's own words), the daily gain
 and any field a hand edit added. The repository is shared text, so nothing secret-looking goes
-into it: a memory whose text or requests redaction would change is refused. The file is only ever
+into it: a memory whose text or requests redaction would change is refused, and so is one that
+carries the plugin's own marker or notice header (in any spelling ``inert`` folds). The file is only ever
 appended to (never rewritten): lines it holds that the team reader skips stay as they are, and
 the user is told about them.
 """
@@ -23,6 +24,7 @@ from memself.store.memory_store import MemoryStore
 from memself.store.recordlines import encode_record
 from memself.store.records import Memory, check_text
 from memself.store.workspaces import Workspace, display_name
+from memself.text.messages import MARKER_STANDIN, NOTICE_STANDIN, inert
 from memself.text.redact import redact
 
 
@@ -66,6 +68,10 @@ def share_memory(memory: Memory, root: str) -> Shared:
             "这条记忆的正文或适用场景里有像密钥、密码、令牌或个人信息的内容，不能写进仓库共享给团队；"
             "先用 memself delete 删掉它，再不带这些内容重新添加后共享"
         )
+    shown = inert(text)
+    if any(mark in shown and mark not in text for mark in (MARKER_STANDIN, NOTICE_STANDIN)):
+        # Every reader shows it inertly anyway; a plugin marker has no business in a shared file.
+        raise InvalidInput("这条记忆的正文里有记忆插件自己的标记或通知标题，不能写进仓库共享给团队")
     if not memory.active:
         raise InvalidInput("这条记忆已废弃（置信度过低），不能共享；先强化或重新添加它")
     relative = f"{team.TEAM_DIR}/{memory.category}.jsonl"
