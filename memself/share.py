@@ -84,8 +84,15 @@ def share_memory(memory: Memory, root: str) -> Shared:
     unreadable = [
         n for n, (line, m) in enumerate(zip(lines, found, strict=True), 1) if line.strip() and m is None
     ]
-    if any(m is not None and (m.id == memory.id or m.text == text) for m in found):
+    if any(m is not None and m.text == text for m in found):
         return Shared(memory, root, relative, already=True, unreadable_lines=unreadable)
+    older = next((n for n, m in enumerate(found, 1) if m is not None and m.id == memory.id), None)
+    if older is not None:
+        # An earlier share of this memory, before its text changed: the file is only appended to.
+        raise InvalidInput(
+            f"{relative} 第 {older} 行是这条记忆共享时的旧正文；memself 只追加、不改写仓库里的文件，"
+            "请手动把那一行的 text 改成新正文（或删掉那一行后再共享）"
+        )
     if sum(1 for m in found if m is not None) >= team.MAX_MEMORIES:
         raise InvalidInput(f"{relative} 已有 {team.MAX_MEMORIES} 条记忆，团队读取时最多读这么多，没有再追加")
     line = encode_record(_record(memory, text))

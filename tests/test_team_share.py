@@ -74,6 +74,11 @@ def test_sharing_twice_writes_once_and_says_so(tmp_path: Path) -> None:
     assert again.returncode == 0, again.stderr
     assert "已经有这条记忆，没有重复写入" in again.stdout and "git -C" not in again.stdout
     assert (repo / ".memself" / "rule.jsonl").read_bytes() == before
+    # Its text changed since: the older line is named, never rewritten, and nothing is appended.
+    MemoryStore(DataPaths.default()).replace(rule_id, RULE + "，合并请求标题也一样", T0)
+    changed = memself("share", rule_id, cwd=repo)
+    assert changed.returncode == 1 and "第 1 行是这条记忆共享时的旧正文" in changed.stderr
+    assert (repo / ".memself" / "rule.jsonl").read_bytes() == before
 
 
 def test_bad_input_is_refused_with_a_reason(tmp_path: Path) -> None:
