@@ -579,6 +579,24 @@ def check_kept(paths: DataPaths) -> Check | None:
     )
 
 
+def check_sync(paths: DataPaths) -> Check | None:
+    """The last sync and the changes waiting for the next one, when sync is set up."""
+    from dataclasses import asdict
+
+    from memself.sync.run import configured, status
+    from memself.text.messages import sync_state_lines
+
+    if not configured(paths):
+        return None
+    info, pending = status(paths)
+    lines = sync_state_lines(info, asdict(pending))
+    failed = bool(info.get("lastError"))
+    fix = "检查网络和同步仓库地址后运行 memself sync" if failed else ""
+    if not fix and pending.total:
+        fix = "下次会话开始时会在后台同步，也可以现在运行 memself sync"
+    return Check("同步", None if failed else True, f"{info.get('remote')}；" + "；".join(lines), fix)
+
+
 def run_checks(
     paths: DataPaths,
     home: Path,
@@ -602,6 +620,7 @@ def run_checks(
         lambda: check_views(paths),
         lambda: check_kept(paths),
         lambda: check_secrets(paths),
+        lambda: check_sync(paths),
     )
     for check in later:
         try:

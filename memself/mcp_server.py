@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import webbrowser
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
@@ -41,6 +41,7 @@ from memself.text.messages import (
     SCOPE_LABEL,
     group_suffix,
     inert,
+    origin_line,
     requests_line,
     scope_text,
     workspace_label,
@@ -214,6 +215,10 @@ class MemoryTools:
                 extra = f"（其中已废弃 {dead[group]} 条）" if dead[group] else ""
                 lines.append(f"{group:<7} {counts[group]} 条{extra} —— {hints[group]}")
             lines += self._scope_lines(scopes)
+        carried = self._team()
+        if carried:
+            by_group = "，".join(f"{g} {sum(1 for m in carried if m.category == g)} 条" for g in GROUPS)
+            lines.append(f"当前项目的仓库 .memself/ 携带团队记忆（只读）：{by_group}")
         bad = listing.problems(summaries, store.paths.trash.name)
         if bad:
             where = "、".join(f"{name} 第 {line} 行" for name, line, _ in bad[:5])
@@ -256,20 +261,25 @@ class MemoryTools:
         if not everything and self.workspace is not None:
             memories = [m for m in memories if m.visible_in(self.workspace.key)]
         where = "" if everything else "所有项目的和当前项目的，"
-        if not memories:
+        carried = self._team([group])
+        if not memories and not carried:
             return f"「{group}」下没有{where.rstrip('，')}记忆"
         more = f"，以下为前 {READ_LIMIT} 条" if len(memories) > READ_LIMIT else ""
         lines = [f"{group}（{where}共 {len(memories)} 条{more}）"]
-        for i, m in enumerate(memories[:READ_LIMIT], 1):
-            mark = "[已废弃] " if not m.active else ""
-            lines.append(
-                f"{i}. {mark}{inert(m.text)}（置信度 {fmt_confidence(m.confidence)}，id {m.id}，"
-                f"{SCOPE_LABEL}{_scope(m)}）"
-            )
-            if m.appliesWhen:
-                lines.append(f"   {requests_line(m.appliesWhen)}")
+        lines += _read_lines(memories[:READ_LIMIT])
+        if carried:
+            lines.append(f"当前项目的仓库 .memself/ 携带的团队记忆（只读，共 {len(carried)} 条）：")
+            lines += _read_lines(carried[:READ_LIMIT])
         lines.append(self._here_line())
         return "\n".join(lines)
+
+    def _team(self, groups: Sequence[str] = GROUPS) -> list[Memory]:
+        """The current project's repository's ``.memself/`` memories (none without a project)."""
+        from memself.store.team import team_memories
+
+        if self.workspace is None:
+            return []
+        return [m for g in groups for m in team_memories(self.workspace.key, g)]
 
     # -- memory_update ----------------------------------------------------------------------
     def memory_update(self, args: dict[str, Any]) -> str:
@@ -413,6 +423,19 @@ def _show_value(value: object) -> str:
     if value == "":
         return "（未设置）"
     return str(value)
+
+
+def _read_lines(memories: Sequence[Memory]) -> list[str]:
+    lines = []
+    for i, m in enumerate(memories, 1):
+        mark = "[已废弃] " if not m.active else ""
+        lines.append(
+            f"{i}. {mark}{inert(m.text)}（置信度 {fmt_confidence(m.confidence)}，id {m.id}，"
+            f"{SCOPE_LABEL}{_scope(m)}，{inert(origin_line(m), None)}）"
+        )
+        if m.appliesWhen:
+            lines.append(f"   {requests_line(m.appliesWhen)}")
+    return lines
 
 
 def _scope(memory: Memory) -> str:

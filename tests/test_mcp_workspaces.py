@@ -81,8 +81,8 @@ def test_read_shows_the_current_projects_view_unless_asked_for_all(repos: dict[s
     other = store.create("支付页灰度开关是 pay_new_flow", "project", NOW, workspace=pay)
     text = tools.call("memory_read", {"group": "project"})
     assert text.startswith("project（所有项目的和当前项目的，共 2 条）")
-    assert f"id {glob.id}，范围：所有项目）" in text
-    assert f"id {mine.id}，范围：仅项目 shop（{shop.key}））" in text
+    assert f"id {glob.id}，范围：所有项目，来源：本机）" in text
+    assert f"id {mine.id}，范围：仅项目 shop（{shop.key}），来源：本机）" in text
     assert other.id not in text and "pay_new_flow" not in text
     everything = tools.call("memory_read", {"group": "project", "all_workspaces": True})
     assert (

@@ -11,6 +11,7 @@ from memself.cli import (  # noqa: F401
     model_cmds,
     recall_cmds,
     setup_cmds,
+    share_cmds,
     stats_cmds,
     sync_cmds,
     views_cmds,

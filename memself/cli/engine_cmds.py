@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import time
+from typing import Any
 
 import click
 
@@ -17,7 +18,7 @@ from memself.engine.client import (
 )
 from memself.engine.protocol import ERR_NOT_READY, ERR_TIMEOUT, ERR_WARM_UP_FAILED, OP_PING
 from memself.paths import DataPaths
-from memself.text.messages import backlog_progress, model_problem_lines, reload_failed_line
+from memself.text.messages import backlog_progress, model_problem_lines, reload_failed_line, sync_state_lines
 
 STATE_TEXT = {"ready": "就绪", "loading": "正在加载模型", "failed": "加载失败"}
 NOT_RUNNING = "召回引擎未运行（下次会话开始或提问时会自动启动）"
@@ -106,8 +107,9 @@ def status_cmd(as_json: bool) -> None:
     """引擎是否在运行、版本、状态、闲置时间。"""
     paths = DataPaths.default()
     info = engine_probe(paths, STATUS_TIMEOUT_S)
+    sync = _sync_state(paths)
     if as_json:
-        echo_json(info)
+        echo_json({**info, "sync": sync})
         return
     if not info["running"]:
         lines = [NOT_RUNNING]
@@ -115,8 +117,30 @@ def status_cmd(as_json: bool) -> None:
         lines = render_silent(info)
     else:
         lines = render_status(info, EngineClient(paths).matches(info))
+    if sync is not None:
+        lines += [f"  同步      {line}" for line in sync_state_lines(sync, sync["pending"])]
     for line in lines:
         click.echo(line)
+
+
+def _sync_state(paths: DataPaths) -> dict[str, Any] | None:
+    """The sync state and its pending changes (None: sync is not set up, or unreadable)."""
+    from dataclasses import asdict
+
+    from memself.errors import MemselfError
+    from memself.sync.run import configured, status
+
+    if not configured(paths):
+        return None
+    try:
+        info, pending = status(paths)
+    except MemselfError as exc:
+        return {
+            "remote": "",
+            "lastError": str(exc),
+            "pending": {"added": 0, "changed": 0, "deleted": 0, "trash": 0},
+        }
+    return {**info, "pending": asdict(pending)}
 
 
 @engine_group.command("start")

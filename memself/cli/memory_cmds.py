@@ -39,8 +39,17 @@ from memself.store.records import (
     one_line,
 )
 from memself.store.workspaces import Workspace
-from memself.text.messages import APPLIES_WHEN_LABEL, SCOPE_LABEL, gain_text, scope_text, workspace_label
-from memself.workspace_args import directory_workspace
+from memself.text.messages import (
+    APPLIES_WHEN_LABEL,
+    ORIGIN_LABEL,
+    SCOPE_LABEL,
+    gain_text,
+    origin_line,
+    origin_text,
+    scope_text,
+    workspace_label,
+)
+from memself.workspace_args import current_workspace, directory_workspace
 
 
 def _store() -> MemoryStore:
@@ -56,6 +65,22 @@ def _view(workspace_dir: str | None, memories: Iterable[Memory]) -> Workspace | 
     if workspace_dir is None:
         return None
     return directory_workspace(workspace_dir, known={m.workspace for m in memories})
+
+
+def _team(view: Workspace | None, groups: Iterable[str] = GROUPS) -> list[Memory]:
+    """The memories the repository of ``view`` (default: the working directory's) carries in
+    ``.memself/``, read-only; [] outside a repository."""
+    from memself.store.team import team_memories
+
+    here = view if view is not None else current_workspace()
+    return [] if here is None else [m for g in groups for m in team_memories(here.key, g)]
+
+
+def _team_heading(carried: list[Memory]) -> str:
+    from memself.store.team import TEAM_DIR
+
+    counts = "，".join(f"{g} {sum(1 for m in carried if m.category == g)} 条" for g in GROUPS)
+    return f"本仓库 {os.path.join(carried[0].workspace, TEAM_DIR)} 携带的团队记忆（只读）：{counts}"
 
 
 _LIST_SHOWN = 30
@@ -86,8 +111,11 @@ def list_cmd(
     if workspace_dir is not None:
         view = directory_workspace(workspace_dir, known=listing.known_workspaces(summaries))
     view_key = None if view is None else view.key
+    carried = _team(view)
     if show_all:
         _list_all(store, view_key, as_json)
+        for memory in carried:
+            click.echo(json.dumps(memory_json(memory), ensure_ascii=False) if as_json else _list_line(memory))
         return
     problems = [
         {"file": name, "line": line, "reason": why}
@@ -114,6 +142,7 @@ def list_cmd(
                 "limit": shown_n,
                 "nextOffset": next_offset,
                 "memories": [memory_json(m) for m in shown],
+                "team": [memory_json(m) for m in carried],
             }
         )
         return
@@ -131,6 +160,10 @@ def list_cmd(
         rest = "；下一页：--offset " + str(next_offset) if next_offset is not None else ""
         click.echo(f"{where}（全部：memself list --all；网页：memself open{rest}）：")
         for memory in shown:
+            click.echo(f"  {_list_line(memory)}")
+    if carried:
+        click.echo(_team_heading(carried))
+        for memory in carried:
             click.echo(f"  {_list_line(memory)}")
     for problem in problems:
         click.echo(
@@ -153,7 +186,8 @@ def _list_line(memory: Memory) -> str:
     note = f"{advice(memory)}，" if advice(memory) else ""
     return (
         f"[{memory.category}] {mark}{one_line(memory.text)}（置信度 {fmt_confidence(memory.confidence)}，"
-        f"{scope_text(memory.workspace, memory.workspaceName)}，{note}id {memory.id}）"
+        f"{scope_text(memory.workspace, memory.workspaceName)}，{note}{ORIGIN_LABEL}{origin_text(memory)}，"
+        f"id {memory.id}）"
     )
 
 
@@ -184,14 +218,22 @@ def read_cmd(group: str, as_json: bool, workspace_dir: str | None) -> None:
     view = _view(workspace_dir, memories)
     if view is not None:
         memories = [m for m in memories if m.visible_in(view.key)]
+    carried = _team(view, [group])
     if as_json:
-        echo_json([memory_json(m) for m in memories])
+        echo_json([memory_json(m) for m in [*memories, *carried]])
         return
     where = "" if view is None else f"在 {workspace_label(view.key, view.name)}里开的会话能看到的"
     if not memories:
-        click.echo(f"「{group}」下没有{where}记忆")
-        return
-    click.echo(f"{group}（共 {len(memories)} 条{'，' + where if where else ''}）")
+        click.echo(f"「{group}」下没有{where}{'本机' if carried else ''}记忆")
+    else:
+        click.echo(f"{group}（共 {len(memories)} 条{'，' + where if where else ''}）")
+    _read_lines(memories)
+    if carried:
+        click.echo(_team_heading(carried))
+        _read_lines(carried)
+
+
+def _read_lines(memories: list[Memory]) -> None:
     for number, memory in enumerate(memories, start=1):
         mark = "[已废弃] " if not memory.active else ""
         click.echo(
@@ -201,6 +243,7 @@ def read_cmd(group: str, as_json: bool, workspace_dir: str | None) -> None:
         if memory.appliesWhen:
             click.echo(f"   {_when_line(memory.appliesWhen)}")
         click.echo(f"   {_scope_line(memory)}")
+        click.echo(f"   {origin_line(memory)}")
 
 
 def _scope_line(memory: Memory) -> str:

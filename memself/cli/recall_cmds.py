@@ -46,7 +46,7 @@ def recall_cmd(text: str, as_json: bool, workspace_dir: str | None) -> None:
     else:
         here = workspace_label(workspace.key, workspace.name)
         click.echo(f"范围：在 {here}里开的会话（所有项目的记忆加上这个项目的）")
-    click.echo(render_recall_text(result))
+    click.echo(render_recall_text(result, workspace.key if workspace else ""))
 
 
 @main.command("verify")

@@ -123,7 +123,7 @@ def local_recall(
     index = VectorIndex.for_paths(paths)
     index.sync(memories, memory_side(recaller.encoder))
     params = gate_params(config, resolve_model(config.model))
-    return recaller.recall(
+    result = recaller.recall(
         text,
         indexed_pool(memories, index),
         index.matrix,
@@ -131,20 +131,40 @@ def local_recall(
         matrix_key=index.generation,
         workspace=workspace,
     )
+    if workspace:
+        result = _with_team(result, recaller, params, workspace)
+    return result
 
 
-def render_recall_text(result: RecallResult) -> str:
-    """``memself recall`` for a person: each group's hits with scores, and the line it had to pass."""
+def _with_team(result: RecallResult, recaller: Recaller, params: Any, workspace: str) -> RecallResult:
+    """The repository's ``.memself/`` memories recalled as the engine does: a pool of their own."""
+    from memself.recall.memory_side import memory_side
+    from memself.recall.pool import RecallPool
+    from memself.store.team import team_memories
+
+    found = [m for g in GROUPS for m in team_memories(workspace, g)]
+    if not found:
+        return result
+    matrix = memory_side(recaller.encoder).encode_passages([m.text for m in found])
+    team = recaller.recall(
+        result.text, RecallPool(found), matrix, params, matrix_key=("team", workspace), workspace=workspace
+    )
+    return result.with_team(team, params.top_k)
+
+
+def render_recall_text(result: RecallResult, workspace: str = "") -> str:
+    """``memself recall`` for a person: each group's hits with scores, and the line it had to pass;
+    a hit the repository at ``workspace`` carries says so."""
     lines = [f"输入：{one_line(result.text)}"]
     for group in GROUPS:
-        lines.extend(_group_lines(result.groups[group]))
+        lines.extend(_group_lines(result.groups[group], workspace))
     if not result.hit_ids:
         lines.append("这句话不会召回任何记忆。")
     lines.append("（只是预览：不给任何记忆加分）")
     return "\n".join(lines)
 
 
-def _group_lines(g: GroupRecall) -> list[str]:
+def _group_lines(g: GroupRecall, workspace: str = "") -> list[str]:
     name = GROUP_SHORT_LABELS[g.group]
     floor = "关闭" if g.floor < 0 else f"{g.floor:.3f}"
     head = f"【{name}】候选 {g.candidates} 条，底线 {floor}"
@@ -165,13 +185,19 @@ def _group_lines(g: GroupRecall) -> list[str]:
         general = f"，通用问题 -{hit.penalty:.3f}" if hit.penalty > 0.0005 else ""
         out.append(
             f"  - {one_line(hit.text)}（相关度 {hit.score:.3f}{lex}{general}，置信度 "
-            f"{fmt_confidence(hit.confidence)}，id {hit.id}）"
+            f"{fmt_confidence(hit.confidence)}，{_origin(hit.id, g.group, workspace)}，id {hit.id}）"
         )
         if hit.via:
             out.append(
                 f"    经由适用场景「{one_line(hit.via)}」匹配（带适用场景的记忆要多过 {hit.offset:.3f}）"
             )
     return out
+
+
+def _origin(mem_id: str, group: str, workspace: str) -> str:
+    from memself.text.messages import ORIGIN_LABEL, origin_of
+
+    return ORIGIN_LABEL + origin_of(mem_id, workspace, group)
 
 
 def render_recall_json(result: RecallResult) -> dict[str, Any]:

@@ -9,6 +9,7 @@ original plugin's records stay as they are; a reader of our output should not ha
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import click
@@ -46,5 +47,11 @@ def scope_json(memory: Memory) -> dict[str, str | None]:
 
 
 def memory_json(memory: Memory) -> dict[str, Any]:
-    """A memory's record with its scope always present (null: global)."""
-    return {**memory.to_json(), **scope_json(memory)}
+    """A memory's record with its scope always present (null: global) and its origin: ``local``
+    (the user's store) or ``team`` (a repository's ``.memself/``, named in ``teamFile``)."""
+    from memself.text.messages import is_team_memory, team_file_of
+
+    if is_team_memory(memory):
+        origin = {"origin": "team", "teamFile": os.path.join(memory.workspace, team_file_of(memory))}
+        return {**memory.to_json(), **scope_json(memory), **origin}
+    return {**memory.to_json(), **scope_json(memory), "origin": "local"}

@@ -7,8 +7,11 @@ proposal, never from a caller, and so do the memory's appliesWhen requests: the 
 (``mergedAppliesWhen``) for merge. A proposal without them (the original's) changes no requests.
 
 Where a create lands comes from the job, never from the proposal: the turn's workspace sealed in
-the job (``jobs.job_workspace``) when the scope is ``workspace``, else global. Reinforce, merge and
-replace keep the target's scope.
+the job (``jobs.job_workspace``) when the scope is ``workspace`` or ``team``, else global. Reinforce,
+merge and replace keep the target's scope. A ``team`` create the user chose (``share_team``) is
+also appended to the repository's ``.memself/`` (``memself.share``), never committed; without a
+choice (confirmation off), or outside a git repository, it stays the workspace's, and the line
+says so.
 """
 
 from __future__ import annotations
@@ -16,11 +19,21 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from memself.errors import MemselfError
+from memself.errors import InvalidInput, MemselfError
+from memself.share import share_memory
+from memself.store import team
 from memself.store.memory_store import MemoryStore
-from memself.store.records import WORKSPACE, Memory, read_applies_when, read_scope
+from memself.store.records import TEAM, WORKSPACE, Memory, read_applies_when, read_scope
 from memself.store.workspaces import Workspace
-from memself.text.messages import direct_line, duplicate_line, resolve_notice
+from memself.text.messages import (
+    TEAM_FALLBACK_NOTE,
+    direct_line,
+    duplicate_line,
+    resolve_notice,
+    team_not_asked_note,
+    team_refused_note,
+    team_shared_note,
+)
 
 
 def proposal_scope(proposal: dict[str, Any]) -> str:
@@ -39,6 +52,7 @@ def apply_proposal(
     resolve_style: bool = False,
     turn: Workspace | None = None,
     create_scope: str = "",
+    share_team: bool = False,
 ) -> str:
     """Apply ``action`` (create | reinforce | merge | replace) and return the result line.
 
@@ -59,12 +73,17 @@ def apply_proposal(
         return memory.workspaceName if memory.workspace else ""
 
     if action == "create":
-        into = turn if turn is not None and (create_scope or proposal_scope(proposal)) == WORKSPACE else None
+        scope = create_scope or proposal_scope(proposal)
+        into = turn if turn is not None and scope in (WORKSPACE, TEAM) else None
         added = store.add(text, group, now, str(proposal.get("evidence") or ""), requests, workspace=into)
         memory = added.memory
         if added.duplicate:
-            return duplicate_line(memory.text, memory.category, added.gain, resolve_style, where(memory))
-        return line("create", memory.text, memory.category, scope=where(memory))
+            result = duplicate_line(memory.text, memory.category, added.gain, resolve_style, where(memory))
+        else:
+            result = line("create", memory.text, memory.category, scope=where(memory))
+        if scope == TEAM and into is not None:
+            result += _team_note(memory, into.key, share_team)
+        return result
     if action == "reinforce":
         change = store.reinforce(target, now, fill_applies_when=requests)
         memory = change.memory
@@ -81,3 +100,16 @@ def apply_proposal(
             "replace", memory.text, memory.category, previous=change.previous_text, scope=where(memory)
         )
     raise MemselfError(f"未知的记忆动作「{action}」")
+
+
+def _team_note(memory: Memory, root: str, share_team: bool) -> str:
+    """Share the memory the user put in the team scope; what happened, for its result line."""
+    if not team.is_repository(root):
+        return TEAM_FALLBACK_NOTE
+    if not share_team:
+        return team_not_asked_note(memory.id)
+    try:
+        shared = share_memory(memory, root)
+    except (InvalidInput, OSError) as exc:
+        return team_refused_note(str(exc))
+    return team_shared_note(shared.root, shared.relative, shared.already)

@@ -112,10 +112,31 @@ def _scoped(base: str) -> str:
 
 REMEMBER_SYSTEM_SCOPED = _scoped(REMEMBER_SYSTEM)
 
+# A turn in a git repository may also propose "team": a memory for everyone who works in it,
+# written into the repository's .memself/ only when the user accepts it in the popup.
+_TEAM_LINE = """- team：这个仓库的团队约定或事实，其他在这个仓库里工作的人也该知道或遵守，\
+只有用户明确说是团队的约定、大家都要遵守、或要共享给同事时才用；用户接受后会写进仓库，由用户自己提交；
+"""
 
-def remember_system(has_workspace: bool) -> str:
-    """The remember prompt for a turn with or without a workspace."""
-    return REMEMBER_SYSTEM_SCOPED if has_workspace else REMEMBER_SYSTEM
+
+def _team(scoped: str) -> str:
+    text = _swap(
+        scoped,
+        "- 拿不准时：rule 用 global，project 用 workspace。",
+        _TEAM_LINE + "- 拿不准时：rule 用 global，project 用 workspace，不用 team。",
+    )
+    return _swap(text, '"scope": "global 或 workspace", ', '"scope": "global、workspace 或 team", ')
+
+
+REMEMBER_SYSTEM_TEAM = _team(REMEMBER_SYSTEM_SCOPED)
+
+
+def remember_system(has_workspace: bool, in_repository: bool = False) -> str:
+    """The remember prompt for a turn with or without a workspace; a workspace that is a git
+    repository may also get the team scope."""
+    if not has_workspace:
+        return REMEMBER_SYSTEM
+    return REMEMBER_SYSTEM_TEAM if in_repository else REMEMBER_SYSTEM_SCOPED
 
 
 DEDUP_SYSTEM = """\

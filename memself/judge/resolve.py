@@ -23,8 +23,8 @@ from memself.judge.proposal_id import is_proposal_id
 from memself.logs import log
 from memself.paths import DataPaths
 from memself.store.memory_store import MemoryStore
-from memself.store.records import GROUPS
-from memself.text.messages import SCOPE_DECISIONS
+from memself.store.records import GROUPS, TEAM
+from memself.text.messages import SCOPE_DECISIONS, TEAM_SUFFIX, recommended_scope
 from memself.timeutil import iso
 
 SCOPED_CREATES = {
@@ -32,7 +32,19 @@ SCOPED_CREATES = {
     for group in GROUPS
     for scope, suffix in SCOPE_DECISIONS.items()
 }
-DECISIONS = ("create_rule", "create_project", *SCOPED_CREATES, "reinforce", "merge", "replace", "discard")
+# Offered only for a proposal the judge recommended for the team (a turn in a git repository):
+# they write into the repository's .memself/, so no call may pick them unasked.
+TEAM_CREATES = {f"create_{group}_{TEAM_SUFFIX}": group for group in GROUPS}
+DECISIONS = (
+    "create_rule",
+    "create_project",
+    *SCOPED_CREATES,
+    *TEAM_CREATES,
+    "reinforce",
+    "merge",
+    "replace",
+    "discard",
+)
 MSG_INVALID = "sessionID 或 decision 无效，已拒绝处理。"
 MSG_NOT_FOUND = "未找到可处理的记忆分析会话，可能已处理、过期或不属于当前客户端。"
 MSG_MISMATCH = "decision 与本次记忆分析提供的选项不匹配，已拒绝处理。"
@@ -53,6 +65,8 @@ def allowed_decisions(proposal: dict[str, object], has_workspace: bool = False) 
     allowed = {"create_rule", "create_project", "discard"}
     if has_workspace:
         allowed.update(SCOPED_CREATES)
+        if recommended_scope(proposal) == TEAM:
+            allowed.update(TEAM_CREATES)
     action = proposal.get("action")
     target = proposal.get("targetId")
     if action in ("reinforce", "unsure") and target:
@@ -109,12 +123,22 @@ def resolve(
         scope = ""  # the judge's
         if decision in SCOPED_CREATES:
             action, (group, scope) = "create", SCOPED_CREATES[decision]
+        elif decision in TEAM_CREATES:
+            action, group, scope = "create", TEAM_CREATES[decision], TEAM
         elif decision.startswith("create_"):
             action, group = "create", decision.removeprefix("create_")
         else:
             action, group = decision, str(proposal.get("category") or "rule")
         notice = apply_proposal(
-            store, proposal, action, group, now, resolve_style=True, turn=turn, create_scope=scope
+            store,
+            proposal,
+            action,
+            group,
+            now,
+            resolve_style=True,
+            turn=turn,
+            create_scope=scope,
+            share_team=decision in TEAM_CREATES,
         )
         job.update(status=jobs.NONE, applied=True, notice=notice, reason=decision, finishedAt=iso(now))
         seal.seal_job(job, secret)  # re-arming it (applied back to false) breaks the seal

@@ -24,8 +24,9 @@ from memself.judge.http import DEFAULT_TIMEOUT_S, chat
 from memself.judge.parse import DedupAnswer, parse_dedup, parse_remember
 from memself.logs import log
 from memself.paths import DataPaths
+from memself.store import team
 from memself.store.memory_store import MemoryStore
-from memself.store.records import Memory, check_text
+from memself.store.records import TEAM, WORKSPACE, Memory, check_text
 from memself.store.workspaces import Workspace
 
 # (text, k, workspace key): the k nearest active memories that workspace sees ("": global only).
@@ -115,8 +116,9 @@ def build_proposal(job: jobs.Job, call: ChatFn, nearest_fn: NearestFn) -> dict[s
     prompt = str(job.get("prompt") or "")
     turn = jobs.job_workspace(job)
     key = turn.key if turn is not None else ""
+    in_repository = turn is not None and team.is_repository(turn.key)
     answer = parse_remember(
-        call(prompts.remember_system(turn is not None), prompts.remember_user_message(prompt))
+        call(prompts.remember_system(turn is not None, in_repository), prompts.remember_user_message(prompt))
     )
     if answer is None:
         raise _Stop("judge-failed")
@@ -164,7 +166,8 @@ def build_proposal(job: jobs.Job, call: ChatFn, nearest_fn: NearestFn) -> dict[s
     if answer.applies_when:
         proposal["appliesWhen"] = list(answer.applies_when)
     if turn is not None:  # without a workspace everything is global: the original's shape
-        proposal["scope"] = answer.scope
+        # Team was offered only in a repository: an answer that says it elsewhere is this one's.
+        proposal["scope"] = WORKSPACE if answer.scope == TEAM and not in_repository else answer.scope
     merged_when = decision.applies_when or answer.applies_when  # the new statement is in the merge
     if decision.action == "merge" and merged_when:
         proposal["mergedAppliesWhen"] = list(merged_when)

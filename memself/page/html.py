@@ -41,23 +41,33 @@ DEPRECATED_BADGE = "已废弃"
 SCOPE_HINTS = {
     "global": "在每个项目里都会注入和召回。",
     "workspace": "只在这个项目里注入和召回，其他项目看不到。",
+    "team": "团队记忆：这个仓库的 .memself/ 携带，只读，只在这个仓库里注入和召回；其余范围都是本机记忆。",
 }
+TEAM_SCOPE = "团队："
 
 
 def render_html(
-    groups: Mapping[str, Sequence[Memory]], now: datetime, usage: Sequence[str] | None = None
+    groups: Mapping[str, Sequence[Memory]],
+    now: datetime,
+    usage: Sequence[str] | None = None,
+    team: Sequence[Memory] = (),
 ) -> str:
     """The whole page for ``groups``, stamped as generated at ``now`` (aware); ``usage``: the
-    lines of ``memself stats`` (``texts.stats_lines``), shown under the overview."""
+    lines of ``memself stats`` (``texts.stats_lines``), shown under the overview; ``team``: the
+    memories repositories carry in ``.memself/`` (``memself.store.team``), one scope per
+    repository after the user's own, marked as the team's."""
     # Known groups first, in the records module's order, then any other the files hold.
     order = [g for g in GROUP_LABELS] + [g for g in groups if g not in GROUP_LABELS]
     sorted_groups = {g: _sorted(groups.get(g, ())) for g in order}
     summary = '<span class="sep">|</span>'.join(_summary_item(g, mems) for g, mems in sorted_groups.items())
-    scopes = _by_scope(sorted_groups)
-    owned = sum(len(ms) for key, _, by_group in scopes if key for ms in by_group.values())
+    scopes = _by_scope(sorted_groups) + _team_scopes(team, order)
+    own = [s for s in scopes if not _is_team_scope(s[1])]
+    owned = sum(len(ms) for key, _, by_group in own if key for ms in by_group.values())
     if owned:
+        summary += f'<span class="sep">|</span>其中 <b>{owned}</b> 条只属于某个项目（{len(own) - 1} 个项目）'
+    if team:
         summary += (
-            f'<span class="sep">|</span>其中 <b>{owned}</b> 条只属于某个项目（{len(scopes) - 1} 个项目）'
+            f'<span class="sep">|</span>另有仓库 .memself/ 携带的团队记忆 <b>{len(team)}</b> 条（只读）'
         )
     stamp = _e(_fmt_time(now))
     return f"""<!DOCTYPE html>
@@ -95,7 +105,9 @@ def render_html(
 """
 
 
-def write_snapshot(paths: DataPaths, groups: Mapping[str, Sequence[Memory]], now: datetime) -> Path:
+def write_snapshot(
+    paths: DataPaths, groups: Mapping[str, Sequence[Memory]], now: datetime, team: Sequence[Memory] = ()
+) -> Path:
     """Atomically (re)write ``memories.html``; the original's ``memories.md`` goes away with it."""
     from memself.kept.stats import load_stats
     from memself.text.messages import stats_lines
@@ -106,7 +118,7 @@ def write_snapshot(paths: DataPaths, groups: Mapping[str, Sequence[Memory]], now
     # Before any checked turn the page stays as it was: the section would only say "nothing yet".
     counted = stats["turns"] or stats["shownMost"] or stats["brokenMost"]
     usage = stats_lines(stats) if counted else None
-    write_atomic(target, render_html(groups, now, usage))
+    write_atomic(target, render_html(groups, now, usage, team))
     # The original stopped updating memories.md; a stale copy would mislead whoever opens it.
     with contextlib.suppress(FileNotFoundError):
         paths.legacy_markdown.unlink()
@@ -201,6 +213,30 @@ def _by_scope(
     return [(key, names[key], scoped[key]) for key in keys]
 
 
+def _team_scopes(
+    team: Sequence[Memory], order: Sequence[str]
+) -> list[tuple[str, str, dict[str, list[Memory]]]]:
+    """One scope per repository whose ``.memself/`` carries memories: its key is that folder,
+    its name says it is the team's."""
+    scoped: dict[str, dict[str, list[Memory]]] = {}
+    names: dict[str, str] = {}
+    for mem in team:
+        key = f"{mem.workspace}/.memself"
+        names.setdefault(key, TEAM_SCOPE + (mem.workspaceName or display_name(mem.workspace)))
+        scoped.setdefault(key, {g: [] for g in order}).setdefault(mem.category, []).append(mem)
+    return [(key, names[key], {g: _sorted(ms) for g, ms in scoped[key].items()}) for key in sorted(scoped)]
+
+
+def _is_team_scope(name: str) -> bool:
+    return name.startswith(TEAM_SCOPE)
+
+
+def _scope_hint(key: str, name: str) -> str:
+    if _is_team_scope(name):
+        return SCOPE_HINTS["team"]
+    return SCOPE_HINTS["workspace" if key else "global"]
+
+
 def _scope_overview(
     scopes: Sequence[tuple[str, str, Mapping[str, Sequence[Memory]]]], order: Sequence[str]
 ) -> str:
@@ -266,10 +302,7 @@ def _data_json(
                     ]
                 )
     data = {
-        "scopes": [
-            [key, name or SCOPE_GLOBAL, SCOPE_HINTS["workspace" if key else "global"]]
-            for key, name, _ in scopes
-        ],
+        "scopes": [[key, name or SCOPE_GLOBAL, _scope_hint(key, name)] for key, name, _ in scopes],
         "groups": [[g, _label(g), GROUP_HINTS.get(g, "")] for g in order],
         "badge": DEPRECATED_BADGE,
         "rows": rows,

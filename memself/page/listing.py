@@ -273,11 +273,21 @@ def refresh_views(paths: DataPaths, now: datetime) -> Path:
 
     store = MemoryStore(paths)
     loaded = {g: store.load_group(g) for g in GROUPS}
-    page_path = write_snapshot(paths, {g: sort_memories(gf.memories) for g, gf in loaded.items()}, now)
+    page_path = write_snapshot(
+        paths, {g: sort_memories(gf.memories) for g, gf in loaded.items()}, now, _team(loaded)
+    )
     summaries = {g: summarize_group(gf) for g, gf in loaded.items()}
     summaries[TRASH] = summarize_trash(store.load_trash())
     save(paths, summaries)
     return page_path
+
+
+def _team(loaded: dict[str, GroupFile]) -> list[Memory]:
+    """The ``.memself/`` memories of every repository the user's own memories name."""
+    from memself.store.team import team_memories
+
+    roots = sorted({m.workspace for gf in loaded.values() for m in gf.memories if m.workspace})
+    return [m for root in roots for g in GROUPS for m in team_memories(root, g)]
 
 
 def known_workspaces(summaries: dict[str, Summary]) -> set[str]:

@@ -6,7 +6,7 @@ result, explanation included, from the engine to ``memself recall``.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from memself.store.records import GROUPS
@@ -63,6 +63,22 @@ class RecallResult:
     def to_json(self) -> dict[str, list[dict[str, Any]]]:
         """``{"rule": [{"id","text","score","confidence"}...], "project": [...]}``."""
         return {g: [h.to_json() for h in self.groups[g].hits] for g in GROUPS}
+
+    def with_team(self, team: RecallResult, top_k: int) -> RecallResult:
+        """This result with a repository's team memories (``team``, recalled over their own
+        pool and gated on their own) listed among the hits by score, as the engine's recall
+        merges them."""
+        groups: dict[str, GroupRecall] = {}
+        for group in GROUPS:
+            mine, theirs = self.groups[group], team.groups[group]
+            hits = sorted([*mine.hits, *theirs.hits], key=lambda h: -h.score)[: max(top_k, len(mine.hits))]
+            if not theirs.hits:
+                groups[group] = replace(mine, candidates=mine.candidates + theirs.candidates)
+                continue
+            # The team's group may pass where the user's did not: its explanation then stands.
+            base = mine if mine.hits else theirs
+            groups[group] = replace(base, hits=hits, candidates=mine.candidates + theirs.candidates)
+        return RecallResult(self.text, groups)
 
     def to_detail(self) -> dict[str, Any]:
         """Everything, the gate's explanation included: what the engine sends ``memself recall``."""

@@ -31,9 +31,10 @@ GROUP_LABELS = {"rule": "规则与偏好", "project": "项目事实"}
 GROUP_SHORT_LABELS = {"rule": "规则", "project": "项目事实"}
 # Where a new memory belongs when its turn has a workspace: everywhere, or only there. Without a
 # usable word from the judge, a group's usual scope: preferences follow the user everywhere,
-# facts describe the codebase they were stated in.
-GLOBAL, WORKSPACE = "global", "workspace"
-SCOPES = (GLOBAL, WORKSPACE)
+# facts describe the codebase they were stated in. In a git repository the judge may also say
+# "team": the workspace's memory, shared into the repository's .memself/ once the user accepts.
+GLOBAL, WORKSPACE, TEAM = "global", "workspace", "team"
+SCOPES = (GLOBAL, WORKSPACE, TEAM)
 DEFAULT_SCOPES = {"rule": GLOBAL, "project": WORKSPACE}
 # At or below this confidence a memory is deprecated: never injected, recalled or decayed.
 DEPRECATION_LINE = 0.4
@@ -229,7 +230,8 @@ def check_evidence(value: object) -> str:
 
 
 def read_scope(value: object, group: object) -> str:
-    """``global`` or ``workspace`` as given (any case, padded); otherwise ``group``'s usual scope."""
+    """``global``, ``workspace`` or ``team`` as given (any case, padded); otherwise ``group``'s
+    usual scope."""
     said = value.strip().lower() if isinstance(value, str) else ""
     return said if said in SCOPES else DEFAULT_SCOPES.get(str(group), GLOBAL)
 

@@ -32,12 +32,18 @@ ID_PREFIX = "team:"  # no id of the user's own store can collide with one of the
 Report = Callable[..., None]
 
 
+def is_repository(root: str) -> bool:
+    """Whether ``root`` is a git repository's root (its ``.git`` is there): the only place a
+    team's memories are read from or shared into."""
+    return bool(root) and os.path.isabs(root) and os.path.lexists(os.path.join(root, ".git"))
+
+
 def team_memories(workspace: str, group: str, report: Report | None = None) -> list[Memory]:
     """The active ``group`` memories the repository at ``workspace`` carries, in file order;
     [] when it is not a repository or carries none."""
     if group not in GROUPS or not workspace or not os.path.isabs(workspace):
         return []
-    if not os.path.lexists(os.path.join(workspace, ".git")):
+    if not is_repository(workspace):
         return []  # a plain directory is nobody's team
     folder = os.path.join(workspace, TEAM_DIR)
     try:
@@ -103,6 +109,12 @@ def _read_bounded(path: str) -> bytes | None:
         return None
     finally:
         os.close(fd)
+
+
+def parse_line(line: bytes, group: str) -> Memory | None:
+    """One line of a team file as the reader takes it (its id not yet prefixed), or None when
+    the reader skips it."""
+    return _parse(line, group)
 
 
 def _parse(line: bytes, group: str) -> Memory | None:

@@ -52,6 +52,11 @@ _REPOSITORY_VARS = (
 )
 
 
+def clean_env() -> dict[str, str]:
+    """The environment without the variables that would point git at another repository."""
+    return {k: v for k, v in os.environ.items() if k not in _REPOSITORY_VARS}
+
+
 def _env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in _REPOSITORY_VARS}
     # Never wait for a password or a host-key question: an unattended sync fails instead.

@@ -177,6 +177,11 @@ def pending(paths: DataPaths) -> Pending:
     return Pending(added, changed, deleted, trash)
 
 
+def configured(paths: DataPaths) -> bool:
+    """Whether ``memself sync init`` set a remote up (without running git)."""
+    return bool(state.load(paths).get("remote")) and state.repo_dir(paths).is_dir()
+
+
 def status(paths: DataPaths) -> tuple[dict[str, object], Pending]:
     repo = _repo(paths)
     info: dict[str, object] = dict(state.load(paths))

@@ -7,7 +7,10 @@ and read back as the root of that repository on this machine. The roots this mac
 from its own memories and from the workspaces its sessions start in (``memself.sync.background``).
 A memory of a repository this machine has not seen yet gets a key under ``<data>/sync/unmapped/``,
 which no workspace ever has (so it is injected nowhere), and the next sync after a session in that
-repository gives it the real root. A repository without ``origin`` keeps its path.
+repository gives it the real root. A repository without an ``origin`` that names a host (none, or
+a local path) is known by its first commit instead: ``repo:root-commit/<hash>``, the oldest of its
+root commits when histories were joined, which every clone shares. A repository without a commit
+keeps its path.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import hashlib
 import json
 import os
 import re
+import subprocess
 from typing import Any
 
 from memself.atomic import write_atomic
@@ -25,10 +29,13 @@ from memself.paths import DataPaths
 from memself.sync.canonical import Record, Snapshot
 
 PREFIX = "repo:"
+ROOT_COMMIT = "root-commit/"
+_GIT_TIMEOUT_S = 10
 
 
 def identity(root: str) -> str | None:
-    """``host/owner/name`` of the repository at ``root`` from its ``origin`` URL, or None."""
+    """``host/owner/name`` of the repository at ``root`` from its ``origin`` URL; without one,
+    ``root-commit/<hash>`` of its oldest root commit; None when it is neither."""
     config = configparser.ConfigParser(strict=False, interpolation=None)
     try:
         with open(os.path.join(root, ".git", "config"), encoding="utf-8") as handle:
@@ -36,7 +43,36 @@ def identity(root: str) -> str | None:
         url = config.get('remote "origin"', "url", fallback="").strip()
     except (OSError, configparser.Error, UnicodeDecodeError):
         return None
-    return normalise_url(url)
+    found = normalise_url(url)
+    if found is not None:
+        return found
+    first = root_commit(root)
+    return ROOT_COMMIT + first if first else None
+
+
+def root_commit(root: str) -> str | None:
+    """The oldest commit without parents reachable from ``HEAD`` (by commit time, then hash),
+    or None (no commit yet, or git cannot read it)."""
+    from memself.sync.gitrepo import clean_env
+
+    try:
+        done = subprocess.run(
+            ["git", "-C", root, "rev-list", "--max-parents=0", "--timestamp", "HEAD", "--"],
+            capture_output=True,
+            env=clean_env(),
+            timeout=_GIT_TIMEOUT_S,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if done.returncode != 0:
+        return None
+    found: list[tuple[int, str]] = []
+    for line in done.stdout.decode("ascii", "replace").splitlines():
+        stamp, _, commit = line.strip().partition(" ")
+        if stamp.isdigit() and re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", commit):
+            found.append((int(stamp), commit))
+    return min(found)[1] if found else None
 
 
 def normalise_url(url: str) -> str | None:
@@ -71,11 +107,16 @@ class WorkspaceMap:
             if isinstance(data, dict) and isinstance(data.get("repos"), dict):
                 self.roots = {str(k): str(v) for k, v in data["repos"].items() if os.path.isabs(str(v))}
         self._dirty = False
+        self._unknown: set[str] = set()  # roots with no identity: asked once per sync, not per record
         self._seen_identities: set[str] = set()
         self._unmapped: dict[str, str] = {}
 
     def learn(self, root: str) -> str | None:
+        if root in self._unknown:
+            return None
         found = identity(root) if root and os.path.isabs(root) else None
+        if found is None:
+            self._unknown.add(root)
         if found and self.roots.get(found) != root:
             self.roots[found] = root
             self._dirty = True

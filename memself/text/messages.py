@@ -10,6 +10,7 @@ these.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from memself.store.records import (
     GROUP_SHORT_LABELS,
     GROUPS,
     MAX_TEXT,
+    TEAM,
     WORKSPACE,
     Memory,
     fmt_confidence,
@@ -568,6 +570,12 @@ def _requests(p: dict[str, Any], key: str) -> str:
 # The decision suffix of a create in an explicit scope (``create_project_here``): the scope the
 # popup named, whatever the judge recommended.
 SCOPE_DECISIONS = {WORKSPACE: "here", GLOBAL: "all"}
+# The team scope is offered only when the judge recommended it (a turn in a git repository).
+TEAM_SUFFIX = "team"
+
+
+def _suffix(scope: str) -> str:
+    return TEAM_SUFFIX if scope == TEAM else SCOPE_DECISIONS[scope]
 
 
 def recommended_scope(p: dict[str, Any]) -> str:
@@ -576,6 +584,8 @@ def recommended_scope(p: dict[str, Any]) -> str:
 
 
 def _scope_named(scope: str, workspace_name: str) -> str:
+    if scope == TEAM:
+        return team_scope_label(workspace_name)
     return scope_label(workspace_name if scope == WORKSPACE else "")
 
 
@@ -596,24 +606,24 @@ def popup_options(p: dict[str, Any], workspace_name: str = "") -> list[tuple[str
     group = p.get("category") if p.get("category") in GROUPS else "rule"
     other = "project" if group == "rule" else "rule"
     scope = recommended_scope(p)
-    flipped = GLOBAL if scope == WORKSPACE else WORKSPACE
+    flipped = GLOBAL if scope == WORKSPACE else WORKSPACE  # team's other choice: only here
     verb = "仍新建" if head else "落成"
     options = [
         *head,
         (
             f"{verb}，使用推荐标签 {group}，范围：{_scope_named(scope, workspace_name)}「{text}」",
-            f"create_{group}_{SCOPE_DECISIONS[scope]}",
+            f"create_{group}_{_suffix(scope)}",
         ),
         (
             f"{verb}，使用推荐标签 {group}，范围改为：{_scope_named(flipped, workspace_name)}「{text}」",
-            f"create_{group}_{SCOPE_DECISIONS[flipped]}",
+            f"create_{group}_{_suffix(flipped)}",
         ),
     ]
     if not head:
         options.append(
             (
                 f"{verb}，把标签改为 {other}，范围：{_scope_named(scope, workspace_name)}「{text}」",
-                f"create_{other}_{SCOPE_DECISIONS[scope]}",
+                f"create_{other}_{_suffix(scope)}",
             )
         )
     return [*options, (SKIP_OPTION, "discard")]
@@ -651,14 +661,19 @@ def scope_line(p: dict[str, Any], workspace_name: str) -> str:
     return line
 
 
-def _decision_list(scoped: bool) -> str:
+def _decision_list(scoped: bool, team: bool = False) -> str:
     if not scoped:
         return "create_rule、create_project、reinforce、merge、replace 或 discard"
-    creates = [f"create_{g}_{s}" for g in GROUPS for s in SCOPE_DECISIONS.values()]
+    suffixes = [*SCOPE_DECISIONS.values(), *([TEAM_SUFFIX] if team else [])]
+    creates = [f"create_{g}_{s}" for g in GROUPS for s in suffixes]
     return (
         "、".join(["create_rule", "create_project", *creates, "reinforce", "merge", "replace"])
         + " 或 discard"
     )
+
+
+def _offers_team(proposals: Sequence[dict[str, Any]], names: Sequence[str]) -> bool:
+    return any(name and recommended_scope(p) == TEAM for p, name in zip(proposals, names, strict=True))
 
 
 def confirm_texts(
@@ -699,7 +714,7 @@ def confirm_texts(
         f"只有 {RESOLVE_TOOL} 能写入这些记忆；不要调用 {forbidden_tools} 或其它记忆写工具。",
         f"弹窗标题必须是「{DIALOG_TITLE}」；每个选项的 id 就是选项文字，逐字照抄下面给出的选项。",
         f"用户点选后，对每一条调用一次 {RESOLVE_TOOL}，sessionID 用该条的 sessionID，decision 取所选选项"
-        f"箭头后面的值（{_decision_list(any(names))}）。",
+        f"箭头后面的值（{_decision_list(any(names), _offers_team(proposals, names))}）。",
         f"提问工具返回 Skipped，或者用户关闭、取消了弹窗时，不要调用 {RESOLVE_TOOL}，也不要再追问。",
         "处理完后用一句话告诉用户结果，不要做其他任何操作。",
     ]
@@ -844,4 +859,132 @@ def stats_lines(stats: dict[str, Any]) -> list[str]:
         for m in stats["brokenMost"]:
             advice = f"，{m['advice']}" if m["advice"] else ""
             lines.append(f"  {inert(m['text'], 60)}（被违反 {m['broken']} 次{advice}，id {m['id']}）")
+    return lines
+
+
+# ---------------------------------------------------------------------------------------------
+# Team memory: a memory shared into a repository's .memself/, and where a memory comes from
+# ---------------------------------------------------------------------------------------------
+
+SCOPE_TEAM = "团队共享"
+ORIGIN_LOCAL = "本机"
+
+
+ORIGIN_LABEL = "来源："
+
+
+def is_team_memory(memory: Memory) -> bool:
+    """A memory a repository carries (``memself.store.team`` gives it this id prefix)."""
+    from memself.store.team import ID_PREFIX
+
+    return memory.id.startswith(ID_PREFIX)
+
+
+def team_file_of(memory: Memory) -> str:
+    """The ``.memself/`` file a team memory was read from, relative to its repository."""
+    from memself.store.team import TEAM_DIR
+
+    return f"{TEAM_DIR}/{memory.category}.jsonl"
+
+
+def origin_text(memory: Memory) -> str:
+    """Where a listed memory comes from: 「本机」 (the user's own store), or
+    「团队（/repo 的 .memself/rule.jsonl）」 for one a repository carries (its workspace is the
+    repository's root)."""
+    return origin_of(memory.id, memory.workspace, memory.category)
+
+
+def origin_of(mem_id: str, root: str, group: str) -> str:
+    """``origin_text`` from a hit's id, the repository it was recalled in and its group."""
+    from memself.store.team import ID_PREFIX, TEAM_DIR
+
+    if not mem_id.startswith(ID_PREFIX) or not root:
+        return ORIGIN_LOCAL
+    return f"团队（{one_line(root)} 的 {TEAM_DIR}/{group}.jsonl）"
+
+
+def origin_line(memory: Memory) -> str:
+    """「来源：本机」 or 「来源：团队（…），只读」."""
+    return ORIGIN_LABEL + origin_text(memory) + ("，只读" if is_team_memory(memory) else "")
+
+
+def team_scope_label(workspace_name: str) -> str:
+    """The popup's name for the team scope: written into the repository's .memself/ for review."""
+    return f"{SCOPE_TEAM}（写入 {inert(workspace_name, _SCOPE_NAME_LIMIT)} 仓库的 .memself/，由你检查后提交）"
+
+
+def share_lines(
+    root: str, relative: str, text: str, already: bool, unreadable: Sequence[int] = ()
+) -> list[str]:
+    """What ``memself share`` (and an accepted team proposal) tells the user: the file, and the
+    git commands that are the user's to run; memself never commits."""
+    import shlex
+
+    where = os.path.join(root, relative)
+    if already:
+        lines = [f"{where} 里已经有这条记忆，没有重复写入：{inert(text)}"]
+    else:
+        lines = [
+            f"已写入 {where}：{inert(text)}",
+            "memself 不会替你提交。检查无误后可以运行：",
+            f"  git -C {shlex.quote(root)} add {shlex.quote(relative)}",
+            f"  git -C {shlex.quote(root)} commit -m {shlex.quote('memself: 共享一条团队记忆')}",
+        ]
+    if unreadable:
+        shown = "、".join(str(n) for n in list(unreadable)[:10])
+        lines.append(
+            f"注意：{relative} 第 {shown} 行无法读取，团队读取时会跳过；"
+            "memself 只在文件末尾追加，没有改动这些行，请手动修好或删掉"
+        )
+    return lines
+
+
+# After a create the judge proposed for the team: appended to its result line, which stays one line.
+TEAM_FALLBACK_NOTE = "；不在 git 仓库里，没有写入团队记忆，改为仅此项目"
+
+
+def team_shared_note(root: str, relative: str, already: bool) -> str:
+    """The memory is in the repository's .memself/ (or already was): the commit is the user's."""
+    import shlex
+
+    where = one_line(os.path.join(root, relative))
+    if already:
+        return f"；{where} 里已经有这条团队记忆，没有重复写入"
+    repo, name = shlex.quote(one_line(root)), shlex.quote(one_line(relative))
+    return (
+        f"；已写入 {where}，memself 不会替你提交，请检查后自己提交"
+        f"（git -C {repo} add {name} 然后 git -C {repo} commit）"
+    )
+
+
+def team_refused_note(reason: str) -> str:
+    return f"；没有写入团队记忆（{one_line(reason)}），这条记忆只记在本机"
+
+
+def team_not_asked_note(mem_id: str) -> str:
+    """Confirmation off: nobody chose the team, so nothing goes into the repository."""
+    return f"；团队共享要在确认弹窗里选择，这次只记在本机（可用 memself share {mem_id} 写入仓库的 .memself/）"
+
+
+# ---------------------------------------------------------------------------------------------
+# Sync state, as doctor and engine status show it (memself sync status prints its own lines)
+# ---------------------------------------------------------------------------------------------
+
+
+def sync_state_lines(info: dict[str, Any], pending: dict[str, int]) -> list[str]:
+    """The last sync (time, result) and what waits to be synced: ``info`` is the sync state
+    (``lastSync``, ``lastError``, ``lastAttempt``), ``pending`` counts per kind of change."""
+    last = str(info.get("lastSync") or "")
+    error = one_line(str(info.get("lastError") or ""))
+    lines = [f"上次同步 {last}（成功）" if last else "还没有成功同步过"]
+    if error:
+        lines.append(f"上次尝试 {info.get('lastAttempt') or ''} 失败：{error}")
+    total = sum(pending.values())
+    if total:
+        lines.append(
+            f"等待同步 {total} 处改动（新增 {pending['added']} 条、修改 {pending['changed']} 条、"
+            f"删除 {pending['deleted']} 条记忆，回收站变动 {pending['trash']} 条）"
+        )
+    else:
+        lines.append("没有等待同步的本机改动")
     return lines

@@ -348,9 +348,15 @@ class RecallService:
         """What ``text`` would recall, with each group's line, and no reward."""
         params = self._gate_params()
         recaller, pool, index = self._loaded()
-        detail = recaller.recall(
+        result = recaller.recall(
             text, pool, index.matrix, params, matrix_key=index.generation, workspace=workspace
-        ).to_detail()
+        )
+        team = self._team_pool(workspace) if workspace else None
+        if team is not None:
+            team_pool, matrix, key = team
+            found = recaller.recall(text, team_pool, matrix, params, matrix_key=key, workspace=workspace)
+            result = result.with_team(found, params.top_k)
+        detail = result.to_detail()
         if self.problem is not None:
             detail["model_problem"] = dict(self.problem)
         return detail

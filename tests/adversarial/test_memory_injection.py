@@ -574,7 +574,7 @@ def test_mcp_outputs_quote_hand_edited_memories_inertly(corpus: str) -> None:
         assert lines[0] == f"{group}（共 {len(shapes)} 条）"
         assert len(lines) == 1 + len(shapes) + 1  # the header, one line each, the current project
         for line in lines[1:-1]:
-            tail = r"（置信度 [0-9.]+，id mem-hand-[a-z]+-\d\d，范围：所有项目）$"
+            tail = r"（置信度 [0-9.]+，id mem-hand-[a-z]+-\d\d，范围：所有项目，来源：本机）$"
             match = re.match(r"^\d+\. (?P<body>.*)" + tail, line)
             assert match, line[:120]
             assert inert_problems(match.group("body")) == [], line[:200]
