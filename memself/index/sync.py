@@ -37,7 +37,7 @@ from memself.index.files import (
 from memself.index.legacy import legacy_vectors, mark_imported
 from memself.logs import log
 from memself.paths import DataPaths
-from memself.timeutil import parse_iso
+from memself.timeutil import iso, parse_iso
 
 if TYPE_CHECKING:
     import numpy as np
@@ -430,20 +430,27 @@ def newest_first(todo: Todo, memories: Sequence[HasText]) -> Todo:
     appended)."""
     if not todo:
         return todo
-    position = {m.id: k for k, m in enumerate(memories)}
-    by_id = {m.id: m for m in memories}
-    keys: dict[str, tuple[float, int]] = {}
-    for mid, _, _ in todo:
-        owner = mid.split(VIEW_SEPARATOR, 1)[0]
-        keys[mid] = (_written_at(by_id.get(owner)), position.get(owner, -1))
-    return sorted(todo, key=lambda item: keys[item[0]], reverse=True)
+    owners = {mid.split(VIEW_SEPARATOR, 1)[0] for mid, _, _ in todo}
+    rank: dict[str, tuple[str, int]] = {}
+    for position, memory in enumerate(memories):
+        if memory.id in owners:
+            written = max(_utc_text(memory, "textChangedAt"), _utc_text(memory, "createdAt"))
+            rank[memory.id] = (written, position)
+    unknown = ("", -1)
+    return sorted(todo, key=lambda item: rank.get(item[0].split(VIEW_SEPARATOR, 1)[0], unknown), reverse=True)
 
 
-def _written_at(memory: HasText | None) -> float:
-    """When the memory's present text was written (epoch seconds); -inf when it does not say."""
-    stamps = [parse_iso(getattr(memory, name, "")) for name in ("textChangedAt", "createdAt")]
-    times = [stamp.timestamp() for stamp in stamps if stamp is not None]
-    return max(times, default=float("-inf"))
+def _utc_text(memory: HasText, name: str) -> str:
+    """The memory's time ``name`` as ``timeutil.iso`` writes it (such strings sort as their times
+    do), "" when it has none. What memself and the original write is already in that form: parsing
+    a whole store's times would cost a large backlog's plan far more than its sort."""
+    text = getattr(memory, name, "")
+    if not isinstance(text, str) or not text:
+        return ""
+    if len(text) == 24 and text[10] == "T" and text[19] == "." and text[23] == "Z":
+        return text  # iso's shape; a malformed one only moves a row in the encoding order
+    parsed = parse_iso(text)
+    return iso(parsed) if parsed is not None else ""
 
 
 def _wanted(memories: Iterable[HasText], views: bool = False) -> dict[str, tuple[str, bytes]]:
