@@ -8,7 +8,7 @@ folders (each a repository root) and its own session, forwarded to the engine as
 path does. The engine's RSS is read every K prompts; the table gives the start (warm, before the
 first prompt), each sample, the end and the growth.
 
-    .venv/bin/python bench/bench_engine_soak.py [--prompts 5000] [--workspaces 200] [--every 250]
+    .venv/bin/python bench/bench_engine_soak.py [--prompts 5000] [--workspaces 200] [--every 500]
 
 Nothing of the user's is touched: a temporary data directory, stopped engine at the end.
 """
@@ -101,7 +101,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--prompts", type=int, default=5000)
     parser.add_argument("--workspaces", type=int, default=200)
-    parser.add_argument("--every", type=int, default=250, help="read the engine's RSS every K prompts")
+    parser.add_argument("--every", type=int, default=500, help="read the engine's RSS every K prompts")
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args()
 

@@ -35,7 +35,7 @@ def test_a_prompt_is_answered_from_encoded_memories_while_the_backlog_runs(engin
     ready = start_engine(engine_home)
     assert ready["service"].get("memories") == COUNT
     assert ready["service"].get("indexed", 0) < COUNT and backlog_of(ready) is not None
-    # The shortest text (the fact) is in the first write.
+    # The newest memory (the fact) was encoded before ready.
     wait_status(engine_home, lambda s: s["service"].get("indexed", 0) > 0)
     context = prompt_hook()
     assert "pay_new_flow" in context

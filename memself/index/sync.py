@@ -37,6 +37,7 @@ from memself.index.files import (
 from memself.index.legacy import legacy_vectors, mark_imported
 from memself.logs import log
 from memself.paths import DataPaths
+from memself.timeutil import iso, parse_iso
 
 if TYPE_CHECKING:
     import numpy as np
@@ -90,8 +91,8 @@ class SyncResult:
 @dataclass
 class SyncPlan:
     """What ``VectorIndex.plan`` found: the rows wanted (id -> (text, hash)), the ones to encode
-    (id, text, hash; shortest text first), the original's vectors to import and the loaded
-    generation whose rows are kept (none when another model made it)."""
+    (id, text, hash; newest text first, see ``newest_first``), the original's vectors to import
+    and the loaded generation whose rows are kept (none when another model made it)."""
 
     wanted: dict[str, tuple[str, bytes]]
     todo: list[tuple[str, str, bytes]]
@@ -198,6 +199,7 @@ class VectorIndex:
 
     def plan(self, memories: Iterable[HasText], encoder: Encoder) -> SyncPlan:
         """What a sync to ``memories`` has to encode, without encoding or writing anything."""
+        memories = list(memories)
         wanted = _wanted(memories, wants_views(encoder))
         result = SyncResult()
         self.reload_if_changed()
@@ -215,9 +217,9 @@ class VectorIndex:
         if base.model_id is None and not self.problem:
             legacy = self._legacy_rows(wanted, encoder, result)
         stale = base.stale(wanted) if usable else list(wanted)
-        todo = [(mid, wanted[mid][0], wanted[mid][1]) for mid in stale if mid not in legacy]
-        # Texts of similar length go together: a batch is padded to its longest.
-        todo.sort(key=lambda item: len(item[1]))
+        todo = newest_first(
+            [(mid, wanted[mid][0], wanted[mid][1]) for mid in stale if mid not in legacy], memories
+        )
         dropped = not usable or any(mid not in wanted for mid in base.id_list())
         return SyncPlan(
             wanted, todo, legacy, [base] if usable else [], result, known_changes=dropped or bool(legacy)
@@ -415,6 +417,40 @@ class VectorIndex:
                 reason=result.rebuilt_reason or "sync",
             )
         return result
+
+
+Todo = list[tuple[str, str, bytes]]  # (row id, text, text hash) to encode
+
+
+def newest_first(todo: Todo, memories: Sequence[HasText]) -> Todo:
+    """``todo`` rows, the newest text first: what the user wrote last is what they are most likely
+    to ask about next, so a long backlog serves it first. A memory's text is as new as its
+    ``textChangedAt`` (an edit) or else its ``createdAt``; a view row is as new as its memory.
+    Rows of the same time, or without one, keep the store's order reversed (new memories are
+    appended)."""
+    if not todo:
+        return todo
+    owners = {mid.split(VIEW_SEPARATOR, 1)[0] for mid, _, _ in todo}
+    rank: dict[str, tuple[str, int]] = {}
+    for position, memory in enumerate(memories):
+        if memory.id in owners:
+            written = max(_utc_text(memory, "textChangedAt"), _utc_text(memory, "createdAt"))
+            rank[memory.id] = (written, position)
+    unknown = ("", -1)
+    return sorted(todo, key=lambda item: rank.get(item[0].split(VIEW_SEPARATOR, 1)[0], unknown), reverse=True)
+
+
+def _utc_text(memory: HasText, name: str) -> str:
+    """The memory's time ``name`` as ``timeutil.iso`` writes it (such strings sort as their times
+    do), "" when it has none. What memself and the original write is already in that form: parsing
+    a whole store's times would cost a large backlog's plan far more than its sort."""
+    text = getattr(memory, name, "")
+    if not isinstance(text, str) or not text:
+        return ""
+    if len(text) == 24 and text[10] == "T" and text[19] == "." and text[23] == "Z":
+        return text  # iso's shape; a malformed one only moves a row in the encoding order
+    parsed = parse_iso(text)
+    return iso(parsed) if parsed is not None else ""
 
 
 def _wanted(memories: Iterable[HasText], views: bool = False) -> dict[str, tuple[str, bytes]]:

@@ -16,6 +16,8 @@ one on a test set (``memself.model.prepare``); otherwise the runtime loads ``tok
 from __future__ import annotations
 
 import json
+from array import array
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -72,27 +74,49 @@ def load(folder: Path) -> Tokenizer:
     head, _, blob = (folder / PIECES).read_text(encoding="utf-8").partition("\n")
     unk_id = int(json.loads(head)["unk_id"])
     pieces = blob.split(_SEP)
-    scores: list[float] = np.load(folder / SCORES, allow_pickle=False).tolist()
+    del blob
+    scores = array("d", np.load(folder / SCORES, allow_pickle=False).astype(np.float64).tobytes())
     if len(scores) != len(pieces):
         raise ValueError("unigram pieces and scores differ in length")
-    ids = dict(zip(pieces, range(len(pieces)), strict=True))
+    vocab = dict(zip(pieces, range(len(pieces)), strict=True))
+    word_level = models.WordLevel(vocab, unk_token=pieces[unk_id])
+    del vocab
+    # The search looks pieces up in the WordLevel model's own vocabulary: a Python copy of it
+    # (a dict of every piece) would double what the tokenizer keeps resident for the engine's life.
+    search = _Viterbi(word_level.token_to_id, scores, unk_id, _longest_by_first(pieces))
+    del pieces
     tokenizer = Tokenizer.from_file(str(folder / SHELL))
-    tokenizer.model = models.WordLevel(ids, unk_token=pieces[unk_id])
-    search = pre_tokenizers.PreTokenizer.custom(_Viterbi(ids, scores, unk_id))
+    tokenizer.model = word_level
     previous = tokenizer.pre_tokenizer
-    tokenizer.pre_tokenizer = search if previous is None else pre_tokenizers.Sequence([previous, search])
+    custom = pre_tokenizers.PreTokenizer.custom(search)
+    tokenizer.pre_tokenizer = custom if previous is None else pre_tokenizers.Sequence([previous, custom])
     return tokenizer
+
+
+def _longest_by_first(pieces: list[str]) -> dict[str, int]:
+    """Per first character, the longest piece starting with it: no longer span can be a piece."""
+    longest: dict[str, int] = {}
+    for piece in pieces:
+        if len(piece) > longest.get(piece[0], 0):
+            longest[piece[0]] = len(piece)
+    return longest
 
 
 class _Viterbi:
     """Splits each pre-tokenized word into its best-scoring pieces (see the module docstring)."""
 
-    def __init__(self, ids: dict[str, int], scores: list[float], unk_id: int) -> None:
-        self._ids = ids
+    def __init__(
+        self,
+        id_of: Callable[[str], int | None],
+        scores: Sequence[float],
+        unk_id: int,
+        longest: dict[str, int],
+    ) -> None:
+        self._id_of = id_of
         self._scores = scores
         self._unk_id = unk_id
         self._unk_score = min(scores) - UNK_PENALTY
-        self._longest = max(map(len, ids))
+        self._longest = longest
 
     def pre_tokenize(self, pretok: Any) -> None:
         pretok.split(self._split)
@@ -104,7 +128,8 @@ class _Viterbi:
         n = len(text)
         if n == 0:
             return []
-        get, scores, unk_id, unk_score = self._ids.get, self._scores, self._unk_id, self._unk_score
+        get, scores, unk_id, unk_score = self._id_of, self._scores, self._unk_id, self._unk_score
+        longest = self._longest.get
         best = [float("-inf")] * (n + 1)
         best[0] = 0.0
         start_of = [0] * (n + 1)
@@ -112,7 +137,7 @@ class _Viterbi:
         for start in range(n):
             base = best[start]
             single = False
-            for end in range(start + 1, min(n, start + self._longest) + 1):
+            for end in range(start + 1, min(n, start + longest(text[start], 0)) + 1):
                 pid = get(text[start:end])
                 if pid is None:
                     continue

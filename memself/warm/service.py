@@ -53,6 +53,10 @@ WARM_UP_PROMPT = "帮我看下 payment-service 的灰度开关配置，上线前
 # At most this many memories without a vector are encoded before a reload returns (a memory just
 # added is searchable at once); more go to the background backlog.
 INLINE_ENCODE = 64
+# With more than that waiting, the newest this many rows are still encoded before the reload
+# returns (an engine starts "ready" only after it): a memory added while the engine was down is
+# recalled on the first prompt however long the backlog behind it. One encoder call's worth.
+INLINE_NEWEST = 8
 # Repositories whose team memories stay encoded (the oldest is dropped for a new one).
 TEAM_CACHE = 8
 
@@ -202,7 +206,8 @@ class RecallService:
                 plan = index.plan(memories, memory_encoder)
                 busy = backlog.known()
                 new = [item for item in plan.todo if item[0] not in busy]
-                inline = new if len(new) <= INLINE_ENCODE else []
+                # plan.todo is newest first: the few taken here are the ones most likely asked about.
+                inline = new if len(new) <= INLINE_ENCODE else new[:INLINE_NEWEST]
                 fresh = index.encode(inline, memory_encoder, plan.result) if inline else {}
                 result = index.commit(plan, memory_encoder, fresh)
                 backlog.assign(plan, memory_encoder, leave_out={item[0] for item in inline})

@@ -18,8 +18,10 @@ from memself.engine.client import engine_status, ensure_started, stop_engine
 from memself.paths import DataPaths
 
 ENTRY = Path(__file__).resolve().parents[2] / "hooks" / "entry.py"
-# Shorter than every filler fact: the backlog encodes the shortest texts first.
 FACT = "支付灰度开关是 pay_new_flow"
+# The newest memory of a store: written after every filler fact. The backlog encodes the newest
+# texts first.
+FACT_STAMP = "2026-11-20T09:30:00.000Z"
 PROMPT = "支付页新流程的灰度开关叫什么"
 _SERVICES = ["订单", "库存", "用户中心", "消息推送", "风控", "结算", "搜索", "推荐", "网关"]
 _THINGS = ["超时时间", "重试次数", "连接池大小", "缓存过期时间", "限流阈值", "日志级别"]
@@ -43,8 +45,7 @@ def filler(count: int, start: int = 0) -> list[str]:
     ]
 
 
-def record(mem_id: str, text: str) -> dict[str, Any]:
-    stamp = "2026-11-01T08:00:00.000Z"
+def record(mem_id: str, text: str, stamp: str = "2026-11-01T08:00:00.000Z") -> dict[str, Any]:
     return {
         "id": mem_id,
         "text": text,
@@ -58,15 +59,16 @@ def record(mem_id: str, text: str) -> dict[str, Any]:
     }
 
 
-def write_unencoded_store(paths: DataPaths, count: int) -> list[str]:
-    """``FACT`` (id ``fact``) and ``count - 1`` filler facts, no index; returns the ids."""
+def write_unencoded_store(paths: DataPaths, count: int, fact: str = FACT) -> list[str]:
+    """``count - 1`` filler facts and then ``fact`` (id ``fact``, created last), no index;
+    returns the ids."""
     paths.ensure()
     set_config_value(paths, "model", "multilingual-e5-small")
-    texts = [FACT, *filler(count - 1)]
-    ids = ["fact"] + [f"fill{i:05d}" for i in range(count - 1)]
-    lines = [json.dumps(record(i, t), ensure_ascii=False) + "\n" for i, t in zip(ids, texts, strict=True)]
+    records = [record(f"fill{i:05d}", t) for i, t in enumerate(filler(count - 1))]
+    records.append(record("fact", fact, FACT_STAMP))
+    lines = [json.dumps(r, ensure_ascii=False) + "\n" for r in records]
     paths.group_file("project").write_text("".join(lines), encoding="utf-8")
-    return ids
+    return [str(r["id"]) for r in records]
 
 
 def wait_status(paths: DataPaths, until, timeout_s: float = 180.0) -> dict[str, Any]:
