@@ -49,6 +49,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
 
 from bench.bench_hooks import synthetic_memories  # noqa: E402
+from bench.checkouts import python_of  # noqa: E402
 from memself.engine.client import engine_status  # noqa: E402
 from memself.hook.command import hook_command  # noqa: E402
 from memself.hosts.base import EventKind  # noqa: E402
@@ -169,8 +170,25 @@ def run(
         return elapsed, int(rss.read().split()[-1]) // 1024
 
 
-def memself(env: dict[str, str], *args: str) -> None:
-    subprocess.run([sys.executable, "-m", "memself", *args], env=env, capture_output=True, check=True)
+class Checkout:
+    """The code a column measures: this checkout (``root`` None), or another one run with its own
+    interpreter from its own directory (``bench/checkouts.py``), hooks through its own entry."""
+
+    def __init__(self, name: str, root: Path | None) -> None:
+        self.name, self.root = name, root
+        self.python = python_of(root) if root is not None else sys.executable
+
+    def hook(self, kind: EventKind) -> list[str]:
+        argv = hook_command("claude", kind)
+        if self.root is None:
+            return argv
+        # [python, -I, -S, entry, ...]: the checkout's interpreter and entry file
+        return [self.python, *argv[1:3], str(self.root / "hooks" / "entry.py"), *argv[4:]]
+
+
+def memself(env: dict[str, str], *args: str, checkout: Checkout | None = None) -> None:
+    python, cwd = (checkout.python, checkout.root) if checkout is not None else (sys.executable, None)
+    subprocess.run([python, "-m", "memself", *args], env=env, cwd=cwd, capture_output=True, check=True)
 
 
 def payload(kind: str, cwd: Path) -> bytes:
@@ -191,66 +209,82 @@ def payload(kind: str, cwd: Path) -> bytes:
     return json.dumps(event).encode()
 
 
-def measure(
-    count: int, runs: int, vectors: str, work: Path
-) -> tuple[dict[str, tuple[float, int]], list[str]]:
-    """``vectors``: "model" (the engine encodes the store), "synthetic" (random vectors written
-    before the engine rows) or "" (the engine rows are skipped)."""
+def prepare(count: int, vectors: str, work: Path) -> tuple[Path, list[str]]:
+    """The store every checkout of this size starts from (and its index with "synthetic")."""
     home = work / f"data-{count}"
     ids = generate(home, count)
     env = {**os.environ, "MEMSELF_HOME": str(home), "HOME": str(work)}
     env.setdefault("MEMSELF_MODEL_CACHE", str(REPO_ROOT / ".cache" / "models"))
     memself(env, "config", "model", "multilingual-e5-small")
-    cli = [sys.executable, "-m", "memself"]
-    hook = hook_command("claude", EventKind.PROMPT_SUBMIT)
+    if vectors == "synthetic":
+        rows = write_synthetic_index(home, Path(env["MEMSELF_MODEL_CACHE"]))
+        print(f"{count}: synthetic index of {rows} rows written", file=sys.stderr, flush=True)
+    return home, ids
+
+
+def measure(
+    template: Path, ids: list[str], runs: int, hook_runs: int, vectors: str, work: Path, checkout: Checkout
+) -> tuple[dict[str, tuple[float, int]], list[str]]:
+    """``vectors``: "model" (the engine encodes the store), "synthetic" (random vectors written
+    before the engine rows) or "" (the engine rows are skipped). Runs on a copy of ``template``."""
+    home = work / f"{template.name}-{checkout.name}"
+    shutil.copytree(template, home)
+    count = len(ids)
+    env = {**os.environ, "MEMSELF_HOME": str(home), "HOME": str(work)}
+    env.setdefault("MEMSELF_MODEL_CACHE", str(REPO_ROOT / ".cache" / "models"))
+    cli = [checkout.python, "-m", "memself"]
+    cwd = checkout.root or work
+    hook = checkout.hook(EventKind.PROMPT_SUBMIT)
     samples: dict[str, list[tuple[float, int]]] = {}
     skipped: list[str] = []
 
     def add(name: str, sample: tuple[float, int]) -> None:
         samples.setdefault(name, []).append(sample)
 
+    def stop() -> None:
+        memself(env, "engine", "stop", checkout=checkout)
+
     add(
         "project add, first after an outside change",
-        run([*cli, "project", "add", "初次追加的项目事实 0"], env, cwd=work),
+        run([*cli, "project", "add", "初次追加的项目事实 0"], env, cwd=cwd),
     )
     for k in range(runs):
-        add("project add", run([*cli, "project", "add", f"新追加的项目事实第 {k} 条内容"], env, cwd=work))
-        add("rule add", run([*cli, "rule", "add", f"新追加的规则第 {k} 条内容"], env, cwd=work))
+        add("project add", run([*cli, "project", "add", f"新追加的项目事实第 {k} 条内容"], env, cwd=cwd))
+        add("rule add", run([*cli, "rule", "add", f"新追加的规则第 {k} 条内容"], env, cwd=cwd))
         victim = ids[(k * 7919) % len(ids)]
-        add("delete", run([*cli, "delete", victim], env, cwd=work))
-        add("restore", run([*cli, "restore", victim], env, cwd=work))
-        add("list", run([*cli, "list"], env, cwd=work))
-        add("list, nothing changed", run([*cli, "list"], env, cwd=work))
+        add("delete", run([*cli, "delete", victim], env, cwd=cwd))
+        add("restore", run([*cli, "restore", victim], env, cwd=cwd))
+        add("list", run([*cli, "list"], env, cwd=cwd))
+        add("list, nothing changed", run([*cli, "list"], env, cwd=cwd))
         (home / "decay-state.json").unlink(missing_ok=True)
         now = iso(datetime.now(timezone.utc))
-        add(
-            "daily maintenance", run([sys.executable, "-m", "memself.maintenance", str(home), "30", now], env)
-        )
+        maintenance = [checkout.python, "-m", "memself.maintenance", str(home), "30", now]
+        add("daily maintenance", run(maintenance, env, cwd=cwd))
     start = payload("start", work)
     for _ in range(runs):
-        add("session start, engine cold", run(hook, env, start))
-        memself(env, "engine", "stop")
+        add("session start, engine cold", run(checkout.hook(EventKind.SESSION_START), env, start))
+        stop()
         (home / "decay-state.json").unlink(missing_ok=True)
-        add("session start, engine cold, first of the day", run(hook, env, start))
-        memself(env, "engine", "stop")
+        add(
+            "session start, engine cold, first of the day",
+            run(checkout.hook(EventKind.SESSION_START), env, start),
+        )
+        stop()
     if vectors:
-        if vectors == "synthetic":
-            rows = write_synthetic_index(home, Path(env["MEMSELF_MODEL_CACHE"]))
-            print(f"{count}: synthetic index of {rows} rows written", file=sys.stderr, flush=True)
-        else:
-            memself(env, "engine", "start", "--timeout", "3600")
+        if vectors == "model":
+            memself(env, "engine", "start", "--timeout", "3600", checkout=checkout)
             wait_fully_indexed(home, 3600)
-            memself(env, "engine", "stop")
-        for _ in range(max(1, runs // 2)):
-            add("engine ready", run([*cli, "engine", "start", "--timeout", "3600"], env))
-            memself(env, "engine", "stop")
-        memself(env, "engine", "start", "--timeout", "3600")
+            stop()
+        for _ in range(runs):
+            add("engine ready", run([*cli, "engine", "start", "--timeout", "3600"], env, cwd=cwd))
+            stop()
+        memself(env, "engine", "start", "--timeout", "3600", checkout=checkout)
         try:
             # Synthetic vectors: nothing may be left to encode the moment the engine is ready (a
             # wrong model key would send every memory to the backlog).
             status = wait_fully_indexed(home, 60 if vectors == "model" else 0)
             print(
-                f"{count}: engine status: backlog {status.get('backlog')}, "
+                f"{count} {checkout.name}: engine status: backlog {status.get('backlog')}, "
                 f"indexed {status.get('indexed')} of {status.get('memories')} memories",
                 file=sys.stderr,
                 flush=True,
@@ -258,13 +292,13 @@ def measure(
             run(hook, env, payload("prompt", work))  # the first answer gives the day's rewards
             if last_hook_note(home) != "engine":
                 raise SystemExit(f"{count}: the prompt hook was not answered by the engine")
-            for _ in range(runs):
-                add("session start, warm engine", run(hook, env, start))
+            for _ in range(hook_runs):
+                add("session start, warm engine", run(checkout.hook(EventKind.SESSION_START), env, start))
                 add("prompt hook, warm engine", run(hook, env, payload("prompt", work)))
                 if last_hook_note(home) != "engine":
                     raise SystemExit(f"{count}: the prompt hook was not answered by the engine")
         finally:
-            memself(env, "engine", "stop")
+            stop()
     else:
         skipped = ["engine ready", "session start, warm engine", "prompt hook, warm engine"]
     table = {
@@ -278,22 +312,41 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", default="1000,10000,100000")
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--hook-runs", type=int, default=0, help="warm-engine hook samples (default: --runs)")
     parser.add_argument("--encode-max", type=int, default=10000)
     parser.add_argument(
         "--synthetic-vectors",
         action="store_true",
         help="above --encode-max, index random unit vectors instead of skipping the engine rows",
     )
+    parser.add_argument(
+        "--checkouts",
+        default="",
+        help="NAME=PATH,NAME=PATH: measure each checkout (its own .venv) on the same stores, side by"
+        " side, alternating per size; default: this checkout alone",
+    )
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
+    checkouts = [
+        Checkout(name, Path(path).resolve())
+        for name, path in (pair.split("=", 1) for pair in args.checkouts.split(",") if pair)
+    ] or [Checkout("", None)]
     work = Path(tempfile.mkdtemp(prefix="memself-bench-scale-"))
-    results: dict[int, dict[str, tuple[float, int]]] = {}
+    results: dict[tuple[int, str], dict[str, tuple[float, int]]] = {}
     notes = []
     loads = [os.getloadavg()]
     try:
         for size in sizes:
             vectors = "model" if size <= args.encode_max else "synthetic" if args.synthetic_vectors else ""
-            results[size], skipped = measure(size, args.runs, vectors, work)
+            template, ids = prepare(size, vectors, work)
+            for checkout in checkouts:
+                results[size, checkout.name], skipped = measure(
+                    template, ids, args.runs, args.hook_runs or args.runs, vectors, work, checkout
+                )
+                print(
+                    f"{size} {checkout.name} done, load {os.getloadavg()[0]:.2f}", file=sys.stderr, flush=True
+                )
+            shutil.rmtree(template, ignore_errors=True)
             if skipped:
                 notes.append(f"{size}: not encoded, skipped {', '.join(skipped)}")
             if vectors == "synthetic":
@@ -302,19 +355,24 @@ def main() -> None:
                     " synthetic vectors (random unit vectors of the model's dimension, written through"
                     " memself.index under the engine's model key; the engine had nothing to encode)"
                 )
-            print(f"{size} done", file=sys.stderr, flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    columns = list(results)
     rows = list(dict.fromkeys(name for table in results.values() for name in table))
     loads.append(os.getloadavg())
     load = " -> ".join("/".join(f"{x:.2f}" for x in one) for one in loads)
-    print(f"runs: {args.runs}; load average (1/5/15 min) at start -> end {load}; {os.cpu_count()} cores\n")
-    print("| what | " + " | ".join(f"{s // 1000}k: ms / MiB" for s in sizes) + " |")
-    print("|---|" + "---:|" * len(sizes))
+    print(
+        f"runs: {args.runs}, warm-engine hook runs: {args.hook_runs or args.runs}; load average (1/5/15 min)"
+        f" at start -> end {load}; {os.cpu_count()} cores\n"
+    )
+    print(
+        "| what | " + " | ".join(f"{s // 1000}k {c}: ms / MiB".replace("  ", " ") for s, c in columns) + " |"
+    )
+    print("|---|" + "---:|" * len(columns))
     for name in rows:
         cells = [
-            f"{results[s][name][0]:.0f} / {results[s][name][1]}" if name in results[s] else "skipped"
-            for s in sizes
+            f"{results[c][name][0]:.0f} / {results[c][name][1]}" if name in results[c] else "skipped"
+            for c in columns
         ]
         print(f"| {name} | " + " | ".join(cells) + " |")
     for note in notes:
