@@ -229,7 +229,7 @@ def measure(
     before the engine rows) or "" (the engine rows are skipped). Runs on a copy of ``template``."""
     home = work / f"{template.name}-{checkout.name}"
     shutil.copytree(template, home)
-    count = len(ids)
+    count = int(template.name.rsplit("-", 1)[1])
     env = {**os.environ, "MEMSELF_HOME": str(home), "HOME": str(work)}
     env.setdefault("MEMSELF_MODEL_CACHE", str(REPO_ROOT / ".cache" / "models"))
     cli = [checkout.python, "-m", "memself"]
