@@ -1,7 +1,8 @@
 """memself at scale: every command and hook timed on 1k, 10k and 100k synthetic memories (~1% rules).
 
 Each sample is a real ``memself`` process (or the hook command setup registers), timed from
-start to exit; the table gives the median of ``--runs`` samples and the largest max RSS among
+start to exit; the table gives the median of ``--runs`` samples (times ``--rounds``), the median
+CPU time of the process (user + system: it moves far less with the load) and the largest max RSS among
 them (``/usr/bin/time`` of that process: the engine's own memory is not in the hook rows).
 
 Rows:
@@ -148,8 +149,10 @@ def last_hook_note(home: Path) -> str:
 
 def run(
     args: list[str], env: dict[str, str], stdin: bytes = b"", cwd: Path | None = None
-) -> tuple[float, int]:
-    """Milliseconds from start to exit and max RSS (MiB) of one process.
+) -> tuple[float, int, float]:
+    """Milliseconds from start to exit, max RSS (MiB) and CPU milliseconds (user + system) of one
+    process. CPU time moves far less with the machine's load than the wall clock; it counts only
+    this process (not an engine it talks to or starts).
 
     The RSS comes from ``/usr/bin/time``: Linux carries a parent's peak RSS into a child it
     starts (across the exec), so ``wait4`` from this process would report this process's own
@@ -157,7 +160,7 @@ def run(
     with tempfile.NamedTemporaryFile("r", suffix=".rss") as rss:
         started = time.perf_counter()
         result = subprocess.run(
-            ["/usr/bin/time", "-f", "%M", "-o", rss.name, *args],
+            ["/usr/bin/time", "-f", "%M %U %S", "-o", rss.name, *args],
             input=stdin,
             capture_output=True,
             env=env,
@@ -167,7 +170,8 @@ def run(
         elapsed = (time.perf_counter() - started) * 1000
         if result.returncode != 0:
             raise SystemExit(f"{args} exited {result.returncode}: {result.stderr[-800:]!r}")
-        return elapsed, int(rss.read().split()[-1]) // 1024
+        kib, user, system = rss.read().split()[-3:]
+        return elapsed, int(kib) // 1024, (float(user) + float(system)) * 1000
 
 
 class Checkout:
@@ -224,7 +228,7 @@ def prepare(count: int, vectors: str, work: Path) -> tuple[Path, list[str]]:
 
 def measure(
     template: Path, ids: list[str], runs: int, hook_runs: int, vectors: str, work: Path, checkout: Checkout
-) -> tuple[dict[str, tuple[float, int]], list[str]]:
+) -> tuple[dict[str, list[tuple[float, int, float]]], list[str]]:
     """``vectors``: "model" (the engine encodes the store), "synthetic" (random vectors written
     before the engine rows) or "" (the engine rows are skipped). Runs on a copy of ``template``."""
     home = work / f"{template.name}-{checkout.name}"
@@ -235,10 +239,10 @@ def measure(
     cli = [checkout.python, "-m", "memself"]
     cwd = checkout.root or work
     hook = checkout.hook(EventKind.PROMPT_SUBMIT)
-    samples: dict[str, list[tuple[float, int]]] = {}
+    samples: dict[str, list[tuple[float, int, float]]] = {}
     skipped: list[str] = []
 
-    def add(name: str, sample: tuple[float, int]) -> None:
+    def add(name: str, sample: tuple[float, int, float]) -> None:
         samples.setdefault(name, []).append(sample)
 
     def stop() -> None:
@@ -301,11 +305,8 @@ def measure(
             stop()
     else:
         skipped = ["engine ready", "session start, warm engine", "prompt hook, warm engine"]
-    table = {
-        name: (statistics.median(s[0] for s in got), max(s[1] for s in got)) for name, got in samples.items()
-    }
     shutil.rmtree(home, ignore_errors=True)
-    return table, skipped
+    return samples, skipped
 
 
 def main() -> None:
@@ -320,6 +321,13 @@ def main() -> None:
         help="above --encode-max, index random unit vectors instead of skipping the engine rows",
     )
     parser.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="measure each checkout this many times per size, alternating which goes first, and"
+        " take the medians over all rounds (the load of a shared machine drifts)",
+    )
+    parser.add_argument(
         "--checkouts",
         default="",
         help="NAME=PATH,NAME=PATH: measure each checkout (its own .venv) on the same stores, side by"
@@ -332,20 +340,22 @@ def main() -> None:
         for name, path in (pair.split("=", 1) for pair in args.checkouts.split(",") if pair)
     ] or [Checkout("", None)]
     work = Path(tempfile.mkdtemp(prefix="memself-bench-scale-"))
-    results: dict[tuple[int, str], dict[str, tuple[float, int]]] = {}
+    samples: dict[tuple[int, str], dict[str, list[tuple[float, int, float]]]] = {}
     notes = []
     loads = [os.getloadavg()]
     try:
         for size in sizes:
             vectors = "model" if size <= args.encode_max else "synthetic" if args.synthetic_vectors else ""
             template, ids = prepare(size, vectors, work)
-            for checkout in checkouts:
-                results[size, checkout.name], skipped = measure(
-                    template, ids, args.runs, args.hook_runs or args.runs, vectors, work, checkout
-                )
-                print(
-                    f"{size} {checkout.name} done, load {os.getloadavg()[0]:.2f}", file=sys.stderr, flush=True
-                )
+            for round_no in range(args.rounds):
+                for checkout in checkouts if round_no % 2 == 0 else checkouts[::-1]:
+                    got, skipped = measure(
+                        template, ids, args.runs, args.hook_runs or args.runs, vectors, work, checkout
+                    )
+                    for name, some in got.items():
+                        samples.setdefault((size, checkout.name), {}).setdefault(name, []).extend(some)
+                    done = f"{size} {checkout.name} round {round_no + 1}, load {os.getloadavg()[0]:.2f}"
+                    print(done, file=sys.stderr, flush=True)
             shutil.rmtree(template, ignore_errors=True)
             if skipped:
                 notes.append(f"{size}: not encoded, skipped {', '.join(skipped)}")
@@ -357,12 +367,25 @@ def main() -> None:
                 )
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    results = {
+        column: {
+            name: (
+                statistics.median(x[0] for x in got),
+                max(x[1] for x in got),
+                statistics.median(x[2] for x in got),
+            )
+            for name, got in table.items()
+        }
+        for column, table in samples.items()
+    }
     columns = list(results)
     rows = list(dict.fromkeys(name for table in results.values() for name in table))
     loads.append(os.getloadavg())
     load = " -> ".join("/".join(f"{x:.2f}" for x in one) for one in loads)
     print(
-        f"runs: {args.runs}, warm-engine hook runs: {args.hook_runs or args.runs}; load average (1/5/15 min)"
+        f"rounds: {args.rounds}, runs: {args.runs}, warm-engine hook runs: {args.hook_runs or args.runs};"
+        " cells: median wall ms (median CPU ms of the process) / largest max RSS MiB;"
+        " load average (1/5/15 min)"
         f" at start -> end {load}; {os.cpu_count()} cores\n"
     )
     print(
@@ -371,7 +394,9 @@ def main() -> None:
     print("|---|" + "---:|" * len(columns))
     for name in rows:
         cells = [
-            f"{results[c][name][0]:.0f} / {results[c][name][1]}" if name in results[c] else "skipped"
+            f"{results[c][name][0]:.0f} ({results[c][name][2]:.0f}) / {results[c][name][1]}"
+            if name in results[c]
+            else "skipped"
             for c in columns
         ]
         print(f"| {name} | " + " | ".join(cells) + " |")
