@@ -25,7 +25,11 @@ Rows:
   Scoring time does not depend on the vectors' values; the table's notes say which sizes used them.
 
     TMPDIR=/dev/shm .venv/bin/python bench/bench_scale.py [--sizes 1000,10000,100000] [--runs 5] \
-        [--encode-max 10000] [--synthetic-vectors]
+        [--encode-max 10000] [--synthetic-vectors] [--hook-runs N] \
+        [--checkouts before=BEFORE_ROOT,after=AFTER_ROOT --rounds 2]
+
+With ``--checkouts`` each checkout (its own ``.venv``, ``bench/checkouts.py``) runs on a copy of
+the same store, one after the other, the order alternating per round.
 
 Uses temporary data directories with the offline model (multilingual-e5-small) and the shared
 model cache (``MEMSELF_MODEL_CACHE``, default ``<repo>/.cache/models``); nothing of the user's.
