@@ -1,7 +1,8 @@
 """memself at scale: every command and hook timed on 1k, 10k and 100k synthetic memories (~1% rules).
 
 Each sample is a real ``memself`` process (or the hook command setup registers), timed from
-start to exit; the table gives the median of ``--runs`` samples and the largest max RSS among
+start to exit; the table gives the median of ``--runs`` samples (times ``--rounds``), the median
+CPU time of the process (user + system: it moves far less with the load) and the largest max RSS among
 them (``/usr/bin/time`` of that process: the engine's own memory is not in the hook rows).
 
 Rows:
@@ -24,7 +25,11 @@ Rows:
   Scoring time does not depend on the vectors' values; the table's notes say which sizes used them.
 
     TMPDIR=/dev/shm .venv/bin/python bench/bench_scale.py [--sizes 1000,10000,100000] [--runs 5] \
-        [--encode-max 10000] [--synthetic-vectors]
+        [--encode-max 10000] [--synthetic-vectors] [--hook-runs N] \
+        [--checkouts before=BEFORE_ROOT,after=AFTER_ROOT --rounds 2]
+
+With ``--checkouts`` each checkout (its own ``.venv``, ``bench/checkouts.py``) runs on a copy of
+the same store, one after the other, the order alternating per round.
 
 Uses temporary data directories with the offline model (multilingual-e5-small) and the shared
 model cache (``MEMSELF_MODEL_CACHE``, default ``<repo>/.cache/models``); nothing of the user's.
@@ -49,6 +54,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
 
 from bench.bench_hooks import synthetic_memories  # noqa: E402
+from bench.checkouts import python_of  # noqa: E402
 from memself.engine.client import engine_status  # noqa: E402
 from memself.hook.command import hook_command  # noqa: E402
 from memself.hosts.base import EventKind  # noqa: E402
@@ -147,8 +153,10 @@ def last_hook_note(home: Path) -> str:
 
 def run(
     args: list[str], env: dict[str, str], stdin: bytes = b"", cwd: Path | None = None
-) -> tuple[float, int]:
-    """Milliseconds from start to exit and max RSS (MiB) of one process.
+) -> tuple[float, int, float]:
+    """Milliseconds from start to exit, max RSS (MiB) and CPU milliseconds (user + system) of one
+    process. CPU time moves far less with the machine's load than the wall clock; it counts only
+    this process (not an engine it talks to or starts).
 
     The RSS comes from ``/usr/bin/time``: Linux carries a parent's peak RSS into a child it
     starts (across the exec), so ``wait4`` from this process would report this process's own
@@ -156,7 +164,7 @@ def run(
     with tempfile.NamedTemporaryFile("r", suffix=".rss") as rss:
         started = time.perf_counter()
         result = subprocess.run(
-            ["/usr/bin/time", "-f", "%M", "-o", rss.name, *args],
+            ["/usr/bin/time", "-f", "%M %U %S", "-o", rss.name, *args],
             input=stdin,
             capture_output=True,
             env=env,
@@ -166,11 +174,29 @@ def run(
         elapsed = (time.perf_counter() - started) * 1000
         if result.returncode != 0:
             raise SystemExit(f"{args} exited {result.returncode}: {result.stderr[-800:]!r}")
-        return elapsed, int(rss.read().split()[-1]) // 1024
+        kib, user, system = rss.read().split()[-3:]
+        return elapsed, int(kib) // 1024, (float(user) + float(system)) * 1000
 
 
-def memself(env: dict[str, str], *args: str) -> None:
-    subprocess.run([sys.executable, "-m", "memself", *args], env=env, capture_output=True, check=True)
+class Checkout:
+    """The code a column measures: this checkout (``root`` None), or another one run with its own
+    interpreter from its own directory (``bench/checkouts.py``), hooks through its own entry."""
+
+    def __init__(self, name: str, root: Path | None) -> None:
+        self.name, self.root = name, root
+        self.python = python_of(root) if root is not None else sys.executable
+
+    def hook(self, kind: EventKind) -> list[str]:
+        argv = hook_command("claude", kind)
+        if self.root is None:
+            return argv
+        # [python, -I, -S, entry, ...]: the checkout's interpreter and entry file
+        return [self.python, *argv[1:3], str(self.root / "hooks" / "entry.py"), *argv[4:]]
+
+
+def memself(env: dict[str, str], *args: str, checkout: Checkout | None = None) -> None:
+    python, cwd = (checkout.python, checkout.root) if checkout is not None else (sys.executable, None)
+    subprocess.run([python, "-m", "memself", *args], env=env, cwd=cwd, capture_output=True, check=True)
 
 
 def payload(kind: str, cwd: Path) -> bytes:
@@ -191,66 +217,82 @@ def payload(kind: str, cwd: Path) -> bytes:
     return json.dumps(event).encode()
 
 
-def measure(
-    count: int, runs: int, vectors: str, work: Path
-) -> tuple[dict[str, tuple[float, int]], list[str]]:
-    """``vectors``: "model" (the engine encodes the store), "synthetic" (random vectors written
-    before the engine rows) or "" (the engine rows are skipped)."""
+def prepare(count: int, vectors: str, work: Path) -> tuple[Path, list[str]]:
+    """The store every checkout of this size starts from (and its index with "synthetic")."""
     home = work / f"data-{count}"
     ids = generate(home, count)
     env = {**os.environ, "MEMSELF_HOME": str(home), "HOME": str(work)}
     env.setdefault("MEMSELF_MODEL_CACHE", str(REPO_ROOT / ".cache" / "models"))
     memself(env, "config", "model", "multilingual-e5-small")
-    cli = [sys.executable, "-m", "memself"]
-    hook = hook_command("claude", EventKind.PROMPT_SUBMIT)
-    samples: dict[str, list[tuple[float, int]]] = {}
+    if vectors == "synthetic":
+        rows = write_synthetic_index(home, Path(env["MEMSELF_MODEL_CACHE"]))
+        print(f"{count}: synthetic index of {rows} rows written", file=sys.stderr, flush=True)
+    return home, ids
+
+
+def measure(
+    template: Path, ids: list[str], runs: int, hook_runs: int, vectors: str, work: Path, checkout: Checkout
+) -> tuple[dict[str, list[tuple[float, int, float]]], list[str]]:
+    """``vectors``: "model" (the engine encodes the store), "synthetic" (random vectors written
+    before the engine rows) or "" (the engine rows are skipped). Runs on a copy of ``template``."""
+    home = work / f"{template.name}-{checkout.name}"
+    shutil.copytree(template, home)
+    count = int(template.name.rsplit("-", 1)[1])
+    env = {**os.environ, "MEMSELF_HOME": str(home), "HOME": str(work)}
+    env.setdefault("MEMSELF_MODEL_CACHE", str(REPO_ROOT / ".cache" / "models"))
+    cli = [checkout.python, "-m", "memself"]
+    cwd = checkout.root or work
+    hook = checkout.hook(EventKind.PROMPT_SUBMIT)
+    samples: dict[str, list[tuple[float, int, float]]] = {}
     skipped: list[str] = []
 
-    def add(name: str, sample: tuple[float, int]) -> None:
+    def add(name: str, sample: tuple[float, int, float]) -> None:
         samples.setdefault(name, []).append(sample)
+
+    def stop() -> None:
+        memself(env, "engine", "stop", checkout=checkout)
 
     add(
         "project add, first after an outside change",
-        run([*cli, "project", "add", "初次追加的项目事实 0"], env, cwd=work),
+        run([*cli, "project", "add", "初次追加的项目事实 0"], env, cwd=cwd),
     )
     for k in range(runs):
-        add("project add", run([*cli, "project", "add", f"新追加的项目事实第 {k} 条内容"], env, cwd=work))
-        add("rule add", run([*cli, "rule", "add", f"新追加的规则第 {k} 条内容"], env, cwd=work))
+        add("project add", run([*cli, "project", "add", f"新追加的项目事实第 {k} 条内容"], env, cwd=cwd))
+        add("rule add", run([*cli, "rule", "add", f"新追加的规则第 {k} 条内容"], env, cwd=cwd))
         victim = ids[(k * 7919) % len(ids)]
-        add("delete", run([*cli, "delete", victim], env, cwd=work))
-        add("restore", run([*cli, "restore", victim], env, cwd=work))
-        add("list", run([*cli, "list"], env, cwd=work))
-        add("list, nothing changed", run([*cli, "list"], env, cwd=work))
+        add("delete", run([*cli, "delete", victim], env, cwd=cwd))
+        add("restore", run([*cli, "restore", victim], env, cwd=cwd))
+        add("list", run([*cli, "list"], env, cwd=cwd))
+        add("list, nothing changed", run([*cli, "list"], env, cwd=cwd))
         (home / "decay-state.json").unlink(missing_ok=True)
         now = iso(datetime.now(timezone.utc))
-        add(
-            "daily maintenance", run([sys.executable, "-m", "memself.maintenance", str(home), "30", now], env)
-        )
+        maintenance = [checkout.python, "-m", "memself.maintenance", str(home), "30", now]
+        add("daily maintenance", run(maintenance, env, cwd=cwd))
     start = payload("start", work)
     for _ in range(runs):
-        add("session start, engine cold", run(hook, env, start))
-        memself(env, "engine", "stop")
+        add("session start, engine cold", run(checkout.hook(EventKind.SESSION_START), env, start))
+        stop()
         (home / "decay-state.json").unlink(missing_ok=True)
-        add("session start, engine cold, first of the day", run(hook, env, start))
-        memself(env, "engine", "stop")
+        add(
+            "session start, engine cold, first of the day",
+            run(checkout.hook(EventKind.SESSION_START), env, start),
+        )
+        stop()
     if vectors:
-        if vectors == "synthetic":
-            rows = write_synthetic_index(home, Path(env["MEMSELF_MODEL_CACHE"]))
-            print(f"{count}: synthetic index of {rows} rows written", file=sys.stderr, flush=True)
-        else:
-            memself(env, "engine", "start", "--timeout", "3600")
+        if vectors == "model":
+            memself(env, "engine", "start", "--timeout", "3600", checkout=checkout)
             wait_fully_indexed(home, 3600)
-            memself(env, "engine", "stop")
-        for _ in range(max(1, runs // 2)):
-            add("engine ready", run([*cli, "engine", "start", "--timeout", "3600"], env))
-            memself(env, "engine", "stop")
-        memself(env, "engine", "start", "--timeout", "3600")
+            stop()
+        for _ in range(runs):
+            add("engine ready", run([*cli, "engine", "start", "--timeout", "3600"], env, cwd=cwd))
+            stop()
+        memself(env, "engine", "start", "--timeout", "3600", checkout=checkout)
         try:
             # Synthetic vectors: nothing may be left to encode the moment the engine is ready (a
             # wrong model key would send every memory to the backlog).
             status = wait_fully_indexed(home, 60 if vectors == "model" else 0)
             print(
-                f"{count}: engine status: backlog {status.get('backlog')}, "
+                f"{count} {checkout.name}: engine status: backlog {status.get('backlog')}, "
                 f"indexed {status.get('indexed')} of {status.get('memories')} memories",
                 file=sys.stderr,
                 flush=True,
@@ -258,42 +300,67 @@ def measure(
             run(hook, env, payload("prompt", work))  # the first answer gives the day's rewards
             if last_hook_note(home) != "engine":
                 raise SystemExit(f"{count}: the prompt hook was not answered by the engine")
-            for _ in range(runs):
-                add("session start, warm engine", run(hook, env, start))
+            for _ in range(hook_runs):
+                add("session start, warm engine", run(checkout.hook(EventKind.SESSION_START), env, start))
                 add("prompt hook, warm engine", run(hook, env, payload("prompt", work)))
                 if last_hook_note(home) != "engine":
                     raise SystemExit(f"{count}: the prompt hook was not answered by the engine")
         finally:
-            memself(env, "engine", "stop")
+            stop()
     else:
         skipped = ["engine ready", "session start, warm engine", "prompt hook, warm engine"]
-    table = {
-        name: (statistics.median(s[0] for s in got), max(s[1] for s in got)) for name, got in samples.items()
-    }
     shutil.rmtree(home, ignore_errors=True)
-    return table, skipped
+    return samples, skipped
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", default="1000,10000,100000")
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--hook-runs", type=int, default=0, help="warm-engine hook samples (default: --runs)")
     parser.add_argument("--encode-max", type=int, default=10000)
     parser.add_argument(
         "--synthetic-vectors",
         action="store_true",
         help="above --encode-max, index random unit vectors instead of skipping the engine rows",
     )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="measure each checkout this many times per size, alternating which goes first, and"
+        " take the medians over all rounds (the load of a shared machine drifts)",
+    )
+    parser.add_argument(
+        "--checkouts",
+        default="",
+        help="NAME=PATH,NAME=PATH: measure each checkout (its own .venv) on the same stores, side by"
+        " side, alternating per size; default: this checkout alone",
+    )
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
+    checkouts = [
+        Checkout(name, Path(path).resolve())
+        for name, path in (pair.split("=", 1) for pair in args.checkouts.split(",") if pair)
+    ] or [Checkout("", None)]
     work = Path(tempfile.mkdtemp(prefix="memself-bench-scale-"))
-    results: dict[int, dict[str, tuple[float, int]]] = {}
+    samples: dict[tuple[int, str], dict[str, list[tuple[float, int, float]]]] = {}
     notes = []
     loads = [os.getloadavg()]
     try:
         for size in sizes:
             vectors = "model" if size <= args.encode_max else "synthetic" if args.synthetic_vectors else ""
-            results[size], skipped = measure(size, args.runs, vectors, work)
+            template, ids = prepare(size, vectors, work)
+            for round_no in range(args.rounds):
+                for checkout in checkouts if round_no % 2 == 0 else checkouts[::-1]:
+                    got, skipped = measure(
+                        template, ids, args.runs, args.hook_runs or args.runs, vectors, work, checkout
+                    )
+                    for name, some in got.items():
+                        samples.setdefault((size, checkout.name), {}).setdefault(name, []).extend(some)
+                    done = f"{size} {checkout.name} round {round_no + 1}, load {os.getloadavg()[0]:.2f}"
+                    print(done, file=sys.stderr, flush=True)
+            shutil.rmtree(template, ignore_errors=True)
             if skipped:
                 notes.append(f"{size}: not encoded, skipped {', '.join(skipped)}")
             if vectors == "synthetic":
@@ -302,19 +369,39 @@ def main() -> None:
                     " synthetic vectors (random unit vectors of the model's dimension, written through"
                     " memself.index under the engine's model key; the engine had nothing to encode)"
                 )
-            print(f"{size} done", file=sys.stderr, flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    results = {
+        column: {
+            name: (
+                statistics.median(x[0] for x in got),
+                max(x[1] for x in got),
+                statistics.median(x[2] for x in got),
+            )
+            for name, got in table.items()
+        }
+        for column, table in samples.items()
+    }
+    columns = list(results)
     rows = list(dict.fromkeys(name for table in results.values() for name in table))
     loads.append(os.getloadavg())
     load = " -> ".join("/".join(f"{x:.2f}" for x in one) for one in loads)
-    print(f"runs: {args.runs}; load average (1/5/15 min) at start -> end {load}; {os.cpu_count()} cores\n")
-    print("| what | " + " | ".join(f"{s // 1000}k: ms / MiB" for s in sizes) + " |")
-    print("|---|" + "---:|" * len(sizes))
+    print(
+        f"rounds: {args.rounds}, runs: {args.runs}, warm-engine hook runs: {args.hook_runs or args.runs};"
+        " cells: median wall ms (median CPU ms of the process) / largest max RSS MiB;"
+        " load average (1/5/15 min)"
+        f" at start -> end {load}; {os.cpu_count()} cores\n"
+    )
+    print(
+        "| what | " + " | ".join(f"{s // 1000}k {c}: ms / MiB".replace("  ", " ") for s, c in columns) + " |"
+    )
+    print("|---|" + "---:|" * len(columns))
     for name in rows:
         cells = [
-            f"{results[s][name][0]:.0f} / {results[s][name][1]}" if name in results[s] else "skipped"
-            for s in sizes
+            f"{results[c][name][0]:.0f} ({results[c][name][2]:.0f}) / {results[c][name][1]}"
+            if name in results[c]
+            else "skipped"
+            for c in columns
         ]
         print(f"| {name} | " + " | ".join(cells) + " |")
     for note in notes:

@@ -114,6 +114,11 @@ def _spawn(paths: DataPaths, decay_days: int, now: datetime) -> int:
 
 def main(argv: list[str]) -> int:
     """The detached run: errors go to the log, as they would in the session start."""
+    import gc
+
+    # A short run that parses and renders every memory once: the cyclic collector would walk
+    # those objects again and again as they pile up, and the process ends with the run anyway.
+    gc.disable()
     paths = DataPaths(argv[0])
     try:
         now = parse_iso(argv[2]) or datetime.now(timezone.utc)

@@ -50,3 +50,30 @@ def test_a_record_the_reader_would_refuse_is_not_written() -> None:
         encode_record({"id": "mem-1", "text": "正文足够长的记忆", "confidence": float("nan")})
     with pytest.raises(InvalidInput):
         encode_record({"id": "mem-1", "text": "   "})
+
+
+def test_a_line_is_byte_for_byte_what_the_standard_encoder_writes() -> None:
+    # Lines are written through a C encoder built once (much faster on a large file); every value
+    # a record can carry must come out exactly as ``json.dumps`` with the same options writes it.
+    records = [
+        {"id": "a", "text": '换行\u2028分隔\u2029 "引号" \\ \t \x01 é 😀', "confidence": 0.1 + 0.2},
+        {"id": "b", "text": "numbers", "confidence": 1e-7, "gainToday": -0.0, "big": 10**30, "f": 1.7e298},
+        {"id": "c", "text": "nested", "extra": {"k": [1, None, True, False, {"x": []}]}, "e": ""},
+        {"id": "d", "text": "lone \ud800 surrogate", "confidence": 0.5},  # written escaped
+    ]
+    for record in records:
+        expected = json.dumps(record, ensure_ascii=False, separators=(",", ":"))
+        try:
+            wanted = expected.encode("utf-8")
+        except UnicodeEncodeError:
+            wanted = json.dumps(record, ensure_ascii=True, separators=(",", ":")).encode("ascii")
+        assert encode_record(dict(record)) == wanted + b"\n"
+
+
+def test_a_value_json_cannot_write_still_fails_as_the_standard_encoder_fails() -> None:
+    circular: dict[str, object] = {"id": "a", "text": "circular record", "confidence": 0.5}
+    circular["self"] = circular
+    with pytest.raises(ValueError, match="Circular reference"):
+        encode_record(circular)
+    with pytest.raises(TypeError, match="not JSON serializable"):
+        encode_record({"id": "a", "text": "a set inside", "confidence": 0.5, "x": {1, 2}})

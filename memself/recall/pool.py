@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from memself.store.records import GROUPS
@@ -70,6 +70,13 @@ class RecallPool:
         self._lexical_rows: np.ndarray | None = None
         self._lexical_grid: np.ndarray | None = None  # (m, 1 + width) targets of each lexical row
         self._names: dict[str, list[int]] | None = None  # identifier -> positions naming it
+        # Arrays derived from the pool alone that every prompt would otherwise rebuild over every
+        # memory: members per (group, workspace code), per-group lookups. Keys are bounded by
+        # the groups, the pool's own workspaces and the scoring settings, never by prompts.
+        self._derived: dict[tuple[object, ...], np.ndarray] = {}
+        # Whether memory i's text is matrix row i (an index written in store order): its dense
+        # scores are then the rows' scores as they are, no gather needed.
+        self.rows_are_positions = bool(n) and bool(np.array_equal(self.rows, np.arange(n, dtype=np.int64)))
 
     def __len__(self) -> int:
         return len(self.memories)
@@ -147,11 +154,36 @@ class RecallPool:
         sees: the global ones and its own ("": global ones only; None: every workspace's)."""
         import numpy as np
 
-        mask = self.active if group is None else self.active & (self.group == GROUPS.index(group))
-        if workspace is not None:
-            code = self._workspace_codes.get(workspace, 0)
-            mask = mask & ((self.workspace == 0) | (self.workspace == code))
-        return np.flatnonzero(mask)
+        code = None if workspace is None else self._workspace_codes.get(workspace, 0)
+
+        def build() -> np.ndarray:
+            mask = self.active if group is None else self.active & (self.group == GROUPS.index(group))
+            if code is not None:
+                mask = mask & ((self.workspace == 0) | (self.workspace == code))
+            return np.flatnonzero(mask)
+
+        return self.derived(("members", group, code), build)
+
+    def by_group(self, values: dict[str, float]) -> np.ndarray:
+        """``group_table(values)[group]``: each memory's value of its group (0 for an unknown
+        group), kept per distinct ``values``."""
+        return self.derived(("by_group", *sorted(values.items())), lambda: group_table(values)[self.group])
+
+    def derived(self, key: tuple[object, ...], build: Callable[[], np.ndarray]) -> np.ndarray:
+        """``build()``, kept under ``key`` for the life of the pool (read-only: it is shared).
+        For arrays that depend on the pool and a few settings only, never on a prompt."""
+        found = self._derived.get(key)
+        if found is None:
+            found = self._derived[key] = build()
+            found.flags.writeable = False
+        return found
+
+
+def group_table(values: dict[str, float]) -> np.ndarray:
+    """A lookup by group code (``RecallPool.group``; -1, an unknown group, reads 0)."""
+    import numpy as np
+
+    return np.array([values.get(g, 0.0) for g in GROUPS] + [0.0], dtype=np.float32)
 
 
 def indexed_pool(memories: Sequence[Memory], index: VectorIndex) -> RecallPool:

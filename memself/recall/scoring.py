@@ -30,14 +30,14 @@ calibration all use it.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from memself.recall.background import load_space
 from memself.recall.gate import GateOutcome, GateParams, gate_explained
-from memself.recall.pool import RecallPool
+from memself.recall.pool import RecallPool, group_table
 from memself.recall.result import GroupRecall, Hit, RecallResult
 from memself.store.records import GROUPS
 
@@ -158,9 +158,7 @@ class ScoreParts:
 
 def per_group(values: dict[str, float]) -> np.ndarray:
     """A lookup by group code (``RecallPool.group``; -1, an unknown group, reads 0)."""
-    import numpy as np
-
-    return np.array([values.get(g, 0.0) for g in GROUPS] + [0.0], dtype=np.float32)
+    return group_table(values)
 
 
 def fuse(
@@ -171,16 +169,21 @@ def fuse(
     lexical_weight: dict[str, float],
     penalty: dict[str, float],
     spared: np.ndarray | None = None,
+    by_group: Callable[[dict[str, float]], np.ndarray] | None = None,
 ) -> np.ndarray:
     """The fused score: ``dense + w[group] x lexical - penalty[group] x general x (1 - spared)``.
     Arrays are memories (one prompt) or prompts x memories (``general`` then a column);
     ``spared`` (like ``dense``; None: 0) is the share of the penalty each memory is spared
-    (``ScoreParts.entity``)."""
+    (``ScoreParts.entity``). ``by_group`` (None: looked up in ``group``) gives ``values[group]``
+    for a dict of per-group values, e.g. a pool's kept lookups (``RecallPool.by_group``)."""
     import numpy as np
 
-    out = dense + per_group(lexical_weight)[group] * lexical
+    def lookup(values: dict[str, float]) -> np.ndarray:
+        return per_group(values)[group] if by_group is None else by_group(values)
+
+    out = dense + lookup(lexical_weight) * lexical
     if np.any(general):
-        cost = per_group(penalty)[group] * general
+        cost = lookup(penalty) * general
         out = out - (cost if spared is None else cost * (1.0 - spared))
     return out.astype(np.float32, copy=False)
 
@@ -306,7 +309,12 @@ class Recaller:
 
             vector = np.concatenate([vector, np.asarray(detector_features(text), dtype=np.float32)])
         n = len(pool)
-        dense_text = row_scores[pool.rows] if n else np.zeros(0, dtype=np.float32)
+        if not n:
+            dense_text = np.zeros(0, dtype=np.float32)
+        elif pool.rows_are_positions and len(row_scores) == n:
+            dense_text = row_scores  # the gather below would copy it unchanged
+        else:
+            dense_text = row_scores[pool.rows]
         dense, best_view = dense_text, np.zeros(n, dtype=np.int64)
         if self.scoring.applies_when and pool.view_matrix is not None:
             grid = row_scores[pool.view_matrix]
@@ -337,16 +345,32 @@ class Recaller:
         plain one (text only: what dedup compares a new memory with)."""
         s = self.scoring
         if not prompt:
-            return fuse(parts.dense_text, parts.lexical_text, pool.group, 0.0, s.lexical, {})
+            return fuse(
+                parts.dense_text, parts.lexical_text, pool.group, 0.0, s.lexical, {}, by_group=pool.by_group
+            )
         penalty = s.general.penalty if s.general is not None else {}
-        return fuse(parts.dense, parts.lexical, pool.group, parts.general, s.lexical, penalty, parts.entity)
+        return fuse(
+            parts.dense,
+            parts.lexical,
+            pool.group,
+            parts.general,
+            s.lexical,
+            penalty,
+            parts.entity,
+            by_group=pool.by_group,
+        )
 
     def extra_floors(self, pool: RecallPool) -> np.ndarray:
         """Per memory of the pool, how far above its group's floor it must score (``extra_floors``)."""
         import numpy as np
 
-        views = pool.has_views if self.scoring.applies_when else np.zeros(len(pool), dtype=bool)
-        return extra_floors(pool.group, views, self.scoring.view_offset)
+        applies, offset = self.scoring.applies_when, self.scoring.view_offset
+
+        def build() -> np.ndarray:
+            views = pool.has_views if applies else np.zeros(len(pool), dtype=bool)
+            return extra_floors(pool.group, views, offset)
+
+        return pool.derived(("extra_floors", applies, *sorted(offset.items())), build)
 
     def score(
         self,

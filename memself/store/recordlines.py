@@ -14,6 +14,7 @@ ours to cut). A refusal comes before the write, so nothing is written.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from memself.errors import InvalidInput
@@ -71,11 +72,52 @@ def render_memory(memory: Memory) -> bytes:
     return line
 
 
+def _reusable(encoder: json.JSONEncoder) -> Callable[[dict[str, Any]], str]:
+    """``encoder.encode`` for a record, with the standard library's C encoder built once:
+    ``JSONEncoder.encode`` builds it again for every call, which is most of the cost of writing
+    a large file. The same C encoder with the same settings gives the same text; without one
+    (another Python), or for a record it fails on, ``encoder.encode`` itself runs (and raises
+    what it raises). No circular-reference markers: a record is built from parsed JSON and
+    fields, never circular, and a failure is retried by ``encoder.encode``, which checks."""
+    from json import encoder as stdlib
+
+    make = getattr(stdlib, "c_make_encoder", None)
+    if make is None:
+        return encoder.encode
+    strings = stdlib.encode_basestring_ascii if encoder.ensure_ascii else stdlib.encode_basestring
+    try:
+        once = make(
+            None,
+            encoder.default,
+            strings,
+            None,
+            encoder.key_separator,
+            encoder.item_separator,
+            encoder.sort_keys,
+            encoder.skipkeys,
+            encoder.allow_nan,
+        )
+    except TypeError:  # another signature: the plain path
+        return encoder.encode
+
+    def encode(record: dict[str, Any]) -> str:
+        try:
+            return "".join(once(record, 0))
+        except Exception:
+            return encoder.encode(record)
+
+    return encode
+
+
+_encode_utf8 = _reusable(RECORD_ENCODER)
+_encode_ascii = _reusable(_ASCII_ENCODER)
+
+
 def _encode(record: dict[str, Any]) -> bytes:
     try:
-        return RECORD_ENCODER.encode(record).encode("utf-8")
+        return _encode_utf8(record).encode("utf-8")
     except UnicodeEncodeError:
-        return _ASCII_ENCODER.encode(record).encode("ascii")
+        return _encode_ascii(record).encode("ascii")
 
 
 def _shown_id(record: dict[str, Any]) -> str:

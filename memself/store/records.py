@@ -63,6 +63,11 @@ _KNOWN = (
     "workspaceName",
 )
 _DROPPED = ("observations",)
+# Fields ``extra`` does not carry (a set: every record of a large file is filtered through it).
+_NOT_EXTRA = frozenset(_KNOWN + _DROPPED)
+# Below this magnitude a float is usable as it is (``number_problem`` finds nothing: finite, and
+# finite times 1e10); the largest usable magnitude is just under 1.8e298.
+_PLAIN_FLOAT = 1e297
 _BASE36 = string.digits + string.ascii_lowercase
 
 
@@ -80,6 +85,8 @@ def round_conf(value: float) -> float:
 
 def number_problem(name: str, value: object) -> str:
     """Why a numeric field cannot be used (Chinese, for the user), or "" when it can."""
+    if type(value) is float and -_PLAIN_FLOAT < value < _PLAIN_FLOAT:
+        return ""
     if not isinstance(value, (int, float)) or isinstance(value, bool):
         return ""
     try:
@@ -314,36 +321,36 @@ class Memory:
         """A record from a group file, or None when the line is not a usable memory."""
         if not isinstance(raw, dict):
             return None
-        text = raw.get("text")
-        mem_id = raw.get("id")
+        get = raw.get  # bound once: a large group file reads every record through here
+        text = get("text")
+        mem_id = get("id")
         if not isinstance(text, str) or not text.strip() or not isinstance(mem_id, str):
             return None
-        category = raw.get("category")
+        category = get("category")
         if category not in GROUPS:
             category = file_group if file_group in GROUPS else "rule"
-        conf = raw.get("confidence")
-        confidence = _number(conf, 0.5)
-        gain = raw.get("gainToday")
-        extra = {k: v for k, v in raw.items() if k not in _KNOWN and k not in _DROPPED}
-        workspace = _read_workspace(raw)
-        if raw.get("workspace") is not None and not workspace["workspace"]:
+        extra = {k: v for k, v in raw.items() if k not in _NOT_EXTRA}
+        key = get("workspace")
+        workspace = _read_workspace(raw) if key is not None else _NO_WORKSPACE
+        if key is not None and not workspace["workspace"]:
             # Unusable (a hand edit): the memory counts as global, and the value is kept as found.
             extra.update({k: raw[k] for k in ("workspace", "workspaceName") if k in raw})
+        applies = get("appliesWhen")
         return cls(
             id=mem_id,
             text=text,
-            confidence=confidence,
+            confidence=_number(get("confidence"), 0.5),
             category=category,
-            evidence=_str(raw.get("evidence")),
-            firstSeen=_str(raw.get("firstSeen")),
-            lastSeen=_str(raw.get("lastSeen")),
-            deprecated=raw.get("deprecated") is True,
-            createdAt=_str(raw.get("createdAt")),
-            gainDay=_str(raw.get("gainDay")),
-            gainToday=_number(gain, 0.0),
+            evidence=_str(get("evidence")),
+            firstSeen=_str(get("firstSeen")),
+            lastSeen=_str(get("lastSeen")),
+            deprecated=get("deprecated") is True,
+            createdAt=_str(get("createdAt")),
+            gainDay=_str(get("gainDay")),
+            gainToday=_number(get("gainToday"), 0.0),
             # Read leniently (a hand edit must not lose the memory), kept as clean as a write.
-            appliesWhen=read_applies_when(raw.get("appliesWhen")),
-            textChangedAt=_str(raw.get("textChangedAt")),
+            appliesWhen=read_applies_when(applies) if applies is not None else (),
+            textChangedAt=_str(get("textChangedAt")),
             **workspace,
             extra=extra,
         )
@@ -383,6 +390,9 @@ class Memory:
         return out
 
 
+_NO_WORKSPACE = {"workspace": "", "workspaceName": ""}  # only unpacked, never changed
+
+
 def _read_workspace(raw: dict[str, Any]) -> dict[str, str]:
     """A record's workspace; a key that is not an absolute path (a hand edit) counts as none, so
     the memory is global rather than lost to a workspace nobody is in."""
@@ -399,6 +409,8 @@ def _str(value: object) -> str:
 def _number(value: object, default: float) -> float:
     """A usable float, else ``default`` (records read from files are checked by ``record_problem``
     first; this keeps every other caller from crashing on a hand-made record)."""
+    if type(value) is float and -_PLAIN_FLOAT < value < _PLAIN_FLOAT:
+        return value  # the common case, decided without building a problem text
     if not isinstance(value, (int, float)) or isinstance(value, bool) or number_problem("", value):
         return default
     return float(value)

@@ -18,6 +18,7 @@ Standard library only: the hook imports it.
 
 from __future__ import annotations
 
+import functools
 import os
 from typing import NamedTuple
 
@@ -51,7 +52,14 @@ def workspace_of(directory: str) -> Workspace | None:
 
 def workspace_for_key(key: str) -> Workspace | None:
     """A workspace from a stored key (records keep the name too; this is for keys alone)."""
-    return _named(key) if key and os.path.isabs(key) else None
+    return _for_key(key) if key else None
+
+
+@functools.lru_cache(maxsize=1024)
+def _for_key(key: str) -> Workspace | None:
+    # Every record of a group file names one of a few keys: each is normalised once. Bounded:
+    # keys come from records and the prompts' workspaces, which are not.
+    return _named(key) if os.path.isabs(key) else None
 
 
 def display_name(key: str) -> str:

@@ -570,10 +570,15 @@ class CachedReadStore(MemoryStore):
                 self.on_patched(group, before, after)
 
     def read_group(self, group: str) -> list[Memory]:
+        return list(self._current(group))
+
+    def _current(self, group: str) -> list[Memory]:
+        """The group's memories as cached for its present version (read now if it changed); the
+        cache's own list: callers that keep or change it take a copy (``read_group``)."""
         stamp = _file_stamp(self.paths.group_file(group))
         cached = self._groups.get(group)
         if stamp is not None and cached is not None and cached[0] == stamp:
-            return list(cached[1])
+            return cached[1]
         # Stamped before reading: a write in between leaves a stale stamp, which the next call
         # sees as changed, never newer content cached under an older stamp.
         memories = super().read_group(group)
@@ -581,7 +586,7 @@ class CachedReadStore(MemoryStore):
             self._groups.pop(group, None)
         else:
             self._groups[group] = (stamp, memories)
-        return list(memories)
+        return memories
 
     def _by_ids(self, ids: Iterable[str]) -> dict[str, Memory]:
         # The parsed versions are at hand: no need to search the files' bytes on every prompt,
@@ -589,7 +594,7 @@ class CachedReadStore(MemoryStore):
         wanted = list(dict.fromkeys(ids))
         found: dict[str, Memory] = {}
         for group in GROUPS:
-            memories = self.read_group(group)
+            memories = self._current(group)  # only walked here, once per version: no copy
             cached = self._groups.get(group)
             table = self._tables.get(group)
             if cached is None or table is None or table[0] != cached[0]:
