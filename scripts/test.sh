@@ -10,7 +10,8 @@
 # Other arguments go to pytest. The tests run in parallel worker processes (pytest-xdist), two per
 # core, at most eight; the e2e group runs serially (it installs the real clients once per session
 # and reports their timings at the end). What the tests need, on top of ./installers/install.sh: the
-# test extra (pytest, pytest-xdist, ruff, mypy, build, zizmor) and, for the memories.html screenshot test, Chromium and a CJK font (installed
+# test extra (pytest, pytest-xdist, ruff, mypy, build, zizmor, and the torch extra after the pinned
+# CPU torch) and, for the memories.html screenshot test, Chromium and a CJK font (installed
 # with apt-get when running as root; otherwise that test is skipped, saying why, except with
 # CI=true, where it fails).
 set -uo pipefail
@@ -22,7 +23,11 @@ cd "$(dirname "$0")/.."
 stamp_file=.venv/.memself-test-stamp
 stamp="$(installers/sha256.sh pyproject.toml)"
 if [ ! -x .venv/bin/pytest ] || [ "$(cat "$stamp_file" 2>/dev/null)" != "$stamp" ]; then
-    echo "test.sh: installing the test extra (pytest, pytest-xdist, ruff, mypy, build)"
+    # The test extra takes the torch extra (tests compare preparation with sentence-transformers):
+    # torch goes first, pinned as install.sh pins it, or sentence-transformers would pull a CUDA build.
+    torch_pin=$(sed -n 's/^TORCH_PIN="\(.*\)"$/\1/p' installers/install.sh)
+    echo "test.sh: installing $torch_pin (CPU) and the test extra (pytest, pytest-xdist, ruff, mypy, build)"
+    .venv/bin/python -m pip install --quiet "$torch_pin" || exit 1
     .venv/bin/python -m pip install --quiet -e ".[offline,test]" || exit 1
     printf '%s' "$stamp" > "$stamp_file"
 fi
