@@ -31,8 +31,15 @@ _JUDGE_TIMEOUT_S = 20.0
 
 @dataclass(frozen=True)
 class Check:
+    """One line of the report. ``ok`` False is a fault: something memself is set up to do does
+    not work (a registration setup would write, the data, the model, the engine, the configured
+    judge); only faults make doctor exit 1. ``ok`` None is not a fault: with a ``fix`` a warning
+    (⚠: memself works, and what is left is a choice, or a step memself cannot take itself, given
+    exactly), without one a note (-: a client not installed, nothing made yet). ``fix`` is the
+    repair under a ✗ (修复), advice otherwise (建议)."""
+
     name: str
-    ok: bool | None  # None: not a fault, but not there either (a client not installed, no judge)
+    ok: bool | None
     summary: str
     fix: str = ""
 
@@ -63,6 +70,21 @@ def check_host(name: str, ctx: InstallContext) -> Check:
         return Check(installer.label, True, f"已注册：{where}")
     missing = "；".join(f"{r.purpose}（{r.target}）" for r in stale)
     manual = [r.manual for r in stale if r.manual]
+    if len(manual) == len(stale):
+        # Only steps setup cannot take either (it prints them too): sending the user back to
+        # setup would not help, so this is a warning whose line is the step itself.
+        done = [r.purpose for r in results if not r.changed]
+        registered = f"；{'、'.join(done)}已注册" if done else ""
+        what = "、".join(r.purpose for r in stale)
+        where = "、".join(r.target for r in stale)
+        steps = "；".join(m.replace("\n", "；") for m in manual)
+        why = "；".join(r.manual_why for r in stale if r.manual_why)
+        return Check(
+            installer.label,
+            None,
+            f"{what}未注册（{where}），需要手动运行：{steps}{registered}",
+            why or "手动运行上面的命令",
+        )
     fix = f"memself setup --only {name}"
     if manual:
         fix += "，并手动运行：" + manual[0].replace("\n", "；")
@@ -580,14 +602,23 @@ def run_checks(
     return checks
 
 
+def is_warning(check: Check) -> bool:
+    return check.ok is None and bool(check.fix)
+
+
 def render(checks: list[Check], echo: Echo) -> None:
-    marks = {True: "✓", False: "✗", None: "-"}
     for check in checks:
-        echo(f"{marks[check.ok]} {check.name}：{check.summary}")
+        mark = "⚠" if is_warning(check) else {True: "✓", False: "✗", None: "-"}[check.ok]
+        echo(f"{mark} {check.name}：{check.summary}")
         if check.fix:
-            echo(f"    修复：{check.fix}")
+            echo(f"    {'修复' if check.ok is False else '建议'}：{check.fix}")
     problems = sum(1 for c in checks if c.ok is False)
-    echo("一切正常。" if not problems else f"发现 {problems} 个问题，按上面的「修复」处理。")
+    warnings = sum(1 for c in checks if is_warning(c))
+    noted = f"另有 {warnings} 条提醒（⚠），不影响使用，见上面的「建议」。" if warnings else ""
+    if problems:
+        echo(f"发现 {problems} 个问题，按上面的「修复」处理。{noted}")
+    else:
+        echo(f"没有故障。{noted}" if noted else "一切正常。")
 
 
 def run_doctor(

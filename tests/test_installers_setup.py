@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+import sys
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,8 @@ from memself.hosts import HOSTS
 from memself.install import INSTALLERS
 from memself.install.entries import RESOLVE_RULE
 from memself.install.model_prep import ModelReady, prepare_model
-from memself.install.setup_flow import SetupOptions, run_setup, run_uninstall
+from memself.install.setup_flow import SetupOptions, run_setup
+from memself.install.uninstall import run_uninstall
 from memself.paths import DataPaths
 from tests.support.hookproc import hook_data
 
@@ -310,6 +312,102 @@ def test_uninstall_dry_run_changes_nothing(isolated_home: Path) -> None:
     assert files(home) == before
     assert "将删除 config.json" in out.text
     assert f"--- {home / '.cursor/hooks.json'}（原）" in out.text
+
+
+def _lived_in(home: Path) -> tuple[DataPaths, Path, Path]:
+    """A data directory after some use, a model cache and the installer's command link."""
+    paths = DataPaths.default()
+    paths.ensure()
+    for name in (
+        "rule.jsonl",
+        "project.jsonl",
+        "trash.jsonl",
+        "decay-state.json",
+        "verify-cases.json",
+        "config.json",
+    ):
+        (paths.root / name).write_text("{}\n")
+    for name in (
+        "memories.html",
+        "list-view.json",
+        "memself.log",
+        "memself.log.1",
+        "engine-port",
+        "engine-socket",
+        "engine.lock",
+        ".dedup-keys-rule",
+        ".memory-write.flock",
+        "index/rows.npy",
+        "kept/ledger.json",
+        "views/state.json",
+        "sync/state.json",
+    ):
+        (paths.root / name).parent.mkdir(parents=True, exist_ok=True)
+        (paths.root / name).write_text("x")
+    cache = home / ".cache/memself/models"
+    for name in ("prepared/m/model.onnx", "lexical/t.json", "backgrounds/b.npy"):
+        (cache / name).parent.mkdir(parents=True, exist_ok=True)
+        (cache / name).write_bytes(b"\0" * 1024)
+    link = home / ".local/bin/memself"
+    link.parent.mkdir(parents=True)
+    link.symlink_to(Path(sys.prefix) / "bin" / "memself")
+    return paths, cache, link
+
+
+def test_plain_uninstall_names_what_it_kept_and_purge_leaves_only_the_memories(isolated_home: Path) -> None:
+    home = home_with(isolated_home, ".cursor")
+    assert setup(home, SetupOptions())[0] == 0
+    paths, cache, link = _lived_in(home)
+    out = Recorder()
+    assert run_uninstall(None, False, out, home=home) == 0
+    assert f"保留：模型缓存 {cache}（0 MB）；命令链接 {link}。" in out.text
+    assert "memself uninstall --purge" in out.text
+    assert cache.is_dir() and link.is_symlink()
+
+    out = Recorder()
+    assert run_uninstall(None, False, out, home=home, purge=True) == 0
+    assert not (home / ".cache/memself").exists()
+    assert not os.path.lexists(link)
+    left = sorted(p.name for p in paths.root.iterdir())
+    memories = ["decay-state.json", "project.jsonl", "rule.jsonl", "sync", "trash.jsonl", "verify-cases.json"]
+    assert left == sorted([*memories, ".memory-write.flock"])
+    assert f"留在 {paths.root} 的记忆：{'、'.join(memories)}" in out.text
+    assert "已删除 index" in out.text and f"已删除命令链接 {link}" in out.text
+    assert "lexical" in out.text and "memself 程序本身不会自己删除自己" in out.text
+
+
+def test_purge_keeps_what_is_not_its_own(isolated_home: Path) -> None:
+    """A link to another install, a cache folder the user named with other things in it, a file
+    memself never writes: kept, and said."""
+    home = home_with(isolated_home, ".cursor")
+    paths, cache, link = _lived_in(home)
+    link.unlink()
+    link.symlink_to(home / "elsewhere/memself")
+    (paths.root / "notes.txt").write_text("mine")
+    own = home / "my-cache"
+    (own / "prepared/m").mkdir(parents=True)
+    (own / "unrelated.bin").write_text("keep")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("MEMSELF_MODEL_CACHE", str(own))
+        out = Recorder()
+        assert run_uninstall(None, False, out, home=home, purge=True) == 0
+    assert link.is_symlink() and f"{link} 不是指向这份安装的链接，未删除" in out.text
+    assert sorted(p.name for p in own.iterdir()) == ["unrelated.bin"]
+    assert (paths.root / "notes.txt").exists() and "不是 memself 写下的文件，未动：notes.txt" in out.text
+    assert cache.is_dir()  # not the cache in use: not memself's to remove
+
+
+def test_purge_dry_run_changes_nothing_and_refuses_only(isolated_home: Path) -> None:
+    home = home_with(isolated_home, ".cursor")
+    assert setup(home, SetupOptions())[0] == 0
+    _lived_in(home)
+    before = files(home)
+    out = Recorder()
+    assert run_uninstall(None, True, out, home=home, purge=True) == 0
+    assert files(home) == before
+    assert "将删除模型缓存" in out.text and "将删除命令链接" in out.text
+    with pytest.raises(MemselfError, match="--only"):
+        run_uninstall("cursor", False, Recorder(), home=home, purge=True)
 
 
 def test_every_installer_implements_the_interface() -> None:

@@ -26,8 +26,8 @@ from memself.page.assets import SCRIPT
 from memself.page.html import render_html, write_snapshot
 from memself.paths import DataPaths
 from memself.store.records import Memory
+from tests.support.chromium import screenshot_browser
 
-CHROMIUM = Path("/usr/bin/chromium")
 DATA_OPEN = '<script type="application/json" id="memself-data">'
 TZ8 = timezone(timedelta(hours=8))
 NOW = datetime(2026, 11, 30, 16, 48, tzinfo=TZ8)
@@ -406,35 +406,21 @@ def test_snapshot_module_imports_only_the_standard_library() -> None:
 # --- real headless Chromium -----------------------------------------------------------------
 
 
-def _has_cjk_font() -> bool:
-    try:
-        found = subprocess.run(
-            ["fc-list", ":lang=zh"], capture_output=True, text=True, timeout=30, check=False
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return bool(found.stdout.strip())
-
-
 @pytest.fixture(scope="module")
 def chromium() -> Path:
-    """Debian's Chromium and a CJK font (./scripts/test.sh installs both when it runs as root).
-    Without them the screenshot tests are skipped, except in CI, where they must run."""
-    missing = [
-        what for what, ok in (("chromium", CHROMIUM.exists()), ("a CJK font", _has_cjk_font())) if not ok
-    ]
-    if missing:
-        why = (
-            f"{' and '.join(missing)} missing (./scripts/test.sh installs them when run as root with apt-get)"
-        )
+    """A Chromium already on the machine and a CJK font (tests/support/chromium.py: the test
+    command installs neither). Without them the screenshot tests are skipped, saying how to
+    install them, except in CI, where they must run."""
+    browser, why = screenshot_browser()
+    if browser is None:
         if os.environ.get("CI") == "true":
             pytest.fail(f"CI: the screenshot test must run, but {why}")
         pytest.skip(why)
-    return CHROMIUM
+    return browser
 
 
 def run_chromium(
-    page: Path, workdir: Path, width: int = 1000, height: int = 1400, fragment: str = ""
+    browser: Path, page: Path, workdir: Path, width: int = 1000, height: int = 1400, fragment: str = ""
 ) -> tuple[str, Path]:
     """Render ``page`` (at ``fragment``: the page's search and paging state) in headless Chromium
     in UTC+8; return the DOM after load and the screenshot."""
@@ -447,7 +433,7 @@ def run_chromium(
         TZ="Asia/Shanghai",  # Chromium carries its own zone data
     )
     cmd = [
-        str(CHROMIUM),
+        str(browser),
         "--headless",
         "--no-sandbox",
         "--disable-gpu",
@@ -530,7 +516,7 @@ def colour_stats(rows: list[bytes], bpp: int) -> dict[tuple[int, int, int], int]
 def test_page_in_headless_chromium(chromium: Path, tmp_path: Path) -> None:
     page = tmp_path / "memories.html"
     page.write_text(render_html(workspace_groups(), NOW), encoding="utf-8")
-    dom, png = run_chromium(page, tmp_path)
+    dom, png = run_chromium(chromium, page, tmp_path)
 
     parsed = parse(dom)
     # The injected script neither exists as an element nor ran (it would have set the title).
@@ -586,7 +572,7 @@ def test_chromium_harness_detects_a_script_that_runs(chromium: Path, tmp_path: P
     # Positive control: without escaping the same text would run, and the check above would see it.
     page = tmp_path / "unsafe.html"
     page.write_text(f"<!DOCTYPE html><title>原标题</title><p>{SCRIPT_TEXT}</p>", encoding="utf-8")
-    dom, _ = run_chromium(page, tmp_path, width=400, height=300)
+    dom, _ = run_chromium(chromium, page, tmp_path, width=400, height=300)
     assert parse(dom).title == "pwned"
 
 
@@ -622,20 +608,20 @@ def test_large_page_searches_and_pages_in_chromium(chromium: Path, tmp_path: Pat
     assert len(expected) == count
 
     # Unfiltered: the first 50 only, in page order, with the totals in the pager.
-    dom, _ = run_chromium(page, tmp_path)
+    dom, _ = run_chromium(chromium, page, tmp_path)
     cards = [c["id"] for c in parse(dom).cards]
     assert cards == expected[:50]
     assert pager_info(dom)[0] == f"第 1 / 80 页，第 1–50 条，共 {count} 条"
 
     # Page 3 in the fragment: memories 101 to 150, under the headings of their scope and group.
-    dom, _ = run_chromium(page, tmp_path, fragment="#page=3")
+    dom, _ = run_chromium(chromium, page, tmp_path, fragment="#page=3")
     parsed = parse(dom)
     assert [c["id"] for c in parsed.cards] == expected[100:150]
     assert pager_info(dom)[0] == f"第 3 / 80 页，第 101–150 条，共 {count} 条"
 
     # A search (the word, percent-encoded as a browser writes it) and its second page.
     hits = [i for i in expected if int(i[4:]) % 10 == 3]
-    dom, _ = run_chromium(page, tmp_path, fragment="#q=%E7%81%B0%E5%BA%A6%E5%BC%80%E5%85%B3&page=2")
+    dom, _ = run_chromium(chromium, page, tmp_path, fragment="#q=%E7%81%B0%E5%BA%A6%E5%BC%80%E5%85%B3&page=2")
     cards = [c["id"] for c in parse(dom).cards]
     assert cards == hits[50:100]
     assert all("灰度开关" in str(c["text"]) for c in parse(dom).cards)
@@ -647,31 +633,31 @@ def test_large_page_searches_and_pages_in_chromium(chromium: Path, tmp_path: Pat
     svc2 = [s[0] for s in data["scopes"]].index("/home/dev/code/svc-2")
     wanted = [r[0] for r in data["rows"] if r[7] == svc2 and r[8] == 1]
     last = -(-len(wanted) // 50)
-    dom, _ = run_chromium(page, tmp_path, fragment=f"#scope={svc2}&group=1&page={last}")
+    dom, _ = run_chromium(chromium, page, tmp_path, fragment=f"#scope={svc2}&group=1&page={last}")
     parsed = parse(dom)
     assert [c["id"] for c in parsed.cards] == wanted[(last - 1) * 50 :]
     assert {c["scope"] for c in parsed.cards} == {"/home/dev/code/svc-2"}
     assert [s["heading"] for s in parsed.scopes] == [f"svc-2/home/dev/code/svc-2{len(wanted)} 条"]
 
     # A search nothing matches says so; a page past the end shows the last one.
-    dom, _ = run_chromium(page, tmp_path, fragment="#q=%3Cscript%3E")
+    dom, _ = run_chromium(chromium, page, tmp_path, fragment="#q=%3Cscript%3E")
     assert parse(dom).cards == [] and "没有匹配的记忆" in dom
-    dom, _ = run_chromium(page, tmp_path, fragment="#page=999")
+    dom, _ = run_chromium(chromium, page, tmp_path, fragment="#page=999")
     assert [c["id"] for c in parse(dom).cards] == expected[-50:]
 
 
 def test_empty_store_and_a_tampered_script_in_chromium(chromium: Path, tmp_path: Path) -> None:
     page = tmp_path / "memories.html"
     page.write_text(render_html({}, NOW), encoding="utf-8")
-    dom, _ = run_chromium(page, tmp_path)
+    dom, _ = run_chromium(chromium, page, tmp_path)
     assert dom.split("<script", 1)[0].count("（暂无）") == 2 and pager_info(dom)[0] == "没有匹配的记忆"
     # Control for the policy: the same page with one character of the script changed renders
     # nothing, because only the exact script's hash may run.
     html_text = render_html(sample_groups(), NOW)
     page.write_text(html_text.replace("SIZE = 50;", "SIZE = 51;"), encoding="utf-8")
     assert page.read_text(encoding="utf-8") != html_text
-    dom, _ = run_chromium(page, tmp_path)
+    dom, _ = run_chromium(chromium, page, tmp_path)
     assert parse(dom).cards == [] and pager_info(dom) == []
     page.write_text(html_text, encoding="utf-8")
-    dom, _ = run_chromium(page, tmp_path)
+    dom, _ = run_chromium(chromium, page, tmp_path)
     assert len(parse(dom).cards) == 7

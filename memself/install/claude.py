@@ -18,6 +18,10 @@ from memself.install.jsonhost import JsonHostInstaller
 
 _CLI_TIMEOUT_S = 60
 _PURPOSE = f"MCP（{entries.SERVER_NAME}，用户级）"
+_NO_CLAUDE = (
+    "memself 找不到 claude 命令，无法代为注册；也可以用环境变量 "
+    f"{claude_cli.BIN_ENV} 指明 claude 的路径后运行 memself setup --only claude"
+)
 
 
 @dataclass(frozen=True)
@@ -48,9 +52,17 @@ class ClaudeMcpStep:
             detail = "未注册" if self.removing else "已注册，无需改动"
             return StepResult(self.target, _PURPOSE, False, detail)
         lines = "\n".join(claude_cli.shell_line(argv) for argv in argvs)
-        how = "将运行" if self.claude else "未找到 claude 命令，需要你手动运行"
-        manual = "" if self.claude else lines
-        return StepResult(self.target, _PURPOSE, True, f"{how}：\n{lines}", diff="", manual=manual)
+        if self.claude:
+            return StepResult(self.target, _PURPOSE, True, f"将运行：\n{lines}", diff="")
+        return StepResult(
+            self.target,
+            _PURPOSE,
+            True,
+            f"未找到 claude 命令，需要你手动运行：\n{lines}",
+            diff="",
+            manual=lines,
+            manual_why=_NO_CLAUDE,
+        )
 
     def run(self) -> StepResult:
         argvs = self._argvs(self.claude or "claude")

@@ -10,7 +10,6 @@ keeping memories, trash, index, snapshot, decay state and verify cases.
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -255,7 +254,7 @@ def _prepare(paths: DataPaths, prepare: Callable[[str, Echo], ModelReady], echo:
     ready = prepare(model, echo)
     if ready.fell_back:
         set_config_value(paths, "model", ready.model)
-        _stop_engine(paths)
+        stop_engine_quietly(paths)
         echo(
             f"  {paths.config}：model = {ready.model}（连上模型仓库后可改回："
             f"memself config model {model}，再运行 memself rebuild-index）"
@@ -263,7 +262,7 @@ def _prepare(paths: DataPaths, prepare: Callable[[str, Echo], ModelReady], echo:
     echo(f"向量模型就绪：{ready.model}")
 
 
-def _stop_engine(paths: DataPaths) -> None:
+def stop_engine_quietly(paths: DataPaths) -> None:
     """A running engine still holds the model that failed; the next hook starts a fresh one."""
     try:
         from memself.engine.client import stop_engine
@@ -319,111 +318,3 @@ def _footer(
             f"旁路判别已暂停：无法写入本地会话密钥 {paths.session_secret}（磁盘已满或目录不可写？），"
             "腾出空间后运行 memself doctor 确认。"
         )
-
-
-# ---- uninstall
-
-_REMOVED_DATA = ("config.json", "side-secret.json", "session-secret", "side")
-_KEPT_DATA = (
-    "rule.jsonl",
-    "project.jsonl",
-    "trash.jsonl",
-    "index/",
-    "embeddings.jsonl",
-    "memories.html",
-    "list-view.json",
-    "decay-state.json",
-    "verify-cases.json",
-)
-
-
-def run_uninstall(
-    only: str | None, dry_run: bool, echo: Echo, *, home: Path | None = None, paths: DataPaths | None = None
-) -> int:
-    home = home or Path.home()
-    paths = paths or DataPaths.default()
-    if only is not None and only not in INSTALLERS:
-        raise MemselfError(f"未知客户端「{only}」，可用：{'、'.join(INSTALLERS)}")
-    hosts = [only] if only else list(INSTALLERS)
-    ctx = context_for(home)
-    hub_model = _cached_hub_model(paths) if only is None else None  # config.json goes below
-    reports = register(hosts, ctx, dry_run, removing=True)
-    echo("将要移除：" if dry_run else "移除结果：")
-    for report in reports:
-        render_results(report, echo, show_diff=dry_run, only_changed=True)
-    if only is None:
-        _stop_engine_for_uninstall(paths, dry_run, echo)
-        _remove_data(paths, dry_run, echo)
-        _remove_model_copies(dry_run, echo)
-        if hub_model:
-            echo(
-                f"Hugging Face 缓存里的向量模型 {hub_model} 与其它程序共用，未删除；"
-                "确实不用时可运行 hf cache delete。"
-            )
-    if not dry_run and any(x.changed for r in reports for x in r.results):
-        echo("卸完后请重启改动过的客户端，MCP 才会从已经打开的会话里消失。")
-    return 1 if any(r.error for r in reports) else 0
-
-
-def _remove_data(paths: DataPaths, dry_run: bool, echo: Echo) -> None:
-    """Config and secrets go; memories and what belongs to them stay. Only files that exist are
-    named, removed or kept."""
-    removed = [name for name in [*_REMOVED_DATA, *_leftover_secrets(paths)] if (paths.root / name).exists()]
-    kept = [name for name in _KEPT_DATA if (paths.root / name.rstrip("/")).exists()]
-    if not removed and not kept:
-        return
-    echo(f"{paths.root}：")
-    for name in removed:
-        target = paths.root / name
-        if not dry_run:
-            if target.is_dir():
-                shutil.rmtree(target)
-            else:
-                target.unlink()
-        echo(f"  {'将删除' if dry_run else '已删除'} {name}")
-    if kept:
-        echo(f"  保留记忆和相关文件：{'、'.join(kept)}")
-
-
-def _cached_hub_model(paths: DataPaths) -> str:
-    """The configured hub model when the Hugging Face cache holds it, else ""."""
-    from memself.config import load_config
-    from memself.model.catalog import resolve_model
-    from memself.model.hub import is_cached
-
-    try:
-        settings = resolve_model(load_config(paths).model)
-    except MemselfError:
-        return ""
-    return settings.source if settings.kind == "hub" and is_cached(settings.source) else ""
-
-
-def _leftover_secrets(paths: DataPaths) -> list[str]:
-    """Invalid session secrets set aside after a full disk, and the lock of their replacement."""
-    from memself.judge.credentials import set_aside_secrets
-
-    names = [p.name for p in set_aside_secrets(paths)]
-    return [*names, ".session-secret.lock"]
-
-
-def _stop_engine_for_uninstall(paths: DataPaths, dry_run: bool, echo: Echo) -> None:
-    """A running engine would keep serving (and holding the model) until its idle exit."""
-    from memself.engine.client import engine_status
-
-    if engine_status(paths) is None:
-        return
-    if not dry_run:
-        _stop_engine(paths)
-    echo(f"{'将停止' if dry_run else '已停止'}常驻召回进程")
-
-
-def _remove_model_copies(dry_run: bool, echo: Echo) -> None:
-    """The offline model folder setup expanded is ours (a hub model sits in the Hugging Face
-    cache, which other programs share: the caller only points it out)."""
-    from memself.model.offline import expanded_path
-
-    folder = expanded_path()
-    if folder.is_dir():
-        if not dry_run:
-            shutil.rmtree(folder)
-        echo(f"{'将删除' if dry_run else '已删除'}展开的离线模型 {folder}（重新 setup 时会再展开）")

@@ -100,7 +100,7 @@ def test_engine_falls_back_to_a_private_dir(
 
     lines: list[str] = []
     doctor.render(doctor.run_checks(paths, Path.home(), engine_wait_s=20), lines.append)
-    [line] = [line for line in lines if line.startswith("- 运行目录：")]
+    [line] = [line for line in lines if line.startswith("⚠ 运行目录：")]
     assert str(taken) in line and str(own) in line, lines
 
     assert stop_engine(paths) == pid

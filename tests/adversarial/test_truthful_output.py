@@ -16,7 +16,8 @@ import pytest
 from memself.doctor import check_data
 from memself.install.entries import RESOLVE_RULE
 from memself.install.model_prep import ModelReady
-from memself.install.setup_flow import SetupOptions, run_setup, run_uninstall
+from memself.install.setup_flow import SetupOptions, run_setup
+from memself.install.uninstall import run_uninstall
 from memself.paths import DataPaths
 from tests.test_installers_claude import FAKE_CLAUDE
 
