@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import json
 import struct
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -30,11 +31,21 @@ _SAFETENSORS_DTYPES = {"F32": "<f4", "F16": "<f2", "BF16": "<u2", "F64": "<f8"}
 @dataclass
 class BertSource:
     shape: BertShape
-    weights: dict[str, np.ndarray]  # as ``bert_graph.body_weights`` returns them
     tokenizer: Any  # tokenizers.Tokenizer, truncation at ``max_tokens`` and padding set
     max_tokens: int
     pad_id: int
     pooling: str  # "mean" or "cls"
+    # As ``bert_graph.body_weights`` returns them; read by ``load`` when ``loader`` is set, so the
+    # tokenizer files are written before the weights take their memory.
+    weights: dict[str, np.ndarray] = field(default_factory=dict)
+    loader: Callable[[], dict[str, np.ndarray]] | None = None
+
+    def load(self) -> dict[str, np.ndarray]:
+        if not self.weights and self.loader is not None:
+            release_free_heap()  # the tokenizer's building took several times what it keeps
+            self.weights = self.loader()
+            self.loader = None
+        return self.weights
 
     def encode_raw(self, texts: list[str]) -> np.ndarray:
         """Unit vectors from the numpy body, one unpadded text at a time: the reference the
@@ -42,7 +53,7 @@ class BertSource:
         import numpy as np
 
         table = "embeddings.word_embeddings.weight"
-        body = {k: v if k == table else np.asarray(v, dtype=np.float64) for k, v in self.weights.items()}
+        body = {k: v if k == table else np.asarray(v, dtype=np.float64) for k, v in self.load().items()}
         rows = []
         for text in texts:
             hidden = forward(self.shape, body, self.tokenizer.encode(text).ids)
@@ -74,13 +85,17 @@ def from_offline(src: Path) -> BertSource:
         parsed.hidden, parsed.layers, parsed.heads, parsed.ffn, parsed.max_positions, parsed.eps
     )
     pad_token = parsed.pieces[parsed.pad]
-    # The tokenizer before the weights: building it takes memory that is given back after.
     tokenizer = _tokenizer_with(
         offline.build_tokenizer(parsed), parsed.max_positions, parsed.pad, pad_token, "right"
     )
-    release_free_heap()  # building it took several times what it keeps; the weights go there
-    state = offline.read_weights(src, parsed)
-    return BertSource(shape, body_weights(shape, state), tokenizer, parsed.max_positions, parsed.pad, "mean")
+    return BertSource(
+        shape,
+        tokenizer,
+        parsed.max_positions,
+        parsed.pad,
+        "mean",
+        loader=lambda: body_weights(shape, offline.read_weights(src, parsed)),
+    )
 
 
 # --------------------------------------------------------------------------- a folder
@@ -130,7 +145,8 @@ def from_folder(folder: Path, force_pooling: str | None = None) -> BertSource:
     side = tok_config.get("truncation_side") or "right"
     tokenizer = _tokenizer_with(tok, int(max_tokens), pad_id, pad_token or "", str(side))
     weights = body_weights(shape, read_safetensors(body / WEIGHTS_FILE))
-    return BertSource(shape, weights, tokenizer, int(max_tokens), pad_id, pooling)
+    # Read now, not lazily: a tensor that does not fit must send preparation to torch before it starts.
+    return BertSource(shape, tokenizer, int(max_tokens), pad_id, pooling, weights=weights)
 
 
 def _json(path: Path, missing: Any = None) -> Any:

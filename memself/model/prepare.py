@@ -272,7 +272,7 @@ def export_graph(source: BertSource, settings: ModelSettings, folder: Path, step
     manifest["tokenizer"] = _write_compact_tokenizer(folder)
     step(1, "构建计算图")
     table = "embeddings.word_embeddings.weight"
-    np.save(folder / "embeddings.npy", source.weights[table], allow_pickle=False)
+    np.save(folder / "embeddings.npy", source.load()[table], allow_pickle=False)
     # From here the table is the file, read by row: its full-size copy is not held while the graph
     # is built and checked.
     source.weights[table] = np.load(folder / "embeddings.npy", mmap_mode="r")
