@@ -228,3 +228,119 @@ def test_a_folder_the_builder_refuses_is_still_prepared_by_torch(
     found = prepare(str(folder), tmp_path / "models", echo=lambda _m: None)
     assert found.manifest["exporter"] == "torch" and "torch" in found.manifest["versions"]
     assert found.manifest["check"]["passed"]
+
+
+def _numpy_folder(root: Path) -> Path:
+    """A sentence-transformers folder of a tiny random BERT written without torch: safetensors by
+    the safetensors package, a WordPiece tokenizer.json, mean pooling."""
+    from safetensors.numpy import save_file
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors
+
+    shape = BertShape(hidden=16, layers=1, heads=2, ffn=32, max_positions=64, eps=1e-12)
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", *"abcdefghij", "回", "答", "中", "文"]
+    root.mkdir()
+    save_file(_random_bert(shape, len(vocab)), str(root / "model.safetensors"))
+    tok = Tokenizer(models.WordPiece({p: i for i, p in enumerate(vocab)}, unk_token="[UNK]"))
+    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tok.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", special_tokens=[("[CLS]", 2), ("[SEP]", 3)]
+    )
+    tok.save(str(root / "tokenizer.json"))
+    files = {
+        "config.json": {
+            "model_type": "bert",
+            "hidden_act": "gelu",
+            "hidden_size": 16,
+            "num_hidden_layers": 1,
+            "num_attention_heads": 2,
+            "intermediate_size": 32,
+            "max_position_embeddings": 64,
+        },
+        "tokenizer_config.json": {"pad_token": "[PAD]", "model_max_length": 48},
+        "sentence_bert_config.json": {"do_lower_case": True},
+        "modules.json": [
+            {"idx": 0, "path": "", "type": "sentence_transformers.models.Transformer"},
+            {"idx": 1, "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+            {"idx": 2, "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"},
+        ],
+        "1_Pooling/config.json": {"pooling_mode_mean_tokens": True, "pooling_mode_cls_token": False},
+    }
+    for name, data in files.items():
+        (root / name).parent.mkdir(exist_ok=True)
+        (root / name).write_text(json.dumps(data), encoding="utf-8")
+    return root
+
+
+def test_a_folder_is_read_as_sentence_transformers_reads_it(tmp_path: Path) -> None:
+    from memself.model.bert_source import from_folder
+
+    source = from_folder(_numpy_folder(tmp_path / "f"))
+    # max_seq_length unset: the tokenizer's model_max_length, capped at the positions.
+    assert (source.max_tokens, source.pad_id, source.pooling) == (48, 0, "mean")
+    assert source.tokenizer.encode("A b C 回答").ids == [2, 4, 5, 6, 14, 15, 3]  # lower-cased
+    assert len(source.tokenizer.encode("a b c " * 40).ids) == 48
+    vecs = source.encode_raw(["a b c", "回答中文", "A B C"])
+    assert np.allclose(np.linalg.norm(vecs, axis=1), 1.0, atol=1e-6)
+    assert vecs[0] @ vecs[2] > 0.99999 and vecs[0] @ vecs[1] < 0.999
+
+
+@pytest.mark.parametrize(
+    ("edit", "reason"),
+    [
+        (lambda f: (f / "model.safetensors").unlink(), "no model.safetensors"),
+        (lambda f: (f / "tokenizer.json").unlink(), "no tokenizer.json"),
+        (lambda f: _set(f / "config.json", model_type="roberta"), "model_type='roberta'"),
+        (lambda f: _set(f / "1_Pooling/config.json", pooling_mode_max_tokens=True), "pooling"),
+        (lambda f: _set(f / "1_Pooling/config.json", include_prompt=False), "include_prompt is false"),
+    ],
+)
+def test_a_folder_the_builder_cannot_mirror_says_why(tmp_path: Path, edit, reason: str) -> None:
+    from memself.model.bert_graph import NotBert
+    from memself.model.bert_source import from_folder
+
+    folder = _numpy_folder(tmp_path / "f")
+    edit(folder)
+    with pytest.raises(NotBert, match=reason):
+        from_folder(folder)
+
+
+def test_do_lower_case_over_a_tokenizer_that_keeps_case_is_refused(tmp_path: Path) -> None:
+    from tokenizers import Tokenizer, normalizers
+
+    from memself.model.bert_graph import NotBert
+    from memself.model.bert_source import from_folder
+
+    folder = _numpy_folder(tmp_path / "f")
+    tok = Tokenizer.from_file(str(folder / "tokenizer.json"))
+    tok.normalizer = normalizers.NFC()
+    tok.save(str(folder / "tokenizer.json"))
+    with pytest.raises(NotBert, match="do_lower_case"):
+        from_folder(folder)
+
+
+def _set(path: Path, **values) -> None:
+    data = json.loads(path.read_text(encoding="utf-8"))
+    data.update(values)
+    path.write_text(json.dumps(data), encoding="utf-8")
+
+
+def test_a_folder_is_prepared_where_torch_cannot_be_imported(tmp_path: Path) -> None:
+    folder = _numpy_folder(tmp_path / "f")
+    models = tmp_path / "models"
+    code = NO_TORCH + (
+        "from pathlib import Path\nfrom memself.model.prepare import main\n"
+        "sys.exit(main([sys.argv[1], '--cache-dir', sys.argv[2]]))\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(folder), str(models)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=REPO_ROOT,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    found = cache.find_prepared(resolve_model(str(folder)), models)
+    m = found.manifest
+    assert (m["exporter"], m["pooling"], m["max_tokens"], m["dim"]) == ("graph", "mean", 48, 16)
+    assert m["check"]["passed"] and m["check"]["min_cosine"] >= BAR
