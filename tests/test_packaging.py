@@ -135,7 +135,12 @@ def test_console_script_and_metadata(wheel: zipfile.ZipFile) -> None:
         line.split(":", 1)[1].strip() for line in metadata.splitlines() if line.startswith("Requires-Dist:")
     ]
     base = {re.split(r"[ ;<>=!~\[]", r, maxsplit=1)[0].lower() for r in requires if "extra ==" not in r}
-    assert {"click", "filelock", "numpy", "httpx", "sentence-transformers"} <= base
+    assert {"click", "filelock", "numpy", "httpx", "onnx", "onnxruntime", "huggingface-hub"} <= base
+    # Preparing the offline model or a BERT with safetensors weights needs no torch: torch and
+    # sentence-transformers are the torch extra's only.
+    assert not {"torch", "sentence-transformers", "transformers"} & base
+    extra = {re.split(r"[ ;<>=!~\[]", r, maxsplit=1)[0].lower() for r in requires if 'extra == "torch"' in r}
+    assert "sentence-transformers" in extra
     # An unpinned torch would pull a multi-GB CUDA build; if torch is declared it is pinned.
     for req in requires:
         if re.match(r"torch\b", req, re.IGNORECASE):

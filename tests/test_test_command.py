@@ -58,7 +58,13 @@ def _machine(tmp_path: Path) -> tuple[dict[str, str], Path]:
 def _checkout(tmp_path: Path, steps: dict[str, str]) -> Path:
     """The scripts and what they read, with the steps they call (``path``: body) as stand-ins."""
     root = tmp_path / "repo"
-    for part in ("scripts/test.sh", "installers/sha256.sh", ".ci/run", "pyproject.toml"):
+    for part in (
+        "scripts/test.sh",
+        "installers/sha256.sh",
+        "installers/install.sh",
+        ".ci/run",
+        "pyproject.toml",
+    ):
         (root / part).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(REPO / part, root / part)
     for part, body in steps.items():
@@ -81,8 +87,10 @@ def test_the_test_command_installs_only_the_test_extra_even_as_root(tmp_path: Pa
     recorded = _recorded(calls)
     installs = [line for line in recorded if line.split()[0] in ("apt-get", "apt", "sudo", "npm", "brew")]
     assert installs == [], recorded
+    # torch pinned (the CPU build) before the test extra, whose torch extra would pull another.
     assert [line for line in recorded if line.startswith("python ")] == [
-        "python -m pip install --quiet -e .[offline,test]"
+        "python -m pip install --quiet torch==2.13.0",
+        "python -m pip install --quiet -e .[offline,test]",
     ]
     # The tests ran, with each skip's reason in the summary.
     [pytest_call] = [line for line in recorded if line.startswith("pytest ")]

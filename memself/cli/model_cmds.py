@@ -22,7 +22,7 @@ def _configured(model: str | None) -> str:
 @click.argument("model", required=False)
 @click.option("--force", is_flag=True, help="已准备好也重新准备")
 def prepare_cmd(model: str | None, force: bool) -> None:
-    """下载或展开模型，导出运行时需要的文件并与 sentence-transformers 比对（默认为当前配置的模型）。"""
+    """下载或读取模型，构建运行时需要的文件并比对校验（默认为当前配置的模型）。"""
     prepare_with_progress(_configured(model), force=force)
 
 
@@ -68,7 +68,8 @@ def render_status(info: dict) -> list[str]:
             "  运行 memself model prepare 准备（首次使用时也会自动准备）",
         ]
     cosine = info.get("min_cosine")
-    checked = f"与 sentence-transformers 比对通过，最小余弦 {cosine:.7f}" if cosine is not None else ""
+    reference = "sentence-transformers" if info.get("exporter", "torch") == "torch" else "numpy 参考实现"
+    checked = f"与 {reference} 比对通过，最小余弦 {cosine:.7f}" if cosine is not None else ""
     return [
         f"向量模型 {info['model']}：已准备（{checked}）",
         f"  位置    {info['folder']}",

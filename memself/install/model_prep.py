@@ -1,8 +1,8 @@
 """Make sure the embedding model is prepared before anything is registered.
 
-Preparing loads the model with sentence-transformers (a hub model that is not cached is
-downloaded, with huggingface_hub's progress bars), exports what the lean runtime needs and checks
-it (``memself.model.prepare``), with a progress bar on a terminal.
+Preparing reads the model (a hub model that is not cached is downloaded, with huggingface_hub's
+progress bars), builds what the lean runtime needs and checks it (``memself.model.prepare``),
+with a progress bar on a terminal.
 When the hub cannot be reached, huggingface_hub retries for well over a minute; a short probe
 first lets setup say why at once and fall back to the offline model that ships in a package.
 """

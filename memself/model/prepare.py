@@ -2,15 +2,19 @@
 
 Steps (``prepare``), under a per-model file lock, into a temporary folder renamed into place:
 
-1. load the model as sentence-transformers does: from the Hugging Face cache or a download
-   (``HF_ENDPOINT`` honoured), a local folder, or the expanded offline model;
-2. export the transformer body to ONNX taking ``inputs_embeds`` (position and token-type
+1. load the model: a BERT body with safetensors weights (the offline model's 4-bit file, a local
+   or downloaded sentence-transformers folder: ``memself.model.bert_source``) without torch;
+   any other model as sentence-transformers does (the ``torch`` extra), from the Hugging Face
+   cache or a download (``HF_ENDPOINT`` honoured) or a local folder;
+2. write the transformer body as ONNX taking ``inputs_embeds`` (position and token-type
    embeddings and LayerNorm stay inside), with the word-embedding table beside it as ``.npy`` for
-   the runtime to memory-map;
+   the runtime to memory-map: built from the weights (``memself.model.bert_graph``), or exported
+   by torch;
 3. write the fast tokenizer (truncation at the model's length, padding set), and for a large
    Unigram vocabulary the compact form of ``memself.model.unigram`` when it tokenizes the same;
-4. check the runtime on the export against sentence-transformers on ``PROBES``, both prefixes,
-   one text at a time and batched with padding: every cosine >= ``MIN_COSINE``. A body that
+4. check the runtime on the export against a reference on ``PROBES``, both prefixes, one text
+   at a time and batched with padding: every cosine >= ``MIN_COSINE``. The reference is the
+   numpy body for a built graph, sentence-transformers for a torch export. A torch body that
    fails is exported again as the whole model taking ``input_ids``; if that fails too,
    preparation fails and leaves nothing behind;
 5. write the manifest with every file's size and sha256.
@@ -23,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib.util
 import json
 import os
 import random
@@ -34,11 +39,13 @@ import warnings
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from memself.atomic import fsync_dir
 from memself.errors import MemselfError, ModelUnavailable
 from memself.model import cache, unigram
+from memself.model.bert_graph import NotBert
+from memself.model.bert_source import BertSource
 from memself.model.cache import FORMAT_VERSION, MANIFEST, Prepared, PreparedInvalid
 from memself.model.catalog import OFFLINE_MODEL, ModelSettings, resolve_model
 from memself.model.encoder import download_failure_message, error_reason
@@ -50,6 +57,12 @@ if TYPE_CHECKING:
 MIN_COSINE = 0.9999
 ONNX_OPSET = 17
 STEPS = 5
+# The extra that installs torch and sentence-transformers, for models the graph builder does not
+# cover; named in the error a model that needs it gives without it.
+TORCH_EXTRA = "torch"
+TORCH_INSTALL = "./installers/install.sh --with-torch"
+if sys.platform == "win32":
+    TORCH_INSTALL = "installers\\install.ps1 -WithTorch"
 
 Echo = Callable[[str], None]
 Progress = Callable[[int, str], None]
@@ -116,7 +129,8 @@ def _prepare_locked(
     settings: ModelSettings, cache_dir: Path | None, step: Progress, now: datetime
 ) -> Prepared:
     step(0, "加载模型")
-    st_model = load_sentence_transformer(settings, cache_dir)
+    source, why_torch = bert_source(settings, cache_dir)
+    st_model = None if source is not None else load_sentence_transformer(settings, cache_dir, why_torch)
     revision = cache.current_revision(settings) or "unknown"
     step(1, "写分词器")
     parent = cache.model_folder(settings, cache_dir)
@@ -124,9 +138,14 @@ def _prepare_locked(
     _remove_leftovers(parent)
     tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=parent))
     try:
-        manifest = export(st_model, settings, tmp, step)
+        if source is not None:
+            manifest = export_graph(source, settings, tmp, step)
+            names: tuple[str, ...] = ("numpy", "onnx", "onnxruntime", "tokenizers")
+        else:
+            manifest = export(st_model, settings, tmp, step)
+            names = ("torch", "transformers", "sentence-transformers", "onnxruntime", "tokenizers")
         manifest.update(
-            revision=revision, prepared_at=now.isoformat(timespec="seconds"), versions=_versions()
+            revision=revision, prepared_at=now.isoformat(timespec="seconds"), versions=_versions(names)
         )
         _finish(tmp, manifest)
         step(1, "完成")
@@ -177,21 +196,142 @@ def _swap_into_place(tmp: Path, target: Path) -> None:
     fsync_dir(target.parent)
 
 
-def _versions() -> dict[str, str]:
+def _versions(names: tuple[str, ...]) -> dict[str, str]:
     from importlib import metadata
 
     out = {}
-    for name in ("torch", "transformers", "sentence-transformers", "onnxruntime", "tokenizers"):
+    for name in names:
         with contextlib.suppress(metadata.PackageNotFoundError):
             out[name] = metadata.version(name)
     return out
 
 
+# --------------------------------------------------------------------------- without torch
+
+
+def bert_source(settings: ModelSettings, cache_dir: Path | None = None) -> tuple[BertSource | None, str]:
+    """The model's weights, tokenizer and pooling read without torch, or None and why not."""
+    from memself.model import bert_source as source
+
+    force = "mean" if settings.pooling == "mean" else None
+    try:
+        if settings.kind == "offline":
+            from memself.model.offline import weights_file
+
+            return source.from_offline(weights_file(cache_dir)), ""
+        if settings.kind == "local":
+            return source.from_folder(Path(settings.source), force), ""
+        folder = _hub_folder(settings)
+        if folder is None:
+            return None, "模型缓存里没有 safetensors 形式的权重"
+        return source.from_folder(folder, force), ""
+    except NotBert as exc:
+        return None, str(exc)
+
+
+def _hub_folder(settings: ModelSettings) -> Path | None:
+    """The hub model's configs, tokenizer and safetensors weights: from the cache, else
+    downloaded (those files only). None when the cache has the model but not in that form
+    (sentence-transformers then loads it from the cache)."""
+    from huggingface_hub import snapshot_download
+
+    from memself.model import hub
+    from memself.model.bert_source import FOLDER_FILES
+
+    if hub.is_cached(settings.source):
+        try:
+            with _hub_offline():
+                return Path(
+                    snapshot_download(
+                        settings.source, allow_patterns=list(FOLDER_FILES), local_files_only=True
+                    )
+                )
+        except Exception:  # the cache holds another form of the model
+            return None
+    endpoint = hub.hub_endpoint()
+    unreachable = hub.probe_hub(endpoint)
+    if unreachable:
+        raise ModelUnavailable(download_failure_message(settings.source, endpoint, unreachable))
+    print(f"正在从 {endpoint} 下载嵌入模型 {settings.source}（只需一次）…", file=sys.stderr)
+    try:
+        return Path(snapshot_download(settings.source, allow_patterns=list(FOLDER_FILES)))
+    except Exception as exc:
+        raise ModelUnavailable(download_failure_message(settings.source, endpoint, exc)) from exc
+
+
+def export_graph(source: BertSource, settings: ModelSettings, folder: Path, step: Progress) -> dict[str, Any]:
+    """The runtime's files built from the weights (no torch), checked against the numpy body."""
+    import numpy as np
+    import onnx
+
+    from memself.model.bert_graph import build_graph
+    from memself.model.runtime import LeanEncoder
+
+    source.tokenizer.save(str(folder / "tokenizer.json"))
+    manifest = _manifest(settings, source.pooling, source.max_tokens, source.pad_id)
+    manifest["tokenizer"] = _write_compact_tokenizer(folder)
+    step(1, "构建计算图")
+    table = "embeddings.word_embeddings.weight"
+    np.save(folder / "embeddings.npy", source.load()[table], allow_pickle=False)
+    # From here the table is the file, read by row: its full-size copy is not held while the graph
+    # is built and checked.
+    source.weights[table] = np.load(folder / "embeddings.npy", mmap_mode="r")
+    try:
+        onnx.save(build_graph(source.shape, source.weights), str(folder / "model.onnx"))
+        manifest.update(input="inputs_embeds", dim=source.shape.hidden, exporter="graph")
+        step(1, "与参考实现比对")
+        lean = LeanEncoder(Prepared(folder, manifest), settings, threads=max(1, os.cpu_count() or 1))
+        result = check_against(lean, source, settings)
+    finally:
+        # Nothing keeps the folder's files mapped once it is checked (Windows renames no folder
+        # with a mapped file in it), and the weights are not needed again.
+        source.weights.clear()
+    if not result["passed"]:
+        raise PrepareFailed(
+            f"构建的模型与参考实现的结果不一致（最小余弦 {result['min_cosine']:.6f}，要求 ≥ {MIN_COSINE}），"
+            "准备失败，没有写入任何文件。请换用其他模型，或把这个问题报告给 memself。"
+        )
+    manifest["check"] = result
+    step(1, "写校验和")
+    return manifest
+
+
+def _manifest(settings: ModelSettings, pooling: str, max_tokens: int, pad_id: int) -> dict[str, Any]:
+    return {
+        "format": FORMAT_VERSION,
+        "model_id": settings.model_id,
+        "kind": settings.kind,
+        "source": settings.source,
+        "pooling": pooling,
+        "normalize": True,
+        "query_prefix": settings.query_prefix,
+        "passage_prefix": settings.passage_prefix,
+        "max_tokens": max_tokens,
+        "pad_id": pad_id,
+        "tokenizer": "tokenizers",
+        "input": "inputs_embeds",
+    }
+
+
 # --------------------------------------------------------------------------- sentence-transformers
 
 
-def load_sentence_transformer(settings: ModelSettings, cache_dir: Path | None = None) -> Any:
+def torch_missing() -> bool:
+    return any(importlib.util.find_spec(name) is None for name in ("torch", "sentence_transformers"))
+
+
+def load_sentence_transformer(
+    settings: ModelSettings, cache_dir: Path | None = None, why_torch: str = ""
+) -> Any:
     """The model as sentence-transformers loads it, with the table's pooling applied."""
+    if torch_missing():
+        name = settings.model_id if settings.kind != "local" else settings.source
+        raise PrepareFailed(
+            f"向量模型 {name} 需要 torch 和 sentence-transformers 才能准备"
+            f"{f'（{why_torch}）' if why_torch else ''}，默认安装不带它们：请运行 {TORCH_INSTALL}"
+            f"（即安装 memself[{TORCH_EXTRA}] 扩展，先装 CPU 版 torch==2.13.0）后重试，"
+            f"或改用离线模型：memself config model {OFFLINE_MODEL}"
+        )
     if settings.kind == "offline":
         from memself.model.offline import ensure_offline_model
 
@@ -364,20 +504,8 @@ def export(st_model: Any, settings: ModelSettings, folder: Path, step: Progress)
     torch.set_num_threads(max(1, os.cpu_count() or 1))
 
     _write_tokenizer(hf_tokenizer, max_tokens, pad_id, folder)
-    manifest: dict[str, Any] = {
-        "format": FORMAT_VERSION,
-        "model_id": settings.model_id,
-        "kind": settings.kind,
-        "source": settings.source,
-        "pooling": pooling,
-        "normalize": True,
-        "query_prefix": settings.query_prefix,
-        "passage_prefix": settings.passage_prefix,
-        "max_tokens": max_tokens,
-        "pad_id": pad_id,
-        "tokenizer": "tokenizers",
-        "input": "inputs_embeds",
-    }
+    manifest = _manifest(settings, pooling, max_tokens, pad_id)
+    manifest["exporter"] = "torch"
     manifest["tokenizer"] = _write_compact_tokenizer(folder)
     step(1, "导出计算图")
     reference = ReferenceEncoder(st_model)
@@ -552,8 +680,12 @@ def _export_graph(body: Any, first: str, sample: Any, folder: Path) -> None:
         raise PrepareFailed(f"导出 ONNX 计算图失败：{error_reason(exc)}") from exc
 
 
-def check_against(lean: Any, reference: ReferenceEncoder, settings: ModelSettings) -> dict[str, Any]:
-    """Cosines of the runtime's vectors to sentence-transformers' on ``PROBES``, query and
+class Reference(Protocol):
+    def encode_raw(self, texts: list[str]) -> np.ndarray: ...
+
+
+def check_against(lean: Any, reference: Reference, settings: ModelSettings) -> dict[str, Any]:
+    """Cosines of the runtime's vectors to the reference's on ``PROBES``, query and
     passage prefixes: one text at a time, batched by length, and in padded batches (the short
     texts together, and the longest text with a short one, padded to its full length)."""
     import numpy as np

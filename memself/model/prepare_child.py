@@ -1,7 +1,8 @@
 """Preparation in a child process, and ending it when the process that started it stops.
 
-The child (``memself.model.prepare``) imports torch and needs a few GB that the caller, often the
-long-lived engine, should never hold. It runs in its own process group, so that stopping the
+The child (``memself.model.prepare``) holds a model's weights at full size (and, for a model the
+graph builder does not cover, torch): memory that the caller, often the long-lived engine, should
+never hold. It runs in its own process group, so that stopping the
 engine (``memself engine stop``, its idle exit, a SIGTERM) ends it and whatever it started too,
 instead of leaving it to finish alone with its temporary files.
 """

@@ -69,7 +69,7 @@ def test_stop_ends_the_preparation_child_and_its_files(
             time.sleep(0.1)
         assert child is not None, "the engine started no preparation"
         assert list(scratch.glob("memself-prepare-*"))  # its error file exists while it runs
-        time.sleep(1.0)  # well into its start (torch's import)
+        time.sleep(1.0)  # well into its start (reading the weights)
         stop_engine(paths, timeout_s=20)
         stopped_at = time.monotonic()
         while alive(child) and time.monotonic() - stopped_at < 2.0:
