@@ -226,7 +226,9 @@ def test_a_rule_broken_again_and_again_gets_advice_everywhere_and_stays(monkeypa
     assert rule is not None and rule.active and counts.count(rule, counts.BROKEN) == counts.OFTEN_BROKEN
     assert len(original_reads(store.paths.group_file("rule"))) == 2
     listed = CliRunner().invoke(cli, ["list"]).output
-    assert f"{RULE_ZH}（置信度 0.8，所有项目，经常被违反：换个说法或写得更具体，id r-zh）" in listed
+    assert (
+        f"{RULE_ZH}（置信度 0.8，所有项目，经常被违反：换个说法或写得更具体，来源：本机，id r-zh）" in listed
+    )
     assert "经常被违反" not in listed.split("修改代码后不要自动 git commit", 1)[1].splitlines()[0]
     page = rows(render_html({"rule": fresh.active("rule")}, T0))
     assert page["r-zh"][10] == "经常被违反：换个说法或写得更具体" and page["r-commit"][10] == ""

@@ -50,6 +50,7 @@ from memself.model.cache import FORMAT_VERSION, MANIFEST, Prepared, PreparedInva
 from memself.model.catalog import OFFLINE_MODEL, ModelSettings, resolve_model
 from memself.model.encoder import download_failure_message, error_reason
 from memself.model.probes import PROBES
+from memself.platform.system import real_windows
 
 if TYPE_CHECKING:
     import numpy as np
@@ -60,9 +61,9 @@ STEPS = 5
 # The extra that installs torch and sentence-transformers, for models the graph builder does not
 # cover; named in the error a model that needs it gives without it.
 TORCH_EXTRA = "torch"
-TORCH_INSTALL = "./installers/install.sh --with-torch"
-if sys.platform == "win32":
-    TORCH_INSTALL = "installers\\install.ps1 -WithTorch"
+TORCH_INSTALL = (
+    "installers\\install.ps1 -WithTorch" if real_windows() else "./installers/install.sh --with-torch"
+)
 
 Echo = Callable[[str], None]
 Progress = Callable[[int, str], None]
