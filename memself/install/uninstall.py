@@ -23,6 +23,7 @@ from pathlib import Path
 from memself.errors import MemselfError
 from memself.install import INSTALLERS, context_for
 from memself.install.setup_flow import Echo, register, render_results, stop_engine_quietly
+from memself.model.runtime import ONNXRUNTIME_CACHE
 from memself.paths import DataPaths, model_cache_dir
 from memself.store.lock import KERNEL_LOCK_NAME
 
@@ -64,7 +65,7 @@ _PURGED_DATA = (
 _PURGED_PREFIXES = (".dedup-keys-",)
 # The model cache's own entries (``memself.model.cache`` and its neighbours); a cache folder the
 # user named may hold other things, which stay.
-_MODEL_CACHE_ENTRIES = ("prepared", "lexical", "backgrounds")
+_MODEL_CACHE_ENTRIES = ("prepared", "lexical", "backgrounds", ONNXRUNTIME_CACHE)
 # Installs whose command link belongs to a tool manager, which removes it with the install.
 _MANAGED = {"pipx": "pipx uninstall memself", "uv": "uv tool uninstall memself"}
 

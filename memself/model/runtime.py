@@ -13,9 +13,11 @@ so even then this process stays lean.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from memself.errors import MemselfError, ModelUnavailable
@@ -24,6 +26,7 @@ from memself.model.cache import Prepared, PreparedInvalid, find_prepared
 from memself.model.catalog import ModelSettings, resolve_model
 from memself.model.prepare_child import prepare_in_child
 from memself.model.row_table import RowTable
+from memself.paths import model_cache_dir
 
 if TYPE_CHECKING:
     import numpy as np
@@ -36,11 +39,34 @@ HEAVY_MODULES = ("torch", "transformers", "sentence_transformers")
 Notify = Callable[[str], None]
 
 
+# Where onnxruntime's own files go (inside the model cache, so ``uninstall --purge`` takes them).
+ONNXRUNTIME_CACHE = "onnxruntime"
+
+
+def onnxruntime_module() -> ModuleType:
+    """onnxruntime, imported with the user cache folder pointed into memself's model cache: on
+    import it writes a device id under ``$XDG_CACHE_HOME`` (``~/.cache/Microsoft/DeveloperTools``),
+    whatever ``ORT_DISABLE_TELEMETRY`` says, and that file would outlive memself."""
+    loaded = sys.modules.get("onnxruntime")
+    if loaded is not None:
+        return loaded
+    saved = os.environ.get("XDG_CACHE_HOME")
+    os.environ["XDG_CACHE_HOME"] = str(model_cache_dir() / ONNXRUNTIME_CACHE)
+    try:
+        import onnxruntime
+    finally:
+        if saved is None:
+            os.environ.pop("XDG_CACHE_HOME", None)
+        else:
+            os.environ["XDG_CACHE_HOME"] = saved
+    return onnxruntime
+
+
 class LeanEncoder:
     """An ``Encoder`` (``memself.model.encoder``) over a prepared model."""
 
     def __init__(self, prepared: Prepared, settings: ModelSettings, threads: int) -> None:
-        import onnxruntime as ort
+        ort = onnxruntime_module()
 
         manifest = prepared.manifest
         self.settings = settings
