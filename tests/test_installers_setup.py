@@ -374,6 +374,7 @@ def test_plain_uninstall_names_what_it_kept_and_purge_leaves_only_the_memories(i
     assert f"留在 {paths.root} 的记忆：{'、'.join(memories)}" in out.text
     assert "已删除 index" in out.text and f"已删除命令链接 {link}" in out.text
     assert "lexical" in out.text and "memself 程序本身不会自己删除自己" in out.text
+    assert "pip 的下载缓存" not in out.text  # only named where pip left one
 
 
 def test_purge_keeps_what_is_not_its_own(isolated_home: Path) -> None:
@@ -387,6 +388,7 @@ def test_purge_keeps_what_is_not_its_own(isolated_home: Path) -> None:
     own = home / "my-cache"
     (own / "prepared/m").mkdir(parents=True)
     (own / "unrelated.bin").write_text("keep")
+    (home / ".cache/pip/wheels").mkdir(parents=True)
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("MEMSELF_MODEL_CACHE", str(own))
         out = Recorder()
@@ -395,6 +397,7 @@ def test_purge_keeps_what_is_not_its_own(isolated_home: Path) -> None:
     assert sorted(p.name for p in own.iterdir()) == ["unrelated.bin"]
     assert (paths.root / "notes.txt").exists() and "不是 memself 写下的文件，未动：notes.txt" in out.text
     assert cache.is_dir()  # not the cache in use: not memself's to remove
+    assert f"pip 的下载缓存 {home / '.cache/pip'} 与其它程序共用，未删除" in out.text
 
 
 def test_purge_dry_run_changes_nothing_and_refuses_only(isolated_home: Path) -> None:

@@ -101,7 +101,7 @@ def run_uninstall(
             _purge_model_cache(dry_run, echo)
             _purge_runtime_dirs(location, dry_run, echo)
             _purge_link(home, dry_run, echo)
-            _left_behind(paths, echo, dry_run)
+            _left_behind(paths, home, echo, dry_run)
         else:
             _name_what_stays(home, echo)
         if hub_model:
@@ -292,7 +292,7 @@ def _purge_link(home: Path, dry_run: bool, echo: Echo) -> None:
     echo(f"{'将删除' if dry_run else '已删除'}命令链接 {link}")
 
 
-def _left_behind(paths: DataPaths, echo: Echo, dry_run: bool) -> None:
+def _left_behind(paths: DataPaths, home: Path, echo: Echo, dry_run: bool) -> None:
     """Say exactly what is left of memself: the memories, and the program itself."""
     if not dry_run:
         try:
@@ -310,6 +310,9 @@ def _left_behind(paths: DataPaths, echo: Echo, dry_run: bool) -> None:
     manager = _manager()
     step = _MANAGED[manager] if manager else f"删除 {sys.prefix} 所在的目录（克隆或虚拟环境）"
     echo(f"memself 程序本身不会自己删除自己；不再需要时：{step}")
+    pip_cache = home / ".cache" / "pip"
+    if pip_cache.is_dir():
+        echo(f"安装时 pip 的下载缓存 {pip_cache} 与其它程序共用，未删除；确实不用时可运行 pip cache purge")
 
 
 def _name_what_stays(home: Path, echo: Echo) -> None:
