@@ -69,6 +69,19 @@ Echo = Callable[[str], None]
 Progress = Callable[[int, str], None]
 
 
+def _announce_download(settings: ModelSettings) -> str:
+    """The hub's address, once one short request showed it answers (huggingface_hub would retry
+    an unreachable hub for over a minute), and the user told a download starts."""
+    from memself.model import hub
+
+    endpoint = hub.hub_endpoint()
+    unreachable = hub.probe_hub(endpoint)
+    if unreachable:
+        raise ModelUnavailable(download_failure_message(settings.source, endpoint, unreachable))
+    print(f"正在从 {endpoint} 下载嵌入模型 {settings.source}（只需一次）…", file=sys.stderr)
+    return endpoint
+
+
 class PrepareFailed(MemselfError):
     """The model could be loaded but not exported faithfully (or not at all)."""
 
@@ -249,11 +262,7 @@ def _hub_folder(settings: ModelSettings) -> Path | None:
                 )
         except Exception:  # the cache holds another form of the model
             return None
-    endpoint = hub.hub_endpoint()
-    unreachable = hub.probe_hub(endpoint)
-    if unreachable:
-        raise ModelUnavailable(download_failure_message(settings.source, endpoint, unreachable))
-    print(f"正在从 {endpoint} 下载嵌入模型 {settings.source}（只需一次）…", file=sys.stderr)
+    endpoint = _announce_download(settings)
     try:
         return Path(snapshot_download(settings.source, allow_patterns=list(FOLDER_FILES)))
     except Exception as exc:
@@ -366,12 +375,7 @@ def _load_hub(settings: ModelSettings) -> Any:
                 return apply_pooling(_construct(settings.source, local_files_only=True), settings)
         except Exception:  # any failure here just means "not cached whole yet"
             pass
-    endpoint = hub.hub_endpoint()
-    # One short request first: huggingface_hub would retry an unreachable hub for over a minute.
-    unreachable = hub.probe_hub(endpoint)
-    if unreachable:
-        raise ModelUnavailable(download_failure_message(settings.source, endpoint, unreachable))
-    print(f"正在从 {endpoint} 下载嵌入模型 {settings.source}（只需一次）…", file=sys.stderr)
+    endpoint = _announce_download(settings)
     try:
         model = _construct(settings.source, local_files_only=False, progress=True)
     except Exception as exc:
