@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from memself.model import cache
-from memself.model.bert_graph import BertShape, body_weights, build_graph, forward
+from memself.model.bert_graph import BertShape, body_weights, build_graph, forward, layer_shapes
 from memself.model.catalog import OFFLINE_MODEL, resolve_model
 from memself.model.probes import PROBES
 
@@ -33,7 +33,7 @@ NO_TORCH = (
 
 def _random_bert(shape: BertShape, vocab: int, seed: int = 3) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
-    h, f = shape.hidden, shape.ffn
+    h = shape.hidden
     sd = {
         "embeddings.word_embeddings.weight": rng.normal(0, 0.5, (vocab, h)),
         "embeddings.position_embeddings.weight": rng.normal(0, 0.5, (shape.max_positions, h)),
@@ -41,16 +41,7 @@ def _random_bert(shape: BertShape, vocab: int, seed: int = 3) -> dict[str, np.nd
         "embeddings.LayerNorm.weight": 1 + rng.normal(0, 0.1, h),
         "embeddings.LayerNorm.bias": rng.normal(0, 0.1, h),
     }
-    parts = {
-        "attention.self.query": (h, h),
-        "attention.self.key": (h, h),
-        "attention.self.value": (h, h),
-        "attention.output.dense": (h, h),
-        "attention.output.LayerNorm": (h,),
-        "intermediate.dense": (f, h),
-        "output.dense": (h, f),
-        "output.LayerNorm": (h,),
-    }
+    parts = layer_shapes(shape)
     for layer in range(shape.layers):
         for name, wshape in parts.items():
             ln = len(wshape) == 1

@@ -69,21 +69,11 @@ class BertShape:
         return shape
 
 
-def body_weights(shape: BertShape, weights: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """The body's tensors by ``BertModel`` state-dict name (a ``bert.`` prefix, as in a
-    ``BertForMaskedLM`` checkpoint, is accepted), float32, shapes checked; ``NotBert`` else."""
-    import numpy as np
-
-    prefix = "" if "embeddings.word_embeddings.weight" in weights else "bert."
+def layer_shapes(shape: BertShape) -> dict[str, tuple[int, ...]]:
+    """Each encoder layer's weights by name (under ``encoder.layer.N.``), as ``(out, in)`` for a
+    dense layer and ``(hidden,)`` for a LayerNorm; each has a bias of its first dimension."""
     h, f = shape.hidden, shape.ffn
-    wanted: dict[str, tuple[int, ...]] = {
-        "embeddings.word_embeddings.weight": (-1, h),
-        "embeddings.position_embeddings.weight": (shape.max_positions, h),
-        "embeddings.token_type_embeddings.weight": (-1, h),
-        "embeddings.LayerNorm.weight": (h,),
-        "embeddings.LayerNorm.bias": (h,),
-    }
-    per_layer = {
+    return {
         "attention.self.query": (h, h),
         "attention.self.key": (h, h),
         "attention.self.value": (h, h),
@@ -93,8 +83,24 @@ def body_weights(shape: BertShape, weights: Mapping[str, np.ndarray]) -> dict[st
         "output.dense": (h, f),
         "output.LayerNorm": (h,),
     }
+
+
+def body_weights(shape: BertShape, weights: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The body's tensors by ``BertModel`` state-dict name (a ``bert.`` prefix, as in a
+    ``BertForMaskedLM`` checkpoint, is accepted), float32, shapes checked; ``NotBert`` else."""
+    import numpy as np
+
+    prefix = "" if "embeddings.word_embeddings.weight" in weights else "bert."
+    h = shape.hidden
+    wanted: dict[str, tuple[int, ...]] = {
+        "embeddings.word_embeddings.weight": (-1, h),
+        "embeddings.position_embeddings.weight": (shape.max_positions, h),
+        "embeddings.token_type_embeddings.weight": (-1, h),
+        "embeddings.LayerNorm.weight": (h,),
+        "embeddings.LayerNorm.bias": (h,),
+    }
     for layer in range(shape.layers):
-        for name, wshape in per_layer.items():
+        for name, wshape in layer_shapes(shape).items():
             wanted[f"encoder.layer.{layer}.{name}.weight"] = wshape
             wanted[f"encoder.layer.{layer}.{name}.bias"] = (wshape[0],)
     out: dict[str, np.ndarray] = {}
