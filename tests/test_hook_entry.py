@@ -300,6 +300,23 @@ def test_read_bounded_waits_for_a_payload_written_late() -> None:
         writer.join()
 
 
+def _stuck_cursor_prompt(
+    tmp_path: Path, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[bytes]:
+    """A Cursor prompt through the hook harness whose core sleeps 30 s: only a deadline or the
+    watchdog ends it."""
+    replies = tmp_path / "replies.json"
+    replies.write_text(json.dumps({"prompt_submit": {"sleep": 30, "context": "late"}}))
+    harness = str(REPO_ROOT / "tests" / "support" / "hook_harness.py")
+    return subprocess.run(
+        [sys.executable, "-I", "-S", harness, "--agent", "cursor", "--replies", str(replies), *args],
+        input=json.dumps(CURSOR["beforeSubmitPrompt"]).encode(),
+        capture_output=True,
+        timeout=30,
+        env=env,
+    )
+
+
 @pytest.mark.parametrize(
     ("flags", "note"),
     [((), "deadline"), (("--no-deadline",), "watchdog")],
@@ -310,25 +327,8 @@ def test_stuck_core_answers_before_the_host_kills_the_hook(
 ) -> None:
     """A stuck core: the hook still answers "nothing" at 80 % of the host's timeout, by its hard
     deadline, or by ``memself.hook.run``'s watchdog thread where no deadline could be armed."""
-    replies = tmp_path / "replies.json"
-    replies.write_text(json.dumps({"prompt_submit": {"sleep": 30, "context": "late"}}))
     started = time.monotonic()
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-I",
-            "-S",
-            str(REPO_ROOT / "tests" / "support" / "hook_harness.py"),
-            "--agent",
-            "cursor",
-            "--replies",
-            str(replies),
-            *flags,
-        ],
-        input=json.dumps(CURSOR["beforeSubmitPrompt"]).encode(),
-        capture_output=True,
-        timeout=30,
-    )
+    done = _stuck_cursor_prompt(tmp_path, *flags)
     elapsed = time.monotonic() - started
     proc = HookProc(done.returncode, done.stdout, done.stderr, elapsed)
     assert proc.rc == 0 and proc.answer() == {}
@@ -345,21 +345,9 @@ def test_without_an_alarm_the_watchdog_counts_from_the_registered_timeout(
     """Where no alarm exists (Windows, here the foreign-platform mode), the run's watchdog takes
     the timeout the registered command carries, as the alarm would, not the host's default: a
     command registered with 8 s is not cut at 80 % of Cursor's 5 s."""
-    replies = tmp_path / "replies.json"
-    replies.write_text(json.dumps({"prompt_submit": {"sleep": 30, "context": "late"}}))
     started = time.monotonic()
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-I",
-            "-S",
-            str(REPO_ROOT / "tests" / "support" / "hook_harness.py"),
-            *("--agent", "cursor", "--timeout", "8", "--replies", str(replies)),
-        ],
-        input=json.dumps(CURSOR["beforeSubmitPrompt"]).encode(),
-        capture_output=True,
-        timeout=30,
-        env={**os.environ, "MEMSELF_FOREIGN_PLATFORM": "1"},
+    done = _stuck_cursor_prompt(
+        tmp_path, "--timeout", "8", env={**os.environ, "MEMSELF_FOREIGN_PLATFORM": "1"}
     )
     elapsed = time.monotonic() - started
     assert done.returncode == 0 and json.loads(done.stdout) == {}
