@@ -93,13 +93,13 @@ def run_uninstall(
     for report in reports:
         render_results(report, echo, show_diff=dry_run, only_changed=True)
     if only is None:
-        location = _engine_runtime_dirs(paths)
+        runtime_dirs = _engine_runtime_dirs(paths)
         _stop_engine_for_uninstall(paths, dry_run, echo)
         _remove_data(paths, dry_run, echo, purge)
         _remove_model_copies(dry_run, echo)
         if purge:
             _purge_model_cache(dry_run, echo)
-            _purge_runtime_dirs(location, dry_run, echo)
+            _purge_runtime_dirs(runtime_dirs, dry_run, echo)
             _purge_link(home, dry_run, echo)
             _left_behind(paths, home, echo, dry_run)
         else:
