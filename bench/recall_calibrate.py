@@ -81,6 +81,7 @@ def run(model: str, knobs: dict[str, float], cases: Path, applies_when: Path | N
 
 def calibration_file(model: str, knobs: dict[str, float], res: SetsResult) -> dict[str, object]:
     cal = res.calibration
+    held = means(res)
     out: dict[str, object] = {
         "format": FORMAT,
         "version": VERSION,
@@ -95,10 +96,18 @@ def calibration_file(model: str, knobs: dict[str, float], res: SetsResult) -> di
             "bias": round(float(cal.classifier.bias), 6),
             "weights": [round(float(w), 6) for w in cal.classifier.weights],
         }
+    # What the procedure reaches on sets it was not fitted on: what `views status` and `doctor`
+    # quote for memories without and with requests.
+    out["held_out"] = {
+        condition: {k: round(v, 4) for k, v in rates.items()}
+        for condition, rates in (("without", held["plain"]), ("with", held["views"]))
+        if rates
+    }
     out["calibrated_on"] = {
         "sets": cal.sets,
         "procedure": "memself.recall.fitting.calibrate",
         "leak_limit": cal_mod.LEAK_LIMIT,
+        "view_leak_limit": cal_mod.VIEW_LEAK_LIMIT,
         "penalty_steps": list(cal_mod.PENALTY_STEPS),
         "l2": cal_mod.L2,
     }

@@ -4,10 +4,12 @@
         [--set knob=value ...]
 
 Scores the in-repo case sets once with the shipped model and calibration knobs, then for each leak
-limit of one group (the other keeps its own) runs leave-one-set-out with the shipped procedure
+limit of one group (the other keeps its own; the views' limit of that group moves with it)
+runs leave-one-set-out with the shipped procedure
 (``memself.recall.fitting.loso``) and prints, per group, the mean held-out hit and leak rates
 and single-memory hits: without appliesWhen views and with them. The row at the shipped limit
-(rule 20%, project 5%) is the shipped configuration. ``--set`` overrides a scoring knob of the
+(rule 20%, project 5%) is the shipped configuration without views; with views it shows the views
+fitted at that same limit, not the shipped view limits. ``--set`` overrides a scoring knob of the
 model's calibration file for this run (as in ``recall_calibrate.py``), e.g. to draw the frontier
 of the plain cosine: ``--set general_question=0 --set applies_when=0 --set space_dims=8
 --set sentence_views=1``.
@@ -29,7 +31,7 @@ from recall_calibrate import knobs_of, recaller_for  # noqa: E402
 
 from memself.cli.recall_run import case_files  # noqa: E402
 from memself.model.catalog import OFFLINE_MODEL, resolve_model  # noqa: E402
-from memself.recall.fitting import LEAK_LIMIT, loso, rates  # noqa: E402
+from memself.recall.fitting import LEAK_LIMIT, VIEW_LEAK_LIMIT, loso, rates  # noqa: E402
 from memself.recall.gate import GateParams, default_floors  # noqa: E402
 from memself.verify.cases import load_applies_when, load_cases, with_applies_when  # noqa: E402
 from memself.verify.run import run_cases  # noqa: E402
@@ -73,7 +75,8 @@ def main() -> None:
         )
         print("|---:|---:|---:|---:|---:|---:|---:|")
         for limit in LIMITS:
-            folds = loso(scores, lexical, general, params.top_k, {**LEAK_LIMIT, group: limit})
+            limits = {**LEAK_LIMIT, group: limit}
+            folds = loso(scores, lexical, general, params.top_k, limits, {**VIEW_LEAK_LIMIT, group: limit})
             plain = rates([f.plain for f in folds])
             with_views = [f.views for f in folds if f.views is not None]
             views = rates(with_views) if with_views else None

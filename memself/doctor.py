@@ -508,12 +508,14 @@ def check_views(paths: DataPaths) -> Check | None:
     from memself.config import load_config
     from memself.views.status import cost_text, coverage
 
-    cov = coverage(paths, load_config(paths), datetime.now(timezone.utc))
+    config = load_config(paths)
+    cov = coverage(paths, config, datetime.now(timezone.utc))
     if not cov.active:
         return None
     if not cov.waiting:
         return Check("适用场景", True, f"{cov.active} 条可召回的记忆都有适用场景")
-    summary = f"{cov.waiting}/{cov.active} 条可召回的记忆还没有适用场景（或已过时）；{cost_text()}"
+    cost = cost_text(config.model)
+    summary = f"{cov.waiting}/{cov.active} 条可召回的记忆还没有适用场景（或已过时）；{cost}"
     if not cov.endpoint:
         return Check(
             "适用场景",

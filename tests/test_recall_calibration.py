@@ -239,6 +239,32 @@ def test_floors_respect_the_leak_limit_and_are_never_negative() -> None:
         assert leaks[g] <= cal.LEAK_LIMIT[g] * irrelevant[g]
 
 
+def test_view_offsets_are_fitted_at_the_stricter_view_limits() -> None:
+    """Memories with requests are held to their own, lower leak limits: with every memory scored
+    with its views, the floors plus the view offsets leak within ``VIEW_LEAK_LIMIT``, pooled on
+    the scores they were chosen on, and the limits are stricter than the plain ones."""
+    assert all(cal.VIEW_LEAK_LIMIT[g] < cal.LEAK_LIMIT[g] for g in GROUPS)
+    sets = [synthetic_set(n, seed) for n, seed in (("a", 1), ("b", 2))]
+    c = cal.calibrate(sets, LEX)
+    assert c.views_floors is not None
+    zero = {g: 0.0 for g in GROUPS}
+    params = cal.Params(LEX, c.penalty, zero, zero, None)
+    leaks = {g: 0 for g in GROUPS}
+    irrelevant = {g: 0 for g in GROUPS}
+    for s, other in ((sets[0], sets[1]), (sets[1], sets[0])):
+        t = cal.thresholds(s, params, True, cal.probabilities(s, cal.train_classifier([other])))
+        for g in GROUPS:
+            counts = cal.counts(t, g, c.floors[g] + c.view_offset[g])
+            leaks[g] += counts.leaks
+            irrelevant[g] += counts.irrelevant
+    for g in GROUPS:
+        assert leaks[g] <= cal.VIEW_LEAK_LIMIT[g] * irrelevant[g]
+    # At the plain limits the same sets would have let more through (the limit decides).
+    loose = cal.calibrate(sets, LEX, view_limits=cal.LEAK_LIMIT)
+    assert loose.views_floors is not None
+    assert any(loose.views_floors[g] < c.views_floors[g] for g in GROUPS)
+
+
 # ------------------------------------------------------------------------------ prompt shapes
 
 
@@ -298,3 +324,14 @@ def test_shape_counts_follow_the_floors() -> None:
     assert "short" not in folds[1].shapes_plain  # sets without shapes count under "all" only
     pooled = cal.pooled_shapes([f.shapes_plain for f in folds])
     assert pooled["all"].cases == sum(f.shapes_plain["all"].cases for f in folds)
+
+
+def test_held_out_figures_are_read_and_checked(tmp_path: Path) -> None:
+    shipped = load_calibration(OFFLINE_MODEL)
+    assert shipped is not None and {"with", "without"} <= shipped.held_out.keys()
+    raw = json.loads((calibration_dir() / file_name(OFFLINE_MODEL)).read_text(encoding="utf-8"))
+    for bad in ({"with": {"ruleHit": 2.0}}, {"with": "many"}, []):
+        raw["held_out"] = bad
+        (tmp_path / file_name(OFFLINE_MODEL)).write_text(json.dumps(raw), encoding="utf-8")
+        with pytest.raises(CorruptFile, match="held_out"):
+            load_calibration(OFFLINE_MODEL, tmp_path)

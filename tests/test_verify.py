@@ -324,8 +324,12 @@ def test_in_repo_sets_reproduce_the_shipped_calibration(recaller) -> None:
     # Held out: well above the plain cosine's 43% / 48% / 39% (rule / project / single hits).
     assert plain["ruleHit"] > 0.55 and plain["projectHit"] > 0.6 and plain["single"] > 0.55
     assert views["ruleHit"] > 0.75 and views["projectHit"] > 0.78 and views["single"] > 0.8
-    for rates in (plain, views):
-        assert rates["ruleLeak"] < 0.22 and rates["projectLeak"] < 0.07
+    assert plain["ruleLeak"] < 0.22 and plain["projectLeak"] < 0.07
+    # Memories with requests are fitted at their own, stricter leak limits (15% / 3%).
+    assert views["ruleLeak"] < 0.16 and views["projectLeak"] < 0.04
+    # What `views status` and `doctor` quote is what this run measures.
+    for condition, rates in (("without", plain), ("with", views)):
+        assert shipped.held_out[condition] == pytest.approx(rates, abs=1e-4)
     # Prompts of at most four words that need a memory, held out: the detector reads their length.
     assert shipped.general is not None and len(shipped.general.weights) == recaller.encoder.dim + 2
     shapes = held_out_shapes(res)
@@ -333,7 +337,7 @@ def test_in_repo_sets_reproduce_the_shipped_calibration(recaller) -> None:
     # A short lookup naming a memory's identifier is spared part of the penalty (entities.py).
     assert 0.0 < shipped.scoring.get("entity_relief", 0.0) < 1.0
     assert short_plain.hits / short_plain.cases > 0.8 and short_views.hits / short_views.cases > 0.88
-    for group, limit in (("rule", 0.2), ("project", 0.05)):
+    for group, limit in (("rule", 0.15), ("project", 0.05)):
         assert short_views.leaks[group] <= limit * short_views.irrelevant
     # Without requests the relief lets a few short how-to questions about a named tool through.
     assert short_plain.leaks["rule"] <= 0.2 * short_plain.irrelevant

@@ -29,11 +29,12 @@ def views_status(as_json: bool) -> None:
     from memself.views.status import coverage, render_text, to_json
 
     paths = DataPaths.default()
-    cov = coverage(paths, load_config(paths), now_utc())
+    config = load_config(paths)
+    cov = coverage(paths, config, now_utc())
     if as_json:
         echo_json(to_json(cov))
         return
-    for line in render_text(cov):
+    for line in render_text(cov, config.model):
         click.echo(line)
 
 

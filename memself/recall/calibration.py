@@ -49,6 +49,9 @@ class RecallCalibration:
     view_offset: dict[str, float] = field(default_factory=lambda: {g: 0.0 for g in GROUPS})
     general: GeneralQuestion | None = None
     source: Path | None = None
+    # What recall reached held out (leave-one-set-out on the sets it was calibrated on), per
+    # condition ("without" / "with" requests): ruleHit, ruleLeak, projectHit, projectLeak, single.
+    held_out: dict[str, dict[str, float]] = field(default_factory=dict)
 
 
 def calibration_dir() -> Path:
@@ -117,7 +120,25 @@ def parse_calibration(raw: object, model_id: str, path: Path | None = None) -> R
         offset,
         general,
         path,
+        _held_out(raw.get("held_out", {}), where),
     )
+
+
+HELD_OUT_RATES = ("ruleHit", "ruleLeak", "projectHit", "projectLeak", "single")
+
+
+def _held_out(value: object, where: str) -> dict[str, dict[str, float]]:
+    if not isinstance(value, dict):
+        raise CorruptFile(f"{where} 的 held_out 格式不对")
+    out: dict[str, dict[str, float]] = {}
+    for condition, rates in value.items():
+        if not isinstance(rates, dict) or not all(
+            _finite(rates.get(k)) and 0.0 <= rates[k] <= 1.0 for k in HELD_OUT_RATES
+        ):
+            names = "、".join(HELD_OUT_RATES)
+            raise CorruptFile(f"{where} 的 held_out.{condition} 需要 0 到 1 之间的 {names}")
+        out[str(condition)] = {k: float(rates[k]) for k in HELD_OUT_RATES}
+    return out
 
 
 def _finite(value: Any) -> bool:

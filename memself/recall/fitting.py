@@ -13,7 +13,8 @@ Each case set is scored once (``SetScores``: every signal of every prompt apart,
    single-memory hits with at most the group's leak limit of unrelated prompts leaking; then the
    fewest leaks; then the middle of the floors that give that.
 4. The view offset of each group: the floor found the same way with every memory's appliesWhen
-   views, minus the floor of 3 (0 when no set has views).
+   views, at the stricter leak limits set for memories that carry requests (``VIEW_LEAK_LIMIT``),
+   minus the floor of 3 (0 when no set has views).
 5. The classifier trained on all the sets: the one that ships.
 
 ``loso`` calibrates on all sets but one and counts on the one left out, for each set in turn.
@@ -41,6 +42,9 @@ if TYPE_CHECKING:
 
 # Recall's leak limits per group: the share of unrelated prompts allowed to bring a memory.
 LEAK_LIMIT = {"project": 0.05, "rule": 0.20}
+# The same for memories scored with their appliesWhen requests: the requests buy hits, so the
+# targets ask them to leak less, and the view offsets are fitted at these limits.
+VIEW_LEAK_LIMIT = {"project": 0.03, "rule": 0.15}
 # Penalties tried for each group (rule and project independently).
 PENALTY_STEPS = (0.0, 0.2, 0.4, 0.7, 1.0)
 # Ridge strength of the general-question classifier (on unit vectors).
@@ -378,6 +382,7 @@ def calibrate(
     general: bool = True,
     limits: dict[str, float] = LEAK_LIMIT,
     top_k: int = 3,
+    view_limits: dict[str, float] = VIEW_LEAK_LIMIT,
 ) -> Calibration:
     """The procedure of the module doc on ``sets`` (``general`` False: no classifier, no penalty)."""
     zero = {g: 0.0 for g in GROUPS}
@@ -406,7 +411,7 @@ def calibrate(
     if with_views:
         params = Params(lexical, penalty, zero, zero, None, top_k)
         ts = [thresholds(s, params, True, probs[s.name]) for s in with_views]
-        views_floors = {g: best_floor(ts, g, limits[g]) for g in GROUPS}
+        views_floors = {g: best_floor(ts, g, view_limits[g]) for g in GROUPS}
         offset = {g: views_floors[g] - floors[g] for g in GROUPS}
     classifier = train_classifier(sets) if general else None
     return Calibration(penalty, floors, offset, classifier, views_floors, [s.name for s in sets])
@@ -445,12 +450,13 @@ def loso(
     general: bool = True,
     top_k: int = 3,
     limits: dict[str, float] = LEAK_LIMIT,
+    view_limits: dict[str, float] = VIEW_LEAK_LIMIT,
 ) -> list[Fold]:
     """For each set: calibrate on the others, count on it (without views, and with them when it
     has any)."""
     folds = []
     for held in sets:
-        cal = calibrate([s for s in sets if s is not held], lexical, general, limits, top_k)
+        cal = calibrate([s for s in sets if s is not held], lexical, general, limits, top_k, view_limits)
         params = params_of(cal, lexical, top_k)
         plain, plain_shapes = count_shapes(held, params, False)
         views, views_shapes = count_shapes(held, params, True) if held.any_views else (None, None)

@@ -1,8 +1,10 @@
 """How far the store's memories have their "applies when" requests, and today's budget: for
 ``memself views status`` and ``doctor``. Reads only; never sends anything.
 
-What missing requests cost is stated with the held-out figures measured on the labelled case
-sets (``docs/recall.md``): the same sets, recalled with and without each memory's requests.
+What missing requests cost is stated with the held-out figures of the model's calibration file
+(``memself/data/recall``, written with the calibration; ``docs/recall.md``): the labelled case
+sets recalled with and without each memory's requests. A model without such figures is told the
+offline model's, named as such.
 """
 
 from __future__ import annotations
@@ -18,13 +20,6 @@ from memself.views.batch import is_stale
 from memself.views.budget import Budget, today_budget
 from memself.views.fill import endpoint_configured
 from memself.views.state import load_state
-
-# Held out, leave-one-set-out, offline model: hit rate and leak rate per group, and the
-# single-memory hit rate, with and without requests.
-WITH_HIT = {"rule": 0.85, "project": 0.86, "single": 1.00}
-WITH_LEAK = {"rule": 0.12, "project": 0.02}
-WITHOUT_HIT = {"rule": 0.76, "project": 0.89, "single": 0.80}
-WITHOUT_LEAK = {"rule": 0.15, "project": 0.07}
 
 
 @dataclass(frozen=True)
@@ -66,17 +61,58 @@ def _pct(value: float) -> str:
     return f"{value:.0%}"
 
 
-def cost_text() -> str:
-    """What recall loses without requests, in the measured figures (Chinese)."""
+def held_out_figures(model: str) -> tuple[str, dict[str, dict[str, float]]] | None:
+    """The held-out figures with and without requests, and the model they were measured on: the
+    configured model's own, else the offline model's; None when neither file has both."""
+    from memself.errors import MemselfError
+    from memself.model.catalog import OFFLINE_MODEL, resolve_model
+    from memself.recall.calibration import load_calibration
+
+    ids = []
+    try:
+        ids.append(resolve_model(model).model_id)
+    except MemselfError:
+        pass  # an unusable model name: doctor reports it elsewhere
+    ids.append(OFFLINE_MODEL)
+    for model_id in ids:
+        try:
+            cal = load_calibration(model_id)
+        except MemselfError:
+            continue
+        if cal is not None and {"with", "without"} <= cal.held_out.keys():
+            return model_id, cal.held_out
+    return None
+
+
+def cost_text(model: str) -> str:
+    """What recall loses without requests, in the figures measured held out (Chinese)."""
+    found = held_out_figures(model)
+    if found is None:
+        return "缺少适用场景时召回会变弱（这个向量模型没有测量数字）"
+    model_id, figures = found
+    a, b = figures["without"], figures["with"]
+    where = "" if model_id == _model_id(model) else f"，按内置离线模型 {model_id} 的测量"
     return (
-        f"没有适用场景时召回较弱：规则命中 {_pct(WITHOUT_HIT['rule'])}、误带 {_pct(WITHOUT_LEAK['rule'])}"
-        f"（有适用场景时 {_pct(WITH_HIT['rule'])}、{_pct(WITH_LEAK['rule'])}），"
-        f"项目事实误带 {_pct(WITHOUT_LEAK['project'])}（有时 {_pct(WITH_LEAK['project'])}），"
-        f"单条记忆命中 {_pct(WITHOUT_HIT['single'])}（有时 {_pct(WITH_HIT['single'])}）"
+        f"没有适用场景时召回较弱（留出测量{where}）："
+        f"规则命中 {_pct(a['ruleHit'])}、误带 {_pct(a['ruleLeak'])}"
+        f"（有适用场景时 {_pct(b['ruleHit'])}、{_pct(b['ruleLeak'])}），"
+        f"项目事实命中 {_pct(a['projectHit'])}、误带 {_pct(a['projectLeak'])}"
+        f"（有时 {_pct(b['projectHit'])}、{_pct(b['projectLeak'])}），"
+        f"单条记忆命中 {_pct(a['single'])}（有时 {_pct(b['single'])}）"
     )
 
 
-def render_text(cov: Coverage) -> list[str]:
+def _model_id(model: str) -> str:
+    from memself.errors import MemselfError
+    from memself.model.catalog import resolve_model
+
+    try:
+        return resolve_model(model).model_id
+    except MemselfError:
+        return ""
+
+
+def render_text(cov: Coverage, model: str) -> list[str]:
     b = cov.budget
     lines = [
         f"可召回的记忆 {cov.active} 条：已有适用场景 {cov.with_requests} 条，等待补写 {cov.waiting} 条"
@@ -93,7 +129,7 @@ def render_text(cov: Coverage) -> list[str]:
     elif cov.waiting:
         lines.append("每天第一次会话开始时在后台按额度补写；也可以运行 memself views fill")
     if cov.waiting:
-        lines.append(cost_text())
+        lines.append(cost_text(model))
     return lines
 
 
