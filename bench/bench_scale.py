@@ -11,7 +11,9 @@ Rows:
   builds the duplicate sidecar from a full parse); ``project add, first after an outside change``:
   the add after another program (the original, another client) appended one line to the group
   file, so the sidecar no longer matches it;
-- ``open``: ``memself open --no-browser``, the page generated from the store;
+- ``open, after an add`` / ``after a delete`` / ``nothing changed``: ``memself open --no-browser``
+  (the page generated from the store) after a ``project add`` (an append), after a ``delete`` (a
+  line cut out of the group file) and at once again;
 - ``list``: the default view, right after a ``delete`` and a ``restore`` (the delete cut a line out
   of the group file, so its cached summary is rebuilt); ``list, nothing changed``: a second
   ``list`` at once;
@@ -282,8 +284,15 @@ def measure(
                 run([*cli, "project", "add", f"外部追加之后的项目事实第 {k} 条"], env, cwd=cwd),
             )
     if "open" in sections:
-        for _ in range(runs):
-            add("open", run([*cli, "open", "--no-browser"], env, cwd=cwd))
+        page = [*cli, "open", "--no-browser"]
+        for k in range(runs):
+            memself(env, "project", "add", f"打开页面之前追加的项目事实第 {k} 条", checkout=checkout)
+            add("open, after an add", run(page, env, cwd=cwd))
+            victim = ids[(k * 7919 + 13) % len(ids)]
+            memself(env, "delete", victim, checkout=checkout)
+            add("open, after a delete", run(page, env, cwd=cwd))
+            add("open, nothing changed", run(page, env, cwd=cwd))
+            memself(env, "restore", victim, checkout=checkout)
     for k in range(runs if "writes" in sections else 0):
         add("project add", run([*cli, "project", "add", f"新追加的项目事实第 {k} 条内容"], env, cwd=cwd))
         add("rule add", run([*cli, "rule", "add", f"新追加的规则第 {k} 条内容"], env, cwd=cwd))
