@@ -7,8 +7,13 @@ them (``/usr/bin/time`` of that process: the engine's own memory is not in the h
 
 Rows:
 - ``project add`` / ``rule add``: a new memory (an append); ``delete`` / ``restore`` of one memory;
-- ``project add, first after an outside change``: one sample, the add that rebuilds the duplicate
-  sidecar after another program (the original) wrote the file;
+- ``project add, no duplicate sidecar yet``: one sample, the first add on the generated store (it
+  builds the duplicate sidecar from a full parse); ``project add, first after an outside change``:
+  the add after another program (the original, another client) appended one line to the group
+  file, so the sidecar no longer matches it;
+- ``open, after an add`` / ``after a delete`` / ``nothing changed``: ``memself open --no-browser``
+  (the page generated from the store) after a ``project add`` (an append), after a ``delete`` (a
+  line cut out of the group file) and at once again;
 - ``list``: the default view, right after a ``delete`` and a ``restore`` (the delete cut a line out
   of the group file, so its cached summary is rebuilt); ``list, nothing changed``: a second
   ``list`` at once;
@@ -26,7 +31,7 @@ Rows:
 
     TMPDIR=/dev/shm .venv/bin/python bench/bench_scale.py [--sizes 1000,10000,100000] [--runs 5] \
         [--encode-max 10000] [--synthetic-vectors] [--hook-runs N] \
-        [--checkouts before=BEFORE_ROOT,after=AFTER_ROOT --rounds 2]
+        [--checkouts before=BEFORE_ROOT,after=AFTER_ROOT --rounds 2] [--sections outside,open]
 
 With ``--checkouts`` each checkout (its own ``.venv``, ``bench/checkouts.py``) runs on a copy of
 the same store, one after the other, the order alternating per round.
@@ -64,6 +69,7 @@ from memself.store.records import Memory, sort_memories  # noqa: E402
 from memself.timeutil import iso  # noqa: E402
 
 PROMPT = "支付模块的灰度开关配置在哪里，上线前要检查什么"
+SECTIONS = {"outside", "open", "writes", "hooks", "engine"}
 
 
 def generate(home: Path, count: int) -> list[str]:
@@ -230,8 +236,22 @@ def prepare(count: int, vectors: str, work: Path) -> tuple[Path, list[str]]:
     return home, ids
 
 
+def outside_append(home: Path, k: int) -> None:
+    """One project fact appended to the group file by another program, as the original appends."""
+    memory = Memory.create(f"另一个程序追加的项目事实第 {k} 条", "project", datetime.now(timezone.utc))
+    with open(home / "project.jsonl", "ab") as handle:
+        handle.write(render_lines([memory.to_json()]))
+
+
 def measure(
-    template: Path, ids: list[str], runs: int, hook_runs: int, vectors: str, work: Path, checkout: Checkout
+    template: Path,
+    ids: list[str],
+    runs: int,
+    hook_runs: int,
+    vectors: str,
+    work: Path,
+    checkout: Checkout,
+    sections: set[str] = SECTIONS,
 ) -> tuple[dict[str, list[tuple[float, int, float]]], list[str]]:
     """``vectors``: "model" (the engine encodes the store), "synthetic" (random vectors written
     before the engine rows) or "" (the engine rows are skipped). Runs on a copy of ``template``."""
@@ -252,11 +272,28 @@ def measure(
     def stop() -> None:
         memself(env, "engine", "stop", checkout=checkout)
 
-    add(
-        "project add, first after an outside change",
-        run([*cli, "project", "add", "初次追加的项目事实 0"], env, cwd=cwd),
-    )
-    for k in range(runs):
+    if "outside" in sections:
+        add(
+            "project add, no duplicate sidecar yet",
+            run([*cli, "project", "add", "初次追加的项目事实 0"], env, cwd=cwd),
+        )
+        for k in range(runs):
+            outside_append(home, k)
+            add(
+                "project add, first after an outside change",
+                run([*cli, "project", "add", f"外部追加之后的项目事实第 {k} 条"], env, cwd=cwd),
+            )
+    if "open" in sections:
+        page = [*cli, "open", "--no-browser"]
+        for k in range(runs):
+            memself(env, "project", "add", f"打开页面之前追加的项目事实第 {k} 条", checkout=checkout)
+            add("open, after an add", run(page, env, cwd=cwd))
+            victim = ids[(k * 7919 + 13) % len(ids)]
+            memself(env, "delete", victim, checkout=checkout)
+            add("open, after a delete", run(page, env, cwd=cwd))
+            add("open, nothing changed", run(page, env, cwd=cwd))
+            memself(env, "restore", victim, checkout=checkout)
+    for k in range(runs if "writes" in sections else 0):
         add("project add", run([*cli, "project", "add", f"新追加的项目事实第 {k} 条内容"], env, cwd=cwd))
         add("rule add", run([*cli, "rule", "add", f"新追加的规则第 {k} 条内容"], env, cwd=cwd))
         victim = ids[(k * 7919) % len(ids)]
@@ -269,7 +306,7 @@ def measure(
         maintenance = [checkout.python, "-m", "memself.maintenance", str(home), "30", now]
         add("daily maintenance", run(maintenance, env, cwd=cwd))
     start = payload("start", work)
-    for _ in range(runs):
+    for _ in range(runs if "hooks" in sections else 0):
         add("session start, engine cold", run(checkout.hook(EventKind.SESSION_START), env, start))
         stop()
         (home / "decay-state.json").unlink(missing_ok=True)
@@ -278,7 +315,7 @@ def measure(
             run(checkout.hook(EventKind.SESSION_START), env, start),
         )
         stop()
-    if vectors:
+    if vectors and "engine" in sections:
         if vectors == "model":
             memself(env, "engine", "start", "--timeout", "3600", checkout=checkout)
             wait_fully_indexed(home, 3600)
@@ -307,7 +344,7 @@ def measure(
                     raise SystemExit(f"{count}: the prompt hook was not answered by the engine")
         finally:
             stop()
-    else:
+    elif "engine" in sections:
         skipped = ["engine ready", "session start, warm engine", "prompt hook, warm engine"]
     shutil.rmtree(home, ignore_errors=True)
     return samples, skipped
@@ -337,7 +374,16 @@ def main() -> None:
         help="NAME=PATH,NAME=PATH: measure each checkout (its own .venv) on the same stores, side by"
         " side, alternating per size; default: this checkout alone",
     )
+    parser.add_argument(
+        "--sections",
+        default=",".join(sorted(SECTIONS)),
+        help="which rows to measure: outside (adds after an outside append), open, writes (adds,"
+        " delete, restore, list, maintenance), hooks (cold session start), engine",
+    )
     args = parser.parse_args()
+    sections = set(args.sections.split(","))
+    if not sections <= SECTIONS:
+        raise SystemExit(f"--sections: unknown {sorted(sections - SECTIONS)}")
     sizes = [int(s) for s in args.sizes.split(",")]
     checkouts = [
         Checkout(name, Path(path).resolve())
@@ -350,11 +396,20 @@ def main() -> None:
     try:
         for size in sizes:
             vectors = "model" if size <= args.encode_max else "synthetic" if args.synthetic_vectors else ""
+            if "engine" not in sections:
+                vectors = ""
             template, ids = prepare(size, vectors, work)
             for round_no in range(args.rounds):
                 for checkout in checkouts if round_no % 2 == 0 else checkouts[::-1]:
                     got, skipped = measure(
-                        template, ids, args.runs, args.hook_runs or args.runs, vectors, work, checkout
+                        template,
+                        ids,
+                        args.runs,
+                        args.hook_runs or args.runs,
+                        vectors,
+                        work,
+                        checkout,
+                        sections,
                     )
                     for name, some in got.items():
                         samples.setdefault((size, checkout.name), {}).setdefault(name, []).extend(some)

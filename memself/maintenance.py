@@ -26,7 +26,6 @@ from memself.errors import CorruptFile, MemselfError
 from memself.launcher import python_command
 from memself.logs import log
 from memself.paths import DataPaths
-from memself.store.journal import file_stamp
 from memself.store.lock import LockHandle, write_lock
 from memself.store.memory_store import (
     TRASH_KEEP_DAYS,
@@ -211,13 +210,13 @@ def _render(memories: list[Memory]) -> bytes:
     return render_lines(m.to_json() for m in sort_memories(memories))
 
 
-def _carry_dedup_keys(paths: DataPaths, group: str, keys: set[bytes] | None) -> None:
+def _carry_dedup_keys(paths: DataPaths, group: str, keys: dedupkeys.Sidecar | None) -> None:
     """Decay, clamping and re-sorting change no text: a sidecar that matched the file before
-    matches the file just written (None: it did not, the next add rebuilds it)."""
+    holds the keys of the file just written (None: it did not, the next add rebuilds it)."""
     if keys is None:
         return
     try:
-        dedupkeys.save(dedupkeys.sidecar_path(paths, group), file_stamp(paths.group_file(group)), keys)
+        dedupkeys.save_after_write(dedupkeys.sidecar_path(paths, group), paths.group_file(group), keys, 0)
     except OSError as exc:
         log(paths, "dedup-keys-write-failed", group=group, error=str(exc))
 

@@ -661,3 +661,117 @@ def test_empty_store_and_a_tampered_script_in_chromium(chromium: Path, tmp_path:
     page.write_text(html_text, encoding="utf-8")
     dom, _ = run_chromium(chromium, page, tmp_path)
     assert len(parse(dom).cards) == 7
+
+
+# --- a store too large to embed whole ---------------------------------------------------------
+
+PAY = {"workspace": "/srv/repos/pay", "workspaceName": "pay"}
+
+
+def large_store_page(facts_count: int = 5000) -> tuple[str, dict[tuple[str, str], list[str]]]:
+    """A store of ``facts_count`` facts (global and one workspace's) and 120 global rules (by
+    default over the page's limit of 5,000 memories), its page as ``memself open`` writes it, and
+    each (workspace, group)'s ids in page order."""
+    from memself.page.listing import refresh_views
+    from memself.store.records import sort_memories
+    from tests.support.helpers import make_store, record, write_records
+
+    store = make_store()
+    start = datetime(2026, 11, 1, tzinfo=timezone.utc)
+    facts = [
+        record(
+            f"p-{i:05d}",
+            f"项目事实第 {i} 条",
+            round(0.41 + (i % 59) / 100, 2),
+            "project",
+            last=start - timedelta(minutes=i),
+            **(PAY if i % 5 < 2 else {}),
+        )
+        for i in range(facts_count)
+    ]
+    rules = [
+        record(
+            f"r-{i:03d}",
+            f"规则第 {i} 条",
+            round(0.5 + (i % 7) / 20, 2),
+            "rule",
+            last=start - timedelta(hours=i),
+        )
+        for i in range(120)
+    ]
+    write_records(store, "project", facts)
+    write_records(store, "rule", rules)
+    expected: dict[tuple[str, str], list[str]] = {}
+    for memory in sort_memories(store.all()):
+        expected.setdefault((memory.workspace, memory.category), []).append(memory.id)
+    page = refresh_views(store.paths, NOW).read_text(encoding="utf-8")
+    return page, expected
+
+
+def test_a_store_over_the_limit_embeds_the_first_memories_of_each_group_and_says_where_the_rest_are() -> None:
+    page, expected = large_store_page()
+    data = page_data(page)
+    assert [s[0] for s in data["scopes"]] == ["", "/srv/repos/pay"]
+    # Each scope's groups: the first 50 in page order (confidence, then last activity), no more.
+    ids = [r[0] for r in data["rows"]]
+    assert (
+        ids
+        == expected[("", "rule")][:50]
+        + expected[("", "project")][:50]
+        + expected[(PAY["workspace"], "project")][:50]
+    )
+    # The counts are the store's, in the markup and in the data.
+    assert "规则与偏好 <b>120</b> 条" in page and "项目事实 <b>5000</b> 条" in page
+    overview = page.split('<ol class="scopes" id="scopes">', 1)[1].split("</ol>", 1)[0]
+    assert (
+        "规则与偏好 120 条，项目事实 3000 条" in overview and "规则与偏好 0 条，项目事实 2000 条" in overview
+    )
+    assert data["totals"] == [120, 3000, 0, 2000]
+    # A truncated group says how many it has and how to see the others; the page says so on top.
+    assert data["more"] == {
+        "0": "这一组共 120 条，本页只收录了置信度最高的 50 条；全部记忆请用 memself list --all 查看。",
+        "1": "这一组共 3000 条，本页只收录了置信度最高的 50 条；全部记忆请用 memself list --all 查看。",
+        "3": "这一组共 2000 条，本页只收录了置信度最高的 50 条；"
+        "全部记忆请用 memself list --all --workspace /srv/repos/pay 查看。",
+    }
+    assert (
+        "记忆共 5120 条，本页只收录每个范围每一组置信度最高的 50 条（共 150 条），搜索也只在这些记忆里进行"
+        in page
+    )
+    assert "<code>memself list --all</code>" in page
+
+
+def test_a_store_at_the_limit_embeds_every_memory() -> None:
+    page, expected = large_store_page(facts_count=5000 - 120)
+    data = page_data(page)
+    assert len(data["rows"]) == 5000 and "totals" not in data and "more" not in data
+    assert {r[0] for r in data["rows"]} == {i for ids in expected.values() for i in ids}
+    assert "本页只收录" not in page
+
+
+def test_a_store_over_the_limit_in_chromium(chromium: Path, tmp_path: Path) -> None:
+    page_text, expected = large_store_page()
+    page = tmp_path / "memories.html"
+    page.write_text(page_text, encoding="utf-8")
+    dom, _ = run_chromium(chromium, page, tmp_path)
+    parsed = parse(dom)
+    assert [c["id"] for c in parsed.cards] == expected[("", "rule")][:50]
+    # Headings count the store's memories; the truncated group ends with where the rest are.
+    assert parsed.scopes[0]["heading"] == "所有项目3120 条"
+    assert '<span class="count">120 条</span>' in dom
+    shown = dom.split("<script", 1)[0]  # what the script rendered, not its data
+    assert shown.count("这一组共") == 1
+    note = "这一组共 120 条，本页只收录了置信度最高的 50 条；全部记忆请用 memself list --all 查看。"
+    assert f'<p class="more">{note}</p>' in shown
+    assert pager_info(dom)[0] == "第 1 / 3 页，第 1–50 条，本页收录 150 条"
+    # The workspace's facts on the last page, its note after them.
+    dom, _ = run_chromium(chromium, page, tmp_path, fragment="#page=3")
+    assert [c["id"] for c in parse(dom).cards] == expected[(PAY["workspace"], "project")][:50]
+    assert '<p class="more">这一组共 2000 条' in dom.split("<script", 1)[0]
+    # A search runs over the memories the page holds and counts those.
+    dom, _ = run_chromium(chromium, page, tmp_path, fragment="#q=%E8%A7%84%E5%88%99%E7%AC%AC%201")
+    found = parse(dom).cards
+    assert found and all(
+        c["id"] in expected[("", "rule")][:50] and "规则第 1" in str(c["text"]) for c in found
+    )
+    assert "这一组共" not in dom.split("<script", 1)[0]

@@ -60,6 +60,8 @@ code { font-family: ui-monospace, "SFMono-Regular", Menlo, Consolas, monospace; 
 .card.deprecated .text { text-decoration: line-through; text-decoration-color: #c4cad0; }
 .card.deprecated .bar i { background: #afb8c1; }
 .empty { color: var(--muted); margin: 0; }
+p.more { margin: 10px 0 0; color: var(--muted); font-size: 13px; }
+.note.partial { color: var(--warn); }
 ol.scopes { list-style: none; margin: 12px 0 0; padding: 0; display: grid; gap: 4px; font-size: 13px; }
 ol.scopes li { display: flex; flex-wrap: wrap; gap: 4px 12px; align-items: baseline; cursor: pointer; }
 ol.scopes li:hover .name { color: var(--accent); }
@@ -84,6 +86,7 @@ SCRIPT = r""""use strict";
 (function () {
   const D = JSON.parse(document.getElementById("memself-data").textContent);
   const ROWS = D.rows, SIZE = 50;
+  const TOTALS = D.totals || null, MORE = D.more || {};
   const hay = new Array(ROWS.length);
   const $ = (id) => document.getElementById(id);
   const el = (tag, cls, text) => {
@@ -173,7 +176,7 @@ SCRIPT = r""""use strict";
     if (hint) sec.append(el("p", "hint", hint));
     return sec;
   }
-  function pager(nav, st, pages, total, first, shown) {
+  function pager(nav, st, pages, total, first, shown, partial) {
     nav.replaceChildren();
     const button = (label, page) => {
       const b = el("button", "", label);
@@ -183,7 +186,7 @@ SCRIPT = r""""use strict";
       return b;
     };
     const info = total ? "第 " + st.page + " / " + pages + " 页，第 " + (first + 1) + "–" + (first + shown) +
-      " 条，共 " + total + " 条" : "没有匹配的记忆";
+      (partial ? " 条，本页收录 " : " 条，共 ") + total + " 条" : "没有匹配的记忆";
     nav.append(button("首页", 1), button("上一页", st.page - 1), el("span", "info", info),
       button("下一页", st.page + 1), button("末页", pages));
   }
@@ -217,28 +220,34 @@ SCRIPT = r""""use strict";
       }
       list.append(sec);
     }
-    let scope = -1, group = -1, sec = null, ol = null;
+    // A page holding only the first memories of each group counts the store's, except in a search.
+    const partial = TOTALS !== null && !needle;
+    const count = (s, g) => partial ? TOTALS[s * G + g] : counts[s * G + g];
+    let scope = -1, group = -1, sec = null, gs = null, ol = null;
     for (const i of slice) {
       const r = ROWS[i];
       if (r[7] !== scope) {
         scope = r[7]; group = -1;
         let total = 0;
-        for (let g = 0; g < G; g++) total += counts[scope * G + g];
+        for (let g = 0; g < G; g++) total += count(scope, g);
         sec = scopeSection(scope, total);
         list.append(sec);
       }
       if (r[8] !== group) {
         group = r[8];
-        const gs = groupSection(scope, group, counts[scope * G + group]);
+        gs = groupSection(scope, group, count(scope, group));
         ol = el("ol", "cards");
         gs.append(ol);
         sec.append(gs);
       }
       ol.append(card(r));
+      const next = ROWS[i + 1], more = MORE[String(scope * G + group)];
+      const last = !next || next[7] !== scope || next[8] !== group;
+      if (partial && more && last) gs.append(el("p", "more", more));
     }
     if (filtered && !hits.length) list.append(el("p", "empty", "没有匹配的记忆"));
-    pager($("pager-top"), st, pages, hits.length, first, slice.length);
-    pager($("pager-bottom"), st, pages, hits.length, first, slice.length);
+    pager($("pager-top"), st, pages, hits.length, first, slice.length, partial);
+    pager($("pager-bottom"), st, pages, hits.length, first, slice.length, partial);
   }
   let typing = 0;
   $("q").addEventListener("input", () => {

@@ -39,6 +39,11 @@ from memself.store.memory_store import (
 from memself.store.records import DEPRECATION_LINE, GROUPS, Memory, round_conf, sort_memories
 
 TOP = 50
+# Above this many memories the page (``refresh_views``) embeds only the ``TOP`` first of each
+# scope's groups: a bigger page costs more to generate than anyone reads in a browser.
+FULL_PAGE_MAX = 5000
+# Group files this small hold far fewer memories than that: the page reads them whole at once.
+FULL_PAGE_MIN_BYTES = 512 * 1024
 CACHE_NAME = "list-view.json"
 _FORMAT = 3
 TRASH = "trash"
@@ -268,10 +273,19 @@ def load(store: MemoryStore) -> dict[str, Summary]:
 
 
 def refresh_views(paths: DataPaths, now: datetime) -> Path:
-    """Regenerate memories.html and these summaries from one read of the files; the page's path."""
+    """Regenerate memories.html and these summaries; the page's path.
+
+    Up to ``FULL_PAGE_MAX`` memories the page embeds every one, from one read of the files (the
+    summaries are consulted first only when the files are larger than ``FULL_PAGE_MIN_BYTES``). A
+    larger store's page is made from the summaries (read again only where a file changed): the
+    ``TOP`` first memories of each scope's groups and the store's counts."""
     from memself.page.html import write_snapshot
 
     store = MemoryStore(paths)
+    if _group_bytes(paths) > FULL_PAGE_MIN_BYTES:
+        summaries = load(store)
+        if sum(int(entry[1]) for g in GROUPS for entry in summaries[g].scopes.values()) > FULL_PAGE_MAX:
+            return _write_partial(paths, summaries, now)
     loaded = {g: store.load_group(g) for g in GROUPS}
     page_path = write_snapshot(
         paths, {g: sort_memories(gf.memories) for g, gf in loaded.items()}, now, _team(loaded)
@@ -282,12 +296,34 @@ def refresh_views(paths: DataPaths, now: datetime) -> Path:
     return page_path
 
 
+def _group_bytes(paths: DataPaths) -> int:
+    stamps = [journal.file_stamp(paths.group_file(g)) for g in GROUPS]
+    return sum(stamp[2] for stamp in stamps if stamp is not None)
+
+
+def _write_partial(paths: DataPaths, summaries: dict[str, Summary], now: datetime) -> Path:
+    """The page of a store too large to embed whole, from its summaries alone."""
+    from memself.page.html import write_snapshot
+
+    groups: dict[str, list[Memory]] = {}
+    totals: dict[tuple[str, str], tuple[int, int]] = {}
+    for group in GROUPS:
+        records = [r for key in summaries[group].scopes for r in summaries[group].top.get(key, [])]
+        groups[group] = [m for m in (Memory.from_json(r, group) for r in records) if m is not None]
+        for key, (_, count, deprecated) in summaries[group].scopes.items():
+            totals[(group, key)] = (int(count), int(deprecated))
+    return write_snapshot(paths, groups, now, _team_of(known_workspaces(summaries)), totals)
+
+
 def _team(loaded: dict[str, GroupFile]) -> list[Memory]:
     """The ``.memself/`` memories of every repository the user's own memories name."""
+    return _team_of({m.workspace for gf in loaded.values() for m in gf.memories if m.workspace})
+
+
+def _team_of(workspaces: set[str]) -> list[Memory]:
     from memself.store.team import team_memories
 
-    roots = sorted({m.workspace for gf in loaded.values() for m in gf.memories if m.workspace})
-    return [m for root in roots for g in GROUPS for m in team_memories(root, g)]
+    return [m for root in sorted(w for w in workspaces if w) for g in GROUPS for m in team_memories(root, g)]
 
 
 def known_workspaces(summaries: dict[str, Summary]) -> set[str]:

@@ -2,27 +2,42 @@
 
 ``MemoryStore.add`` reinforces a twin instead of adding a second copy of a text. Finding a twin by
 parsing the whole group file costs as much as the file is long; the sidecar keeps one short hash
-per (dedup key, workspace) of the file's memories, tied to the file's stamp (inode, mtime, size).
-A stamp that no longer matches (the original plugin or a hand edit changed the file, a crash came
-between the file and its sidecar) makes the sidecar unusable and the store rebuilds it from a full
-parse, so a stale sidecar can only cost time, never a missed twin.
+per (dedup key, workspace) of the file's memories, tied to the file's stamp (inode, mtime, size),
+and a digest of each ``BLOCK`` of the file's bytes as they were at that stamp.
+
+A stamp that no longer matches means another program changed the file (the original plugin or
+another client appending, a hand edit, a crash between the file and its sidecar). When the bytes
+the sidecar saw are all still there, unchanged, at the start of the file (the file only grew),
+only what follows them is parsed (``unchanged_until``); any other change (a line rewritten, the
+file cut or compacted) makes the store rebuild the sidecar from a full parse. Either way a stale
+sidecar can only cost time, never a missed twin.
 
 The sidecar may hold more hashes than the file (a deleted or rewritten memory's key stays until
-the next full rewrite): a hit only sends ``add`` to the full check, which decides. Written only
+the next full rebuild): a hit only sends ``add`` to the full check, which decides. Written only
 under the memory write lock. Standard library only.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
+import os
+from dataclasses import dataclass
 from pathlib import Path
 
 from memself.atomic import write_atomic
 from memself.paths import DataPaths
 
 Stamp = tuple[int, int, int]
-_MAGIC = b"memself-dedup-keys 1"
+_MAGIC = b"memself-dedup-keys 2"
+# Bytes per digest: a write that changes a line re-hashes the file from that line's block on.
+BLOCK = 64 * 1024
+
+
+@dataclass
+class Sidecar:
+    hashes: set[bytes]  # the key hashes (``key_hash``) of the file's memories, maybe more
+    size: int  # the file's length when the sidecar was written
+    digests: list[bytes]  # one per BLOCK of those bytes, the last one of a partial block
 
 
 def sidecar_path(paths: DataPaths, group: str) -> Path:
@@ -35,25 +50,79 @@ def key_hash(key: str, workspace: str) -> bytes:
     return digest.hexdigest().encode("ascii")
 
 
-def load(path: Path, stamp: Stamp | None) -> set[bytes] | None:
-    """The hashes, when the sidecar exists and was written for exactly ``stamp``; else None."""
+def digest_blocks(data: bytes | memoryview) -> list[bytes]:
+    """The digest of each BLOCK of ``data`` from its start, the last one of what remains."""
+    view = memoryview(data)
+    return [
+        hashlib.sha256(view[at : at + BLOCK]).hexdigest()[:32].encode() for at in range(0, len(view), BLOCK)
+    ]
+
+
+def load(path: Path, stamp: Stamp | None) -> Sidecar | None:
+    """The sidecar, when it exists and was written for exactly ``stamp``; else None."""
     if stamp is None:
         return None
+    found = _read(path)
+    return found[1] if found is not None and found[0] == stamp else None
+
+
+def load_any(path: Path) -> Sidecar | None:
+    """The sidecar whatever file version it was written for (``unchanged_until`` decides)."""
+    found = _read(path)
+    return None if found is None else found[1]
+
+
+def unchanged_until(sidecar: Sidecar, data: bytes) -> int | None:
+    """Where the lines that may be new start in ``data`` (the group file now), when every byte the
+    sidecar saw is still there, unchanged, at its start; None when anything else changed."""
+    if len(data) < sidecar.size or digest_blocks(memoryview(data)[: sidecar.size]) != sidecar.digests:
+        return None
+    # A last line the sidecar saw without its newline may have been completed since: parse it again.
+    return data.rfind(b"\n", 0, sidecar.size) + 1
+
+
+def caught_up(sidecar: Sidecar, data: bytes, hashes: set[bytes]) -> Sidecar:
+    """The sidecar for ``data``, whose first ``sidecar.size`` bytes ``unchanged_until`` checked,
+    with ``hashes`` added: only the blocks from the last partial one on are digested again."""
+    keep = sidecar.size // BLOCK
+    digests = sidecar.digests[:keep] + digest_blocks(memoryview(data)[keep * BLOCK :])
+    return Sidecar(sidecar.hashes | hashes, len(data), digests)
+
+
+def save_after_write(path: Path, group_file: Path, sidecar: Sidecar, unchanged: int) -> None:
+    """Write the sidecar for the group file as it is now. ``sidecar`` described the file before a
+    write that left its first ``unchanged`` bytes as they were and already holds the written
+    memories' hashes; the file is read back from the first block the write changed."""
+    keep = min(unchanged, sidecar.size) // BLOCK
+    digests = sidecar.digests[:keep]
+    with open(group_file, "rb") as handle:
+        info = os.fstat(handle.fileno())
+        handle.seek(keep * BLOCK)
+        # Block by block: the file is never held whole.
+        while block := handle.read(BLOCK):
+            digests += digest_blocks(block)
+    after = Sidecar(sidecar.hashes, info.st_size, digests)
+    write_atomic(path, _render((info.st_ino, info.st_mtime_ns, info.st_size), after))
+
+
+def _render(stamp: Stamp, sidecar: Sidecar) -> bytes:
+    header = _MAGIC + b" " + b" ".join(str(part).encode("ascii") for part in stamp)
+    body = b"".join(h + b"\n" for h in sidecar.hashes)
+    return header + b"\n" + b" ".join(sidecar.digests) + b"\n" + body
+
+
+def _read(path: Path) -> tuple[Stamp, Sidecar] | None:
     try:
         data = path.read_bytes()
     except OSError:
         return None
-    header, _, body = data.partition(b"\n")
-    if header != _header(stamp):
+    header, _, rest = data.partition(b"\n")
+    digests, _, body = rest.partition(b"\n")
+    parts = header.split(b" ")
+    if b" ".join(parts[:2]) != _MAGIC or len(parts) != 5 or not all(p.isdigit() for p in parts[2:]):
         return None
-    return set(body.split(b"\n")) - {b""}
-
-
-def save(path: Path, stamp: Stamp | None, hashes: Iterable[bytes]) -> None:
-    if stamp is None:
-        return
-    write_atomic(path, _header(stamp) + b"\n" + b"".join(h + b"\n" for h in hashes))
-
-
-def _header(stamp: Stamp) -> bytes:
-    return _MAGIC + b" " + b" ".join(str(part).encode("ascii") for part in stamp)
+    ino, mtime, size = (int(p) for p in parts[2:])
+    sidecar = Sidecar(set(body.split(b"\n")) - {b""}, size, digests.split())
+    if len(sidecar.digests) != -(-size // BLOCK):
+        return None
+    return (ino, mtime, size), sidecar

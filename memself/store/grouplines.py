@@ -79,6 +79,10 @@ class GroupLines:
     def dirty(self) -> bool:
         return bool(self.changed or self.removed or self.appended)
 
+    def unchanged_prefix(self) -> int:
+        """How many bytes at the start of the file the new file (``chunks``) keeps as they were."""
+        return min((self.located[i].start for i in self.changed | self.removed), default=len(self.data))
+
     def chunks(self) -> list[Chunk]:
         """The new file: the untouched ranges as they were, the changed lines, the new ones."""
         edits = sorted((self.located[i].start, self.located[i].end, i) for i in self.changed | self.removed)

@@ -231,7 +231,7 @@ class WriteSession:
         self._stamps: dict[str, journal.Stamp | None] = {}
         self._parsed: dict[str, GroupFile] = {}
         self.trash_file: TrashFile | None = None
-        self.dedup_hashes: dict[str, set[bytes]] = {}
+        self.dedup_keys: dict[str, dedupkeys.Sidecar] = {}
         self.appends: dict[str, list[Memory]] = {}
 
     @property
@@ -256,6 +256,10 @@ class WriteSession:
             self._stamps[group] = stamp
             self._lines[group] = GroupLines(group, data, partial(_parse_line, group=group))
         return self._lines[group]
+
+    def lines_read(self, group: str) -> GroupLines | None:
+        """The group file's lines, when this session read them (a write that only appends does not)."""
+        return self._lines.get(group)
 
     def parsed(self, group: str) -> GroupFile:
         """The whole group file parsed (the duplicate check's slow path, the daily maintenance)."""
@@ -468,29 +472,52 @@ class MemoryStore:
         for group in changed:
             self._carry_dedup_keys(session, group)
 
-    def _dedup_hashes(self, session: WriteSession, group: str) -> set[bytes]:
-        """The group file's dedup hashes: the sidecar when it matches the file, else a full parse."""
-        if group not in session.dedup_hashes:
-            found = dedupkeys.load(dedupkeys.sidecar_path(self.paths, group), session.stamp(group))
+    def _dedup_keys(self, session: WriteSession, group: str) -> dedupkeys.Sidecar:
+        """The group file's dedup hashes: the sidecar when it matches the file, else brought up to
+        date (``_catch_up_dedup_keys``)."""
+        if group not in session.dedup_keys:
+            path = dedupkeys.sidecar_path(self.paths, group)
+            found = dedupkeys.load(path, session.stamp(group))
             if found is None:
-                found = {_hash_of(m) for m in session.parsed(group).memories}
-            session.dedup_hashes[group] = found
-        return session.dedup_hashes[group]
+                found = self._catch_up_dedup_keys(session, group, dedupkeys.load_any(path))
+            session.dedup_keys[group] = found
+        return session.dedup_keys[group]
+
+    def _catch_up_dedup_keys(
+        self, session: WriteSession, group: str, stale: dedupkeys.Sidecar | None
+    ) -> dedupkeys.Sidecar:
+        """After another program changed the group file: only the lines it appended when the rest
+        is unchanged, else every line."""
+        data = session.lines(group).data
+        start = None if stale is None else dedupkeys.unchanged_until(stale, data)
+        if stale is None or start is None:
+            parsed = session.parsed(group)
+            hashes = {_hash_of(m) for m in parsed.memories}
+            log(
+                self.paths,
+                "dedup-keys-rebuilt",
+                group=group,
+                lines=len(parsed.memories) + len(parsed.bad_lines),
+            )
+            return dedupkeys.Sidecar(hashes, len(data), dedupkeys.digest_blocks(data))
+        tail = parse_lines(data[start:], group)
+        log(self.paths, "dedup-keys-caught-up", group=group, lines=len(tail.memories) + len(tail.bad_lines))
+        return dedupkeys.caught_up(stale, data, {_hash_of(m) for m in tail.memories})
 
     def _carry_dedup_keys(self, session: WriteSession, group: str) -> None:
         """After a write, the sidecar follows the file: its keys plus the new and changed texts'.
 
-        A sidecar that did not match the file before the write stays unusable (rebuilt by the next
-        add that needs it). A failure here costs the next add a full parse, nothing more."""
+        A sidecar that did not match the file before the write stays as it was (brought up to date
+        by the next add that needs it). A failure here costs the next add a full parse, nothing more."""
         path = dedupkeys.sidecar_path(self.paths, group)
-        hashes = session.dedup_hashes.get(group)
-        if hashes is None:
-            hashes = dedupkeys.load(path, session.stamp(group))
-        if hashes is None:
+        sidecar = session.dedup_keys.get(group) or dedupkeys.load(path, session.stamp(group))
+        if sidecar is None:
             return
-        hashes |= {_hash_of(m) for m in session.written(group)}
+        sidecar.hashes |= {_hash_of(m) for m in session.written(group)}
+        lines = session.lines_read(group)
+        unchanged = sidecar.size if lines is None else lines.unchanged_prefix()
         try:
-            dedupkeys.save(path, journal.file_stamp(self.paths.group_file(group)), hashes)
+            dedupkeys.save_after_write(path, self.paths.group_file(group), sidecar, unchanged)
         except OSError as exc:
             log(self.paths, "dedup-keys-write-failed", group=group, error=str(exc))
 
@@ -536,7 +563,7 @@ class MemoryStore:
         wanted = {dedupkeys.key_hash(key, ""), dedupkeys.key_hash(key, memory.workspace)}
         with self._writing(now) as session:
             twin = None
-            if self._dedup_hashes(session, memory.category) & wanted:
+            if self._dedup_keys(session, memory.category).hashes & wanted:
                 twins = [m for m in session.parsed(memory.category).memories if twin_of(m)]
                 if twins:
                     # Several twins (written before this check existed): the strongest active one.

@@ -1,0 +1,155 @@
+"""The exact-duplicate sidecar after another program changed a group file.
+
+Another process appending lines (the original plugin, another client) is the common change: the
+sidecar then takes only the appended lines. Anything else (a line rewritten in the middle, same
+length or not, a truncated file) makes the store parse the whole file again, and in every case a
+twin the file holds is still found. Which path ran is read from the store's log (how many lines
+it parsed), never from timing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from memself.store import dedupkeys
+from memself.store.memory_store import MemoryStore
+from tests.support.helpers import T0, days, make_store, record, write_records
+
+# Enough lines that the file spans several of the sidecar's digest blocks.
+SEED = 800
+
+
+def _seed(store: MemoryStore) -> Path:
+    records = [
+        record(f"s-{i:04d}", f"种子项目事实第 {i:04d} 条，内容互不相同，长度也差不多", 0.5, "project")
+        for i in range(SEED)
+    ]
+    write_records(store, "project", records)
+    # A first add writes the sidecar for the file as it is then.
+    store.add("让 sidecar 写出来的第一条项目事实", "project", T0)
+    sidecar = dedupkeys.sidecar_path(store.paths, "project")
+    assert dedupkeys.load(sidecar, store.load_group("project").stamp) is not None
+    path = store.paths.group_file("project")
+    assert path.stat().st_size > 2 * dedupkeys.BLOCK
+    return path
+
+
+def _outside_append(path: Path, *records: dict) -> None:
+    with open(path, "a", encoding="utf-8") as handle:
+        for one in records:
+            handle.write(json.dumps(one, ensure_ascii=False) + "\n")
+
+
+def _sidecar_events(store: MemoryStore) -> list[tuple[str, int]]:
+    """(event, lines parsed) of every sidecar catch-up or rebuild the store logged, in order."""
+    out: list[tuple[str, int]] = []
+    log = store.paths.log_file
+    for line in log.read_text("utf-8").splitlines() if log.exists() else []:
+        for event in ("dedup-keys-caught-up", "dedup-keys-rebuilt"):
+            if f" {event} " in line:
+                fields = json.loads(line.split(f" {event} ", 1)[1])
+                assert fields["group"] == "project"
+                out.append((event, fields["lines"]))
+    return out
+
+
+def test_an_outside_append_is_taken_line_by_line_and_its_duplicate_still_caught() -> None:
+    store = make_store()
+    path = _seed(store)
+    before = _sidecar_events(store)
+    _outside_append(
+        path,
+        record("out-1", "另一个进程追加的项目事实甲", 0.6, "project"),
+        record("out-2", "另一个进程追加的项目事实乙", 0.6, "project"),
+    )
+    again = store.add("另一个进程追加的项目事实乙。", "project", T0 + days(1))
+    assert again.duplicate and again.memory.id == "out-2"
+    # Only the two appended lines were parsed for the sidecar, not the whole file.
+    assert _sidecar_events(store)[len(before) :] == [("dedup-keys-caught-up", 2)]
+
+    # The sidecar written after the catch-up matches the file and still knows every key: a
+    # second outside append, a duplicate of the first, of a seed line and of the new line.
+    _outside_append(path, record("out-3", "第三条外部追加的项目事实", 0.6, "project"))
+    assert store.add("第三条外部追加的项目事实", "project", T0 + days(2)).memory.id == "out-3"
+    assert store.add("另一个进程追加的项目事实甲", "project", T0 + days(2)).memory.id == "out-1"
+    seed = "种子项目事实第 0007 条，内容互不相同，长度也差不多"
+    assert store.add(seed, "project", T0 + days(2)).memory.id == "s-0007"
+    assert _sidecar_events(store)[len(before) :] == [("dedup-keys-caught-up", 2), ("dedup-keys-caught-up", 1)]
+    ids = [m.id for m in store.read_group("project")]
+    assert len(ids) == len(set(ids)) == SEED + 4
+
+
+def test_a_torn_line_is_taken_as_appended_and_its_later_completion_rebuilds() -> None:
+    store = make_store()
+    path = _seed(store)
+    before = _sidecar_events(store)
+    whole = json.dumps(record("torn-1", "写到一半又被补完的项目事实", 0.6, "project"), ensure_ascii=False)
+    head, tail = whole.encode()[:40], whole.encode()[40:]
+    with open(path, "ab") as handle:
+        handle.write(head)
+    store.add("截断之后追加的一条项目事实", "project", T0 + days(1))  # the torn line: its own line
+    # The other program finishes its line, where it left it: the file only grew again.
+    data = path.read_bytes()
+    at = data.index(head) + len(head)
+    path.write_bytes(data[:at] + tail + b"\n" + data[at:])
+    assert store.add("写到一半又被补完的项目事实", "project", T0 + days(2)).memory.id == "torn-1"
+    events = _sidecar_events(store)[len(before) :]
+    assert events[0][0] == "dedup-keys-caught-up" and events[0][1] == 1
+    assert events[1][0] == "dedup-keys-rebuilt"  # the completed line changed bytes the sidecar had seen
+
+
+def test_a_rewrite_in_the_middle_of_the_same_length_rebuilds_and_finds_the_twin() -> None:
+    store = make_store()
+    path = _seed(store)
+    before = _sidecar_events(store)
+    data = path.read_bytes()
+    old = "种子项目事实第 0400 条".encode()
+    new = "改写项目事实第 0400 条".encode()
+    assert len(old) == len(new) and data.count(old) == 1
+    # Rewritten in place, same length, and a line appended: the file only grew, yet its middle changed.
+    path.write_bytes(data.replace(old, new))
+    _outside_append(path, record("out-1", "改写的同时追加的项目事实", 0.6, "project"))
+    twin = store.add("改写项目事实第 0400 条，内容互不相同，长度也差不多", "project", T0 + days(1))
+    assert twin.duplicate and twin.memory.id == "s-0400"
+    assert _sidecar_events(store)[len(before) :] == [("dedup-keys-rebuilt", SEED + 2)]
+    assert store.add("改写的同时追加的项目事实", "project", T0 + days(1)).memory.id == "out-1"
+
+
+def test_a_rewrite_in_the_middle_of_another_length_rebuilds_and_finds_the_twin() -> None:
+    store = make_store()
+    path = _seed(store)
+    before = _sidecar_events(store)
+    data = path.read_bytes()
+    old = "种子项目事实第 0123 条".encode()
+    new = "被另一个程序改写得更长的项目事实第 0123 条".encode()
+    path.write_bytes(data.replace(old, new))
+    twin = store.add(
+        "被另一个程序改写得更长的项目事实第 0123 条，内容互不相同，长度也差不多", "project", T0 + days(1)
+    )
+    assert twin.duplicate and twin.memory.id == "s-0123"
+    assert _sidecar_events(store)[len(before) :] == [("dedup-keys-rebuilt", SEED + 1)]
+
+
+def test_a_truncated_file_rebuilds_and_still_finds_twins() -> None:
+    store = make_store()
+    path = _seed(store)
+    before = _sidecar_events(store)
+    lines = path.read_bytes().splitlines(keepends=True)
+    path.write_bytes(b"".join(lines[:500]))
+    seed = "种子项目事实第 0499 条，内容互不相同，长度也差不多"
+    assert store.add(seed, "project", T0 + days(1)).memory.id == "s-0499"
+    cut = store.add("种子项目事实第 0600 条，内容互不相同，长度也差不多", "project", T0 + days(1))
+    assert not cut.duplicate
+    assert _sidecar_events(store)[len(before) :] == [("dedup-keys-rebuilt", 500)]
+
+
+def test_a_sidecar_carried_through_rewrites_still_takes_only_an_outside_append() -> None:
+    store = make_store()
+    path = _seed(store)
+    # Rewrites of this store (a line changed near the start, a line removed) move the sidecar along.
+    store.reinforce("s-0003", T0 + days(1))
+    store.delete(["s-0500"], T0 + days(1))
+    before = _sidecar_events(store)
+    _outside_append(path, record("out-1", "改写之后外部追加的项目事实", 0.6, "project"))
+    assert store.add("改写之后外部追加的项目事实", "project", T0 + days(2)).memory.id == "out-1"
+    assert _sidecar_events(store)[len(before) :] == [("dedup-keys-caught-up", 1)]
