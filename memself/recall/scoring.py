@@ -281,11 +281,21 @@ class Recaller:
         raw = self.encoder.encode_queries(views)
         if len(matrix) == 0:
             return np.zeros(0, dtype=np.float32), np.asarray(raw[0], dtype=np.float32)
+        from memself.recall.row_threads import run_rows
+
         q = self.space.project(raw)  # (v, dim), orthogonal to comps
         # q . P(p - mu) = q . (p - mu) because q has no part along the components.
-        scores = matrix @ q.T - (q @ self.space.mean)[None, :]
-        out = scores / self._row_norms(matrix, matrix_key)[:, None]
-        return out.max(axis=1).astype(np.float32, copy=False), np.asarray(raw[0], dtype=np.float32)
+        shift = (q @ self.space.mean)[None, :]
+        norms = self._row_norms(matrix, matrix_key)
+        out = np.empty(len(matrix), dtype=np.float32)
+
+        def fill(start: int, stop: int) -> None:
+            scores = matrix[start:stop] @ q.T - shift
+            scores /= norms[start:stop, None]
+            out[start:stop] = scores.max(axis=1)
+
+        run_rows(len(matrix), fill)
+        return out, np.asarray(raw[0], dtype=np.float32)
 
     def dense_scores(self, text: str, matrix: np.ndarray, matrix_key: object = None) -> np.ndarray:
         """Best cosine over the prompt's views with every row of ``matrix``, in the space."""
