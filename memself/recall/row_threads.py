@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from functools import cache
 from itertools import pairwise
 from threading import Lock
 
@@ -33,6 +34,12 @@ _pool_lock = Lock()
 def thread_count(cpus: int | None) -> int:
     """Threads a large product is split over on a machine with ``cpus`` cores."""
     return max(1, min(MAX_THREADS, cpus or 1))
+
+
+@cache
+def _machine_threads() -> int:
+    # os.cpu_count() reads /sys on every call; the core count does not change under a process.
+    return thread_count(os.cpu_count())
 
 
 def _executor(workers: int) -> ThreadPoolExecutor:
@@ -56,7 +63,7 @@ def run_rows(n: int, fill: Callable[[int, int], None], threads: int | None = Non
     """Call ``fill(start, stop)`` over row blocks covering ``range(n)``: the last block on the
     calling thread, the others on the shared pool; returns when all are done (and raises the
     first block's error, if any). ``fill`` writes its rows of a preallocated output."""
-    parts = blocks(n, thread_count(os.cpu_count()) if threads is None else threads)
+    parts = blocks(n, _machine_threads() if threads is None else threads)
     if len(parts) == 1:
         fill(0, n)
         return
