@@ -61,45 +61,17 @@ def _pct(value: float) -> str:
     return f"{value:.0%}"
 
 
-def held_out_figures(model: str) -> tuple[str, dict[str, dict[str, float]]] | None:
-    """The held-out figures with and without requests, and the model they were measured on: the
-    configured model's own, else the offline model's; None when neither file has both."""
+def _held_out(model_id: str) -> dict[str, dict[str, float]] | None:
+    """The held-out figures with and without requests of ``model_id``'s calibration file, when it
+    has both."""
     from memself.errors import MemselfError
-    from memself.model.catalog import OFFLINE_MODEL, resolve_model
     from memself.recall.calibration import load_calibration
 
-    ids = []
     try:
-        ids.append(resolve_model(model).model_id)
+        cal = load_calibration(model_id)
     except MemselfError:
-        pass  # an unusable model name: doctor reports it elsewhere
-    ids.append(OFFLINE_MODEL)
-    for model_id in ids:
-        try:
-            cal = load_calibration(model_id)
-        except MemselfError:
-            continue
-        if cal is not None and {"with", "without"} <= cal.held_out.keys():
-            return model_id, cal.held_out
-    return None
-
-
-def cost_text(model: str) -> str:
-    """What recall loses without requests, in the figures measured held out (Chinese)."""
-    found = held_out_figures(model)
-    if found is None:
-        return "缺少适用场景时召回会变弱（这个向量模型没有测量数字）"
-    model_id, figures = found
-    a, b = figures["without"], figures["with"]
-    where = "" if model_id == _model_id(model) else f"，按内置离线模型 {model_id} 的测量"
-    return (
-        f"没有适用场景时召回较弱（留出测量{where}）："
-        f"规则命中 {_pct(a['ruleHit'])}、误带 {_pct(a['ruleLeak'])}"
-        f"（有适用场景时 {_pct(b['ruleHit'])}、{_pct(b['ruleLeak'])}），"
-        f"项目事实命中 {_pct(a['projectHit'])}、误带 {_pct(a['projectLeak'])}"
-        f"（有时 {_pct(b['projectHit'])}、{_pct(b['projectLeak'])}），"
-        f"单条记忆命中 {_pct(a['single'])}（有时 {_pct(b['single'])}）"
-    )
+        return None
+    return cal.held_out if cal is not None and {"with", "without"} <= cal.held_out.keys() else None
 
 
 def _model_id(model: str) -> str:
@@ -109,7 +81,31 @@ def _model_id(model: str) -> str:
     try:
         return resolve_model(model).model_id
     except MemselfError:
-        return ""
+        return ""  # an unusable model name: doctor reports it elsewhere
+
+
+def cost_text(model: str) -> str:
+    """What recall loses without requests, in the figures measured held out (Chinese): the
+    configured model's own, else the offline model's, said so."""
+    from memself.model.catalog import OFFLINE_MODEL
+
+    own = _model_id(model)
+    for model_id in dict.fromkeys(m for m in (own, OFFLINE_MODEL) if m):
+        figures = _held_out(model_id)
+        if figures is not None:
+            break
+    else:
+        return "缺少适用场景时召回会变弱（这个向量模型没有测量数字）"
+    a, b = figures["without"], figures["with"]
+    where = "" if model_id == own else f"，按内置离线模型 {model_id} 的测量"
+    return (
+        f"没有适用场景时召回较弱（留出测量{where}）："
+        f"规则命中 {_pct(a['ruleHit'])}、误带 {_pct(a['ruleLeak'])}"
+        f"（有适用场景时 {_pct(b['ruleHit'])}、{_pct(b['ruleLeak'])}），"
+        f"项目事实命中 {_pct(a['projectHit'])}、误带 {_pct(a['projectLeak'])}"
+        f"（有时 {_pct(b['projectHit'])}、{_pct(b['projectLeak'])}），"
+        f"单条记忆命中 {_pct(a['single'])}（有时 {_pct(b['single'])}）"
+    )
 
 
 def render_text(cov: Coverage, model: str) -> list[str]:
