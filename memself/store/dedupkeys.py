@@ -62,14 +62,8 @@ def load(path: Path, stamp: Stamp | None) -> Sidecar | None:
     """The sidecar, when it exists and was written for exactly ``stamp``; else None."""
     if stamp is None:
         return None
-    found = _read(path)
+    found = read(path)
     return found[1] if found is not None and found[0] == stamp else None
-
-
-def load_any(path: Path) -> Sidecar | None:
-    """The sidecar whatever file version it was written for (``unchanged_until`` decides)."""
-    found = _read(path)
-    return None if found is None else found[1]
 
 
 def unchanged_until(sidecar: Sidecar, data: bytes) -> int | None:
@@ -111,7 +105,9 @@ def _render(stamp: Stamp, sidecar: Sidecar) -> bytes:
     return header + b"\n" + b" ".join(sidecar.digests) + b"\n" + body
 
 
-def _read(path: Path) -> tuple[Stamp, Sidecar] | None:
+def read(path: Path) -> tuple[Stamp, Sidecar] | None:
+    """The stamp the sidecar was written for, and the sidecar, whatever file version that was
+    (``load`` wants an exact match; after an outside change ``unchanged_until`` decides)."""
     try:
         data = path.read_bytes()
     except OSError:

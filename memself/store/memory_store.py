@@ -476,10 +476,12 @@ class MemoryStore:
         """The group file's dedup hashes: the sidecar when it matches the file, else brought up to
         date (``_catch_up_dedup_keys``)."""
         if group not in session.dedup_keys:
-            path = dedupkeys.sidecar_path(self.paths, group)
-            found = dedupkeys.load(path, session.stamp(group))
-            if found is None:
-                found = self._catch_up_dedup_keys(session, group, dedupkeys.load_any(path))
+            read = dedupkeys.read(dedupkeys.sidecar_path(self.paths, group))
+            stamp = session.stamp(group)
+            if read is not None and stamp is not None and read[0] == stamp:
+                found = read[1]
+            else:
+                found = self._catch_up_dedup_keys(session, group, read[1] if read is not None else None)
             session.dedup_keys[group] = found
         return session.dedup_keys[group]
 
