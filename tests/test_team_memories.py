@@ -8,7 +8,6 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -143,20 +142,7 @@ def test_reads_are_bounded(tmp_path: Path) -> None:
     assert len(context) <= 10000  # Claude's injection limit holds with the team's rules
 
 
-@pytest.fixture
-def engine_home(model_cache: Path) -> Iterator[DataPaths]:
-    from memself.config import set_config_value
-    from memself.engine.client import stop_engine
-
-    paths = DataPaths.default()
-    paths.ensure()
-    set_config_value(paths, "model", "multilingual-e5-small")
-    os.environ.pop("MEMSELF_ENGINE_SERVICE", None)
-    yield paths
-    stop_engine(paths)
-
-
-def test_team_facts_are_recalled_in_their_repository_only(engine_home: DataPaths, tmp_path: Path) -> None:
+def test_team_facts_are_recalled_in_their_repository_only(e5_engine_home: DataPaths, tmp_path: Path) -> None:
     """The real engine and model: a fact the repository carries is recalled there, marked as the
     team's when the hook shows it, never in another repository, and nothing is written."""
     from memself.engine.client import call_engine
@@ -168,11 +154,11 @@ def test_team_facts_are_recalled_in_their_repository_only(engine_home: DataPaths
     question = "支付回调的签名校验在哪里实现"
     now = T0.isoformat()
     here = call_engine(
-        engine_home, "recall", {"text": question, "now": now, "workspace": str(pay)}, timeout_s=120
+        e5_engine_home, "recall", {"text": question, "now": now, "workspace": str(pay)}, timeout_s=120
     )
     assert [h["id"] for h in here["project"]] == [team.ID_PREFIX + "f1"]
     there = call_engine(
-        engine_home, "recall", {"text": question, "now": now, "workspace": str(other)}, timeout_s=60
+        e5_engine_home, "recall", {"text": question, "now": now, "workspace": str(other)}, timeout_s=60
     )
     assert there["project"] == []
     # The hook shows it marked; the delivered recall rewards nothing in the repository or the store.
@@ -193,4 +179,4 @@ def test_team_facts_are_recalled_in_their_repository_only(engine_home: DataPaths
     context = json.loads(result.stdout)["hookSpecificOutput"]["additionalContext"]
     assert f"［团队］{fact}" in context
     assert carried.read_bytes() == before
-    assert MemoryStore(engine_home).all() == []
+    assert MemoryStore(e5_engine_home).all() == []

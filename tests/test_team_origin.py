@@ -6,9 +6,7 @@ local one). Real git repositories, the real command line, the real model and eng
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -88,21 +86,8 @@ def test_mcp_tools_show_the_teams_memories_of_the_current_project(repo: Path) ->
     assert TEAM_RULE not in nowhere
 
 
-@pytest.fixture
-def model_home(model_cache: Path) -> Iterator[DataPaths]:
-    from memself.config import set_config_value
-    from memself.engine.client import stop_engine
-
-    paths = DataPaths.default()
-    paths.ensure()
-    set_config_value(paths, "model", "multilingual-e5-small")
-    os.environ.pop("MEMSELF_ENGINE_SERVICE", None)
-    yield paths
-    stop_engine(paths)
-
-
 def test_recall_previews_the_teams_facts_marked_locally_and_through_the_engine(
-    repo: Path, model_home: DataPaths, tmp_path: Path
+    repo: Path, e5_engine_home: DataPaths, tmp_path: Path
 ) -> None:
     from memself.engine.client import call_engine
 
@@ -112,7 +97,7 @@ def test_recall_previews_the_teams_facts_marked_locally_and_through_the_engine(
     assert origin(repo, "project") in hit and f"id {team.ID_PREFIX}f1" in hit
     other = git_repo(tmp_path / "other")
     assert TEAM_FACT not in memself("recall", QUESTION, cwd=other).stdout
-    detail = call_engine(model_home, "preview", {"text": QUESTION, "workspace": str(repo)}, timeout_s=120)
+    detail = call_engine(e5_engine_home, "preview", {"text": QUESTION, "workspace": str(repo)}, timeout_s=120)
     assert [h["id"] for h in detail["groups"]["project"]["hits"]] == [team.ID_PREFIX + "f1"]
     warm = memself("recall", QUESTION, cwd=repo)  # the engine is up now: its preview
     assert origin(repo, "project") in warm.stdout

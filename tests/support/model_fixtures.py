@@ -23,6 +23,8 @@ from pathlib import Path
 
 import pytest
 
+from memself.paths import DataPaths
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SHARED_MODEL_CACHE = Path(os.environ.get("MEMSELF_TEST_MODEL_CACHE", REPO_ROOT / ".cache" / "models"))
 
@@ -74,6 +76,21 @@ def model_cache(shared_model_cache: Path, monkeypatch: pytest.MonkeyPatch) -> It
     """``MEMSELF_MODEL_CACHE`` pointed at the shared cache for this test."""
     monkeypatch.setenv("MEMSELF_MODEL_CACHE", str(shared_model_cache))
     yield shared_model_cache
+
+
+@pytest.fixture
+def e5_engine_home(model_cache: Path) -> Iterator[DataPaths]:
+    """The test's data directory configured for the offline model, for a real engine (started by
+    what the test runs), stopped at the end."""
+    from memself.config import set_config_value
+    from memself.engine.client import stop_engine
+
+    paths = DataPaths.default()
+    paths.ensure()
+    set_config_value(paths, "model", "multilingual-e5-small")
+    os.environ.pop("MEMSELF_ENGINE_SERVICE", None)
+    yield paths
+    stop_engine(paths)
 
 
 @pytest.fixture(scope="session")
