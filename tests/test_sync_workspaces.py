@@ -33,6 +33,21 @@ def _clone_like(root, url):
     return workspace_of(str(root))
 
 
+def _lands_once_the_clone_is_known(a, b, mem_id, there):
+    """Synced to machine b, memory ``mem_id`` of a's workspace is injected nowhere until a session
+    starts in b's clone at ``there``; then it belongs there, and neither machine pushes again."""
+    b.sync(2)
+    unseen = b.store.get(mem_id)
+    assert unseen is not None and unseen.workspace not in ("", there)  # injected nowhere yet
+    known = WorkspaceMap(b.paths)
+    known.learn(there)  # a session started in b's clone
+    known.save()
+    b.sync(3)
+    landed = b.store.get(mem_id)
+    assert landed is not None and landed.workspace == there
+    assert not b.sync(4).pushed and not a.sync(5).pushed  # the same in the synced form: no ping-pong
+
+
 def test_workspace_memories_land_in_the_same_repository_at_another_path(tmp_path):
     remote = bare_repo(tmp_path / "memories.git")
     a, b = Machine(tmp_path / "a", remote), Machine(tmp_path / "b", remote)
@@ -45,16 +60,7 @@ def test_workspace_memories_land_in_the_same_repository_at_another_path(tmp_path
     a.sync(1)
     assert '"workspace":"repo:github.com/me/proj"' in remote_file(remote, "project.jsonl")
     assert str(tmp_path) not in remote_file(remote, "project.jsonl")
-    b.sync(2)
-    unseen = b.store.get(mem_id)
-    assert unseen is not None and unseen.workspace not in ("", there.key)  # injected nowhere yet
-    known = WorkspaceMap(b.paths)
-    known.learn(there.key)  # a session started in b's clone
-    known.save()
-    b.sync(3)
-    landed = b.store.get(mem_id)
-    assert landed is not None and landed.workspace == there.key
-    assert not b.sync(4).pushed and not a.sync(5).pushed  # the same in the synced form: no ping-pong
+    _lands_once_the_clone_is_known(a, b, mem_id, there.key)
     mine = a.store.get(mem_id)
     assert mine is not None and mine.workspace == here.key
     b.store.replace(mem_id, "这个仓库的接口统一返回 JSON 格式", at(6))
@@ -112,16 +118,7 @@ def test_two_clones_of_a_repository_without_remote_are_one_workspace(tmp_path):
     a.sync(1)
     shared = remote_file(remote, "project.jsonl")
     assert f'"workspace":"repo:root-commit/{first}"' in shared and str(tmp_path) not in shared
-    b.sync(2)
-    unseen = b.store.get(mem_id)
-    assert unseen is not None and unseen.workspace not in ("", there.key)
-    known = WorkspaceMap(b.paths)
-    known.learn(there.key)  # a session started in b's clone
-    known.save()
-    b.sync(3)
-    landed = b.store.get(mem_id)
-    assert landed is not None and landed.workspace == there.key
-    assert not b.sync(4).pushed and not a.sync(5).pushed
+    _lands_once_the_clone_is_known(a, b, mem_id, there.key)
 
 
 def test_the_oldest_root_commit_is_the_identity_and_an_empty_repository_has_none(tmp_path):
