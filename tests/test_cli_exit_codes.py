@@ -16,10 +16,9 @@ from memself.cli import main
 from memself.paths import DataPaths
 from memself.store.memory_store import MemoryStore
 from tests.support.cli import memself
-from tests.support.helpers import write_records
 from tests.support.judge_helpers import configure
 from tests.support.judge_server import FakeJudge, Reply, plain, running_judge
-from tests.support.views_helpers import WritingJudge, made_up, original_record, sent_memories
+from tests.support.views_helpers import WritingJudge, made_up, original_store, sent_memories
 
 
 def _added(text: str) -> str:
@@ -71,17 +70,7 @@ def judge() -> Iterator[FakeJudge]:
 
 
 def _views_store(n: int) -> tuple[DataPaths, MemoryStore]:
-    paths = DataPaths.default()
-    paths.ensure()
-    store = MemoryStore(paths)
-    rows = [
-        original_record(
-            f"mem-exit{i:03d}-abcdef", f"第 {i} 条记忆：服务 svc{i} 的日志在 /var/log/svc{i}", "project"
-        )
-        for i in range(n)
-    ]
-    write_records(store, "project", rows)
-    return paths, store
+    return original_store(n, "exit")
 
 
 class SkipsOne:

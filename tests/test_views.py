@@ -23,10 +23,9 @@ from memself.store.memory_store import MemoryStore
 from memself.views.batch import is_stale
 from memself.views.fill import run_fill
 from memself.views.state import load_state
-from tests.support.helpers import write_records
 from tests.support.judge_helpers import NOW, configure
 from tests.support.judge_server import FakeJudge, running_judge
-from tests.support.views_helpers import WritingJudge, original_record, sent_memories
+from tests.support.views_helpers import WritingJudge, original_store, sent_memories
 
 
 @pytest.fixture
@@ -37,20 +36,7 @@ def judge() -> Iterator[FakeJudge]:
 
 
 def _store(n: int, workspace: str = "") -> tuple[DataPaths, MemoryStore]:
-    paths = DataPaths.default()
-    paths.ensure()
-    store = MemoryStore(paths)
-    rows = [
-        original_record(
-            f"mem-views{i:03d}-abcdef", f"第 {i} 条记忆：服务 svc{i} 的日志在 /var/log/svc{i}", "project"
-        )
-        for i in range(n)
-    ]
-    if workspace:
-        for row in rows[: n // 2]:
-            row["workspace"] = workspace
-    write_records(store, "project", rows)
-    return paths, store
+    return original_store(n, "views", workspace)
 
 
 # The CLI reads the real clock: the budget's day must be the same.

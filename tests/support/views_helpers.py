@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from memself.paths import DataPaths
+from memself.store.memory_store import MemoryStore
+from tests.support.helpers import write_records
 from tests.support.judge_server import Reply, plain
 
 REPO = Path(__file__).resolve().parents[2]
@@ -79,6 +81,27 @@ def original_record(mem_id: str, text: str, group: str, conf: float = 0.8) -> di
         "createdAt": "2026-10-01T02:00:00.000Z",
         "observations": 3,
     }
+
+
+def original_store(n: int, id_prefix: str, workspace: str = "") -> tuple[DataPaths, MemoryStore]:
+    """The test's data directory with ``n`` project facts as the original wrote them (no requests),
+    the first half in ``workspace`` when one is given."""
+    paths = DataPaths.default()
+    paths.ensure()
+    store = MemoryStore(paths)
+    rows = [
+        original_record(
+            f"mem-{id_prefix}{i:03d}-abcdef",
+            f"第 {i} 条记忆：服务 svc{i} 的日志在 /var/log/svc{i}",
+            "project",
+        )
+        for i in range(n)
+    ]
+    if workspace:
+        for row in rows[: n // 2]:
+            row["workspace"] = workspace
+    write_records(store, "project", rows)
+    return paths, store
 
 
 def original_data_dir(folder: Path, memories: Sequence[tuple[str, str, str]]) -> Path:
