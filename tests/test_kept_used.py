@@ -15,9 +15,6 @@ from memself.kept.used import identifiers, sentences, used_facts
 from memself.store.memory_store import MemoryStore
 from tests.support.helpers import T0, make_store, record, write_records
 from tests.support.original_reader import original_reads
-from tests.test_engine_recall import engine_home as real_engine_home
-
-engine_home = real_engine_home  # the real engine with the offline model, one per test
 
 PAIRS = Path(__file__).resolve().parents[1] / "eval" / "kept"
 
@@ -129,7 +126,7 @@ def test_a_delivered_prompt_notes_what_it_was_shown_for_stop(tmp_path: Path) -> 
 
 
 def test_a_prompt_through_the_real_engine_then_its_stop_counts_the_fact_used(
-    engine_home, monkeypatch
+    e5_engine_home, monkeypatch
 ) -> None:
     import time
 
@@ -140,12 +137,12 @@ def test_a_prompt_through_the_real_engine_then_its_stop_counts_the_fact_used(
     from memself.kept.turns import shown_path
     from tests.test_engine_recall import NOW, _hook
 
-    store = MemoryStore(engine_home)
+    store = MemoryStore(e5_engine_home)
     fact = store.create(
         "支付页新流程的灰度开关是 pay_new_flow，在配置中心 payment 命名空间下", "project", NOW
     )
     other = store.create("订单服务的数据库是 PostgreSQL 14", "project", NOW)
-    best = engine_similarity(engine_home)(
+    best = engine_similarity(e5_engine_home)(
         [fact.text, other.text], ["新支付流程的灰度开关在配置中心，关掉它就行。"]
     )
     assert best[0] >= 0.48 > best[1]
@@ -157,15 +154,16 @@ def test_a_prompt_through_the_real_engine_then_its_stop_counts_the_fact_used(
     answer = _hook({**payload, "cwd": "/tmp"})
     assert answer is not None and "pay_new_flow" in json.dumps(answer, ensure_ascii=False)
     deadline = time.monotonic() + 20
-    while not shown_path(engine_home, "claude", "s-e").exists() and time.monotonic() < deadline:
+    while not shown_path(e5_engine_home, "claude", "s-e").exists() and time.monotonic() < deadline:
         time.sleep(0.05)  # noted once the hook process told the engine the host got the answer
     started: list[list[str]] = []
     stop = HookEvent(
         "claude", EventKind.STOP, "Stop", "s-e", "", "", "/tmp", False, "", "把 pay_new_flow 关掉即可。"
     )
     assert (
-        maybe_start_check(engine_home, stop, NOW, lambda: 0, lambda: False, spawn=started.append) is not None
+        maybe_start_check(e5_engine_home, stop, NOW, lambda: 0, lambda: False, spawn=started.append)
+        is not None
     )
     assert main(started[0][-2:]) == 0
-    used = MemoryStore(engine_home).get(fact.id)
+    used = MemoryStore(e5_engine_home).get(fact.id)
     assert used is not None and (counts.count(used, counts.SHOWN), counts.count(used, counts.USED)) == (1, 1)
