@@ -323,6 +323,30 @@ def tokens_with(
     return out
 
 
+# Texts whose tokens ``overlap_scores`` keeps: the shortlists of a few dozen recent prompts.
+# Bounded because a shortlist is drawn from a pool of any size.
+SHORTLIST_TOKEN_TEXTS = 4096
+
+
+@functools.lru_cache(maxsize=SHORTLIST_TOKEN_TEXTS)
+def _kept_tokens(text: str) -> dict[str, float]:
+    return tokens(text)  # shared between callers: read, never changed
+
+
+def overlap_scores(query: str, texts: Sequence[str], tau: float = DEFAULT_TAU) -> np.ndarray:
+    """``LexicalIndex.scores`` of ``query`` against just ``texts``, without postings: for a
+    shortlist drawn from a pool too large to index whole (postings over 100k texts would take
+    seconds to build and hundreds of MB to keep)."""
+    import numpy as np
+
+    query_tokens = tokens(query).items()
+    shared = np.zeros(len(texts), dtype=np.float32)
+    for row, text in enumerate(texts):
+        found = _kept_tokens(text)
+        shared[row] = sum(min(found[t], w) for t, w in query_tokens if t in found)
+    return (1.0 - np.exp(-shared / np.float32(tau))).astype(np.float32, copy=False)
+
+
 class LexicalIndex:
     """Token postings over a list of texts, so one query touches only the texts it shares a word
     with (a Python loop over 100k memories per prompt would cost far more than the dense product).

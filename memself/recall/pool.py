@@ -17,7 +17,8 @@ if TYPE_CHECKING:
 
 class RecallPool:
     """Memories prepared for repeated scoring: matrix rows, groups, the active mask, the rows of
-    their appliesWhen views and (built on first use) the lexical postings. Build one when the
+    their appliesWhen views and (built on first use) the lexical postings of the groups scored
+    whole (``lexical_scores``; a shortlist needs none: ``shortlist_lexical``). Build one when the
     memories change and reuse it per prompt; a plain list is turned into a throwaway pool.
 
     ``rows[i]`` is the matrix row of ``memories[i]``'s text (default: row i). ``views[i]`` (when
@@ -116,6 +117,25 @@ class RecallPool:
         best = np.zeros(len(self.memories), dtype=np.float32)
         text_only[self._lexical_rows] = scores[: len(self._lexical_rows)]
         best[self._lexical_rows] = scores[self._lexical_grid].max(axis=1)
+        return text_only, best
+
+    def shortlist_lexical(self, text: str, rows: np.ndarray, tau: float) -> tuple[np.ndarray, np.ndarray]:
+        """``lexical_scores`` for the memories at ``rows`` only (aligned with ``rows``), without
+        postings: each text and view is cut on first sight and kept in a bounded cache."""
+        import numpy as np
+
+        from memself.recall.lexical import overlap_scores
+
+        texts = [self.memories[i].text for i in rows]
+        owners: list[int] = []
+        for k, i in enumerate(rows):
+            texts.extend(self.view_texts[i])
+            owners.extend([k] * len(self.view_texts[i]))
+        scores = overlap_scores(text, texts, tau)
+        text_only = scores[: len(rows)]
+        best = text_only.copy()
+        if owners:
+            np.maximum.at(best, np.asarray(owners, dtype=np.int64), scores[len(rows) :])
         return text_only, best
 
     def entity_mask(

@@ -50,6 +50,12 @@ if TYPE_CHECKING:
     from memself.recall.calibration import GeneralQuestion, RecallCalibration
     from memself.store.records import Memory
 
+# Groups whose lexical overlap is scored on a shortlist, the memories with the best dense scores
+# that the workspace sees, instead of on postings over the whole group. Project facts are the bulk
+# of a large store, so postings over them would cost seconds at start and hundreds of MB; and
+# their small weight can only reorder facts that already score near the top. Rules stay whole:
+# they are few, and their weight lets a shared word lift a rule from far down.
+LEXICAL_SHORTLIST = {"project": 64}
 _MAX_EXTRA_VIEWS = 4
 _SENTENCE_SPLIT = re.compile(r"[。！？；;!?\n]+")
 _MIN_VIEW_CHARS = 4
@@ -308,8 +314,11 @@ class Recaller:
         matrix: np.ndarray,
         rows: Sequence[int] | None = None,
         matrix_key: object = None,
+        workspace: str | None = None,
     ) -> ScoreParts:
-        """Every signal of ``text`` against the pool, apart (see ``ScoreParts``)."""
+        """Every signal of ``text`` against the pool, apart (see ``ScoreParts``). ``workspace``
+        (as in ``recall``) only picks the shortlist a shortlisted group's lexical overlap is
+        scored on; the other signals do not depend on it."""
         import numpy as np
 
         pool = self._as_pool(memories, rows)
@@ -333,9 +342,16 @@ class Recaller:
         lexical_text = lexical = np.zeros(n, dtype=np.float32)
         weighted = tuple(g for g in GROUPS if self.scoring.lexical.get(g, 0.0))
         if weighted and n:
-            lexical_text, lexical = pool.lexical_scores(
-                text, weighted, self.scoring.lexical_tau, self._tokens
-            )
+            tau = self.scoring.lexical_tau
+            whole = tuple(g for g in weighted if g not in LEXICAL_SHORTLIST)
+            if whole:
+                lexical_text, lexical = pool.lexical_scores(text, whole, tau, self._tokens)
+            else:
+                lexical_text, lexical = lexical_text, lexical.copy()
+            for g in weighted:
+                if g in LEXICAL_SHORTLIST:
+                    picked = _best(pool.members(g, workspace), dense, LEXICAL_SHORTLIST[g])
+                    lexical_text[picked], lexical[picked] = pool.shortlist_lexical(text, picked, tau)
             if not (self.scoring.applies_when and self.scoring.applies_when_lexical):
                 lexical = lexical_text
         general = 0.0
@@ -390,6 +406,7 @@ class Recaller:
         rows: Sequence[int] | None = None,
         matrix_key: object = None,
         prompt: bool = True,
+        workspace: str | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
         """``(fused, dense)`` aligned with the pool (see ``fused``)."""
         import numpy as np
@@ -398,7 +415,7 @@ class Recaller:
         if not len(pool):
             empty = np.zeros(0, dtype=np.float32)
             return empty, empty
-        parts = self.parts(text, pool, matrix, matrix_key=matrix_key)
+        parts = self.parts(text, pool, matrix, matrix_key=matrix_key, workspace=workspace)
         return self.fused(parts, pool, prompt), (parts.dense if prompt else parts.dense_text)
 
     # -- recall
@@ -417,7 +434,7 @@ class Recaller:
         (``RecallPool.members``). No side effects."""
         pool = self._as_pool(memories, rows)
         if len(pool):
-            parts = self.parts(text, pool, matrix, matrix_key=matrix_key)
+            parts = self.parts(text, pool, matrix, matrix_key=matrix_key, workspace=workspace)
             fused = self.fused(parts, pool)
             extra = self.extra_floors(pool)
         else:
@@ -480,7 +497,7 @@ class Recaller:
         the plain fused score (text only, no penalty), best first: the ungated view for dedup. No
         floor, no rewards."""
         pool = self._as_pool(memories, rows)
-        fused, _ = self.score(text, pool, matrix, matrix_key=matrix_key, prompt=False)
+        fused, _ = self.score(text, pool, matrix, matrix_key=matrix_key, prompt=False, workspace=workspace)
         top = _best(pool.members(group, workspace), fused, max(k, 0))
         return [(pool.memories[j], float(fused[j])) for j in top]
 
