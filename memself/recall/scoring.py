@@ -13,8 +13,9 @@ For one prompt and the memories of a pool (``Recaller``):
    (``extra_floors``; the gate's ranking and relative line use the scores as they are). A memory
    without requests scores, and is gated, as before.
 3. Lexical (``memself.recall.lexical``): shared identifiers and Chinese words weighted by rarity, added
-   with a per-group weight. Rules gain (a prompt that names the thing a rule governs); project facts
-   do not (a general question about a public technology names it exactly like the fact does).
+   with a per-group weight. Rules gain much (a prompt that names the thing a rule governs); project
+   facts gain a little (a general question about a public technology names it exactly like the fact
+   does), and only the facts with the best dense scores are scored (``LEXICAL_SHORTLIST``).
 4. General question: a classifier on the prompt's raw vector says how likely the prompt needs no
    memory at all ("X 和 Y 有什么区别"); each group's scores drop by its penalty times that. A
    short lookup that names an identifier a memory names ("mongo 连接串") waives part of the
