@@ -14,7 +14,8 @@ second encode row always does):
 - the prompt's encode alone, and the same encode right after a read of the whole matrix (each
   prompt's encode follows the previous prompt's scan);
 - the service's whole recall op (encode, scoring, gate, the hits' confidence), as the engine
-  answers ``recall``.
+  answers ``recall``: the same prompt again, and a prompt never seen before (its encode and the
+  project facts it shortlists for the lexical overlap are new).
 
 A temporary data directory with the offline model; nothing of the user's is touched.
 """
@@ -22,6 +23,7 @@ A temporary data directory with the offline model; nothing of the user's is touc
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import shutil
 import statistics
@@ -55,6 +57,7 @@ def measure(home: Path, runs: int) -> dict[str, float]:
     matrix = np.asarray(index.matrix)
     q = recaller.space.project(recaller.encoder.encode_queries([PROMPT]))
     out = np.empty((len(matrix), 1), dtype=np.float32)
+    fresh = itertools.count()
 
     def split() -> None:
         def fill(start: int, stop: int) -> None:
@@ -75,6 +78,9 @@ def measure(home: Path, runs: int) -> dict[str, float]:
         "encode alone": encode,
         "encode right after a read of the matrix (read included)": read_then_encode,
         "the service's recall op": lambda: service.recall(PROMPT, NOW, None),
+        "the service's recall op, a new prompt each time": lambda: service.recall(
+            f"{PROMPT}（第 {next(fresh)} 版）", NOW, None
+        ),
     }
     samples: dict[str, list[float]] = {name: [] for name in rows}
     for name, f in rows.items():
