@@ -4,6 +4,7 @@ small, bounded work where it is not, and nothing built over the whole group at s
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -96,3 +97,19 @@ def test_a_large_pool_cuts_no_more_than_the_rules_and_a_shortlist(recaller: Reca
     rules = sum(m.category == "rule" for m in memories)
     # The postings' token cache holds the rules' texts and requests, never the 5,400 facts'.
     assert 0 < len(recaller._tokens) <= rules * 3
+
+
+def test_with_only_project_facts_weighted_rules_get_no_overlap(recaller: Recaller) -> None:
+    scoring = replace(recaller.scoring, lexical={"rule": 0.0, "project": 0.05})
+    only_project = Recaller(recaller.encoder, recaller.space, scoring)
+    memories, matrix, rows, views = synthetic(3000, seed=5)
+    pool = RecallPool(memories, rows, views)
+    parts = only_project.parts(PROMPTS[0], pool, matrix, matrix_key="m")
+    rules, project = pool.group == 0, pool.group == 1
+    assert not parts.lexical[rules].any() and not parts.lexical_text[rules].any()
+    assert (parts.lexical[project] > 0).sum() == SIZE
+    # A fact's best over its requests is kept apart from its text's overlap: this prompt shares
+    # words with the request "上线检查" only.
+    parts = only_project.parts("上线前要检查什么", pool, matrix, matrix_key="m")
+    assert not parts.lexical_text[project].any()
+    assert (parts.lexical[project] > 0).any()

@@ -348,7 +348,7 @@ class Recaller:
             if whole:
                 lexical_text, lexical = pool.lexical_scores(text, whole, tau, self._tokens)
             else:
-                lexical_text, lexical = lexical_text, lexical.copy()
+                lexical = np.zeros(n, dtype=np.float32)  # apart from lexical_text: both are written
             for g in weighted:
                 if g in LEXICAL_SHORTLIST:
                     picked = _best(pool.members(g, workspace), dense, LEXICAL_SHORTLIST[g])
