@@ -335,8 +335,8 @@ def _kept_tokens(text: str) -> dict[str, float]:
 
 def overlap_scores(query: str, texts: Sequence[str], tau: float = DEFAULT_TAU) -> np.ndarray:
     """``LexicalIndex.scores`` of ``query`` against just ``texts``, without postings: for a
-    shortlist drawn from a pool too large to index whole (postings over 100k texts would take
-    seconds to build and hundreds of MB to keep)."""
+    shortlist drawn from a pool too large to index whole (postings over every project fact of a
+    large store take seconds to build and hundreds of MB to keep: docs/benchmarks.md)."""
     import numpy as np
 
     query_tokens = tokens(query).items()
