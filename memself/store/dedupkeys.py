@@ -60,10 +60,12 @@ def digest_blocks(data: bytes | memoryview) -> list[bytes]:
 
 def load(path: Path, stamp: Stamp | None) -> Sidecar | None:
     """The sidecar, when it exists and was written for exactly ``stamp``; else None."""
-    if stamp is None:
-        return None
-    found = read(path)
-    return found[1] if found is not None and found[0] == stamp else None
+    return None if stamp is None else written_for(read(path), stamp)
+
+
+def written_for(found: tuple[Stamp, Sidecar] | None, stamp: Stamp | None) -> Sidecar | None:
+    """The sidecar ``read`` found, when it was written for exactly ``stamp``; else None."""
+    return found[1] if found is not None and stamp is not None and found[0] == stamp else None
 
 
 def unchanged_until(sidecar: Sidecar, data: bytes) -> int | None:

@@ -477,10 +477,8 @@ class MemoryStore:
         date (``_catch_up_dedup_keys``)."""
         if group not in session.dedup_keys:
             read = dedupkeys.read(dedupkeys.sidecar_path(self.paths, group))
-            stamp = session.stamp(group)
-            if read is not None and stamp is not None and read[0] == stamp:
-                found = read[1]
-            else:
+            found = dedupkeys.written_for(read, session.stamp(group))
+            if found is None:
                 found = self._catch_up_dedup_keys(session, group, read[1] if read is not None else None)
             session.dedup_keys[group] = found
         return session.dedup_keys[group]
