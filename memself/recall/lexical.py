@@ -344,6 +344,13 @@ def overlap_scores(query: str, texts: Sequence[str], tau: float = DEFAULT_TAU) -
     for row, text in enumerate(texts):
         found = _kept_tokens(text)
         shared[row] = sum(min(found[t], w) for t, w in query_tokens if t in found)
+    return _saturated(shared, tau)
+
+
+def _saturated(shared: np.ndarray, tau: float) -> np.ndarray:
+    """``1 - exp(-shared / tau)``, float32: the score of a summed overlap (module doc)."""
+    import numpy as np
+
     return (1.0 - np.exp(-shared / np.float32(tau))).astype(np.float32, copy=False)
 
 
@@ -401,4 +408,4 @@ class LexicalIndex:
             if posting is not None:
                 rows, weights = posting  # a text holds a token once: rows are unique
                 shared[rows] += np.minimum(weights, np.float32(q_weight))
-        return (1.0 - np.exp(-shared / np.float32(tau))).astype(np.float32, copy=False)
+        return _saturated(shared, tau)
