@@ -34,8 +34,11 @@ def _kill_loop(tmp_path, kills: int, seed: int) -> None:
     expected: set[str] = set()
     replaced: dict[str, str] = {}
     minute = 0
-    killed = 0
-    for i in range(kills):
+    killed = i = 0
+    while killed < kills:
+        # A sync that ended before its kill tests nothing, so the loop runs until this many
+        # really died part way (the first, timed sync can be slower than the ones that follow).
+        assert i < kills * 4, f"only {killed} of {i} syncs were still running when killed"
         minute += 1
         text = f"甲机第 {i} 条记忆：保持改动小而清楚"
         mem_id = a.add(text, minute)
@@ -59,9 +62,11 @@ def _kill_loop(tmp_path, kills: int, seed: int) -> None:
         )
         time.sleep(rng.uniform(0, span))
         child.send_signal(signal.SIGKILL)
-        killed += child.wait() == -signal.SIGKILL
-    # Most runs must really die part way (a kill after the run ended tests nothing).
-    assert killed >= kills // 2, (killed, kills)
+        if child.wait() == -signal.SIGKILL:
+            killed += 1
+        else:
+            span *= 0.7
+        i += 1
     for step in range(3):
         a.sync(minute + 1 + step)
         b.sync(minute + 1 + step)
