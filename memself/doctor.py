@@ -158,7 +158,18 @@ def check_data(paths: DataPaths) -> Check:
         return Check("记忆数据", True, f"{pending}还没有记忆文件（第一次写入时创建），写锁可用")
     read = f"{'、'.join(present)} {'都' if len(present) > 1 else ''}能完整读取，写锁可用"
     later = f"（{'、'.join(absent)} 还没有，第一次用到时创建）" if absent else ""
-    return Check("记忆数据", True, f"{pending}{read}{later}{counts}")
+    return Check("记忆数据", True, f"{pending}{read}{later}{counts}{_torn_note(paths)}")
+
+
+def _torn_note(paths: DataPaths) -> str:
+    """Torn lines of killed writers, moved aside: never acknowledged, kept for the user to look at."""
+    try:
+        count = paths.torn_lines.read_bytes().count(b"\n")
+    except OSError:
+        return ""
+    if not count:
+        return ""
+    return f"；{count} 行被中断的写入残行（从未写入成功）已原样移到 {paths.torn_lines.name}，可查看后删除"
 
 
 def check_model(paths: DataPaths) -> Check:

@@ -109,6 +109,11 @@ class DataPaths:
         return self.root / "verify-cases.json"
 
     @property
+    def torn_lines(self) -> Path:
+        """Torn last lines of killed writers, moved aside byte for byte (``memself.store.torntail``)."""
+        return self.root / "torn-lines.txt"
+
+    @property
     def sync_dir(self) -> Path:
         """``memself sync``: its git working copy (``repo/``), state and quarantine."""
         return self.root / "sync"

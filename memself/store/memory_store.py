@@ -37,7 +37,7 @@ from memself.atomic import append_lines
 from memself.errors import InvalidInput, LockLost, MemselfError, NotFound, WriteFailed
 from memself.logs import log
 from memself.paths import DataPaths
-from memself.store import confidence, dedupkeys, journal
+from memself.store import confidence, dedupkeys, journal, torntail
 from memself.store.grouplines import Chunk, GroupLines, render_record
 from memself.store.lock import DEFAULT_WAIT_S, REWARD_WAIT_S, LockHandle, write_lock
 from memself.store.recordlines import MAX_LINE_BYTES, encode_record
@@ -421,8 +421,10 @@ class MemoryStore:
 
     def prepare_write(self, deep: bool = False) -> None:
         """Under the lock, before loading anything: finish a killed writer's multi-file write and
-        clear crash leftovers (``deep``: the index and judge folders too)."""
+        clear crash leftovers (``deep``: the index and judge folders too) and a killed append's torn
+        last line."""
         journal.replay(self.paths)
+        torntail.move_torn_tails(self.paths)
         try:
             journal.cleanup_leftovers(self.paths, deep=deep)
         except OSError as exc:

@@ -27,6 +27,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from memself.paths import DataPaths
+from memself.store.lock import write_lock
 from memself.store.memory_store import MemoryStore, TrashEntry, render_lines
 from memself.timeutil import iso
 
@@ -47,6 +48,14 @@ def _record(mem_id: str, text: str, group: str) -> dict[str, Any]:
         "deprecated": False,
         "createdAt": stamp,
     }
+
+
+def _is_record(line: bytes) -> bool:
+    try:
+        raw = json.loads(line)
+    except ValueError:
+        return False
+    return isinstance(raw, dict) and "id" in raw
 
 
 class Scenario:
@@ -90,34 +99,50 @@ class Scenario:
         self.acks.unlink(missing_ok=True)
 
     def read_state(self) -> dict[str, Any]:
-        """What the next process sees (reads replay whatever a killed writer left), plus raw checks."""
+        """What the next process sees (reads replay whatever a killed writer left), plus raw checks.
+
+        A file that ends inside a line a killed writer tore (the kernel may stop a ``write`` part
+        way once SIGKILL is pending) counts as ``torn``, not unreadable: the next writer must move
+        it aside (``memself.store.torntail``), which ``run`` checks."""
         store = MemoryStore(self.paths)
-        state: dict[str, Any] = {"unreadable": 0}
-        ids: list[str] = []
-        for group in GROUPS:
-            loaded = store.load_group(group)
-            state["unreadable"] += len(loaded.bad_lines)
-            state[group] = [m.id for m in loaded.memories]
-            ids += state[group]
-        trash = store.trash_entries()
-        state["trash"] = [e.memory.id for e in trash]
-        ids += state["trash"]
+        state: dict[str, Any] = {"unreadable": 0, "torn": 0}
+        torn: dict[str, bytes] = {}
         for path in (self.paths.group_file("rule"), self.paths.group_file("project"), self.paths.trash):
             try:
                 data = path.read_bytes()
             except FileNotFoundError:
                 continue
-            if data and not data.endswith(b"\n"):
-                state["unreadable"] += 1
+            cut = data.rfind(b"\n") + 1
+            if cut < len(data) and not _is_record(data[cut:]):
+                torn[path.name] = data[cut:]
+                state["torn"] += 1
+                data = data[:cut]
             for line in data.splitlines():
-                try:
-                    raw = json.loads(line)
-                    if not isinstance(raw, dict) or "id" not in raw:
-                        raise ValueError
-                except ValueError:
+                if not _is_record(line):
                     state["unreadable"] += 1
+        ids: list[str] = []
+        for group in GROUPS:
+            loaded = store.load_group(group)
+            tail = torn.get(self.paths.group_file(group).name)
+            state["unreadable"] += len([b for b in loaded.bad_lines if b.raw != tail])
+            state[group] = [m.id for m in loaded.memories]
+            ids += state[group]
+        trash = store.trash_entries()
+        state["trash"] = [e.memory.id for e in trash]
+        ids += state["trash"]
         state["all"] = ids
         return state
+
+    def next_writer(self) -> None:
+        """What every write does first under the lock, and nothing else."""
+        with write_lock(self.paths):
+            MemoryStore(self.paths).prepare_write()
+
+    def torn_kept(self) -> int:
+        try:
+            return self.paths.torn_lines.read_bytes().count(b"\n")
+        except FileNotFoundError:
+            return 0
 
     def count(self, state: dict[str, Any], expected: set[str]) -> tuple[int, int]:
         seen = Counter(state["all"])
@@ -361,6 +386,8 @@ def run(kind: str, kills: int, seed: int) -> dict[str, Any]:
         "lost": 0,
         "duplicated": 0,
         "unreadable": 0,
+        "torn": 0,
+        "torn_left": 0,
         "reseeds": 0,
         "acked": 0,
     }
@@ -386,11 +413,16 @@ def run(kind: str, kills: int, seed: int) -> dict[str, Any]:
         else:
             totals["exited"] += 1
         state = scenario.read_state()
+        if state["torn"]:
+            totals["torn"] += state["torn"]
+            scenario.next_writer()
+            state = scenario.read_state()
+            totals["torn_left"] += state["torn"]
         lost, duplicated = scenario.check(state)
         totals["lost"] += lost
         totals["duplicated"] += duplicated
         totals["unreadable"] += state["unreadable"]
-        if lost or duplicated or state["unreadable"]:
+        if lost or duplicated or state["unreadable"] or state["torn"]:
             totals.setdefault("first_failure", n)
             scenario.seed()  # count each failure once, then start clean
             totals["reseeds"] += 1
@@ -399,6 +431,7 @@ def run(kind: str, kills: int, seed: int) -> dict[str, Any]:
             scenario.seed()
             totals["reseeds"] += 1
     totals["acked"] += len(scenario.acked())
+    totals["torn_kept"] = scenario.torn_kept()
     totals["seconds"] = round(time.monotonic() - started, 1)
     totals["replayed"] = _log_count(paths, " intent-replayed ")
     totals["index_writes"] = _log_count(paths, " index.written ")

@@ -1,9 +1,9 @@
 """Appended lines and their compaction: a new memory is one line at the end of its group file,
 other writes rewrite only their lines, and the daily maintenance puts the file back in the
 original's order. Several processes adding at once lose no line and tear none; a torn last line
-(a writer killed mid-line) stays a quarantined line of its own; a file out of order is read whole
-and what memself writes stays readable by the original's strict reader; the exact-duplicate check
-holds whether its sidecar is fresh, stale or missing."""
+(a writer killed mid-line) is moved aside by the next write, so it never pauses the maintenance;
+a file out of order is read whole and what memself writes stays readable by the original's strict
+reader; the exact-duplicate check holds whether its sidecar is fresh, stale or missing."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from memself import doctor
 from memself.maintenance import ran_today, run_daily_maintenance, run_or_start_daily_maintenance
 from memself.store import dedupkeys
 from memself.store.memory_store import MemoryStore, render_lines
@@ -121,18 +122,53 @@ def test_duplicate_check_holds_with_a_fresh_stale_or_missing_sidecar() -> None:
     assert len(ids) == len(set(ids)) == 7
 
 
-def test_a_torn_last_line_stays_a_line_of_its_own() -> None:
+TORN = b'{"id":"torn-1","text":"\xe5\x86\x99\xe5\x88\xb0\xe4\xb8\x80\xe5\x8d\x8a'
+
+
+def _tear(path: Path, data: bytes = TORN) -> None:
+    """What a writer killed inside its ``write`` leaves: part of a line and no newline (the kernel
+    stops a write to a file at a page boundary once SIGKILL is pending)."""
+    with open(path, "ab") as handle:
+        handle.write(data)
+
+
+def test_a_torn_last_line_is_moved_aside_by_the_next_write() -> None:
     store = make_store()
     _seed(store, 3)
     path = store.paths.group_file("project")
-    torn = b'{"id":"torn-1","text":"\xe5\x86\x99\xe5\x88\xb0\xe4\xb8\x80\xe5\x8d\x8a'
-    with open(path, "ab") as handle:
-        handle.write(torn)
+    _tear(path)
     added = store.add("被截断的行之后追加的项目事实", "project", T0)
     loaded = store.load_group("project")
-    assert [b.raw for b in loaded.bad_lines] == [torn]
+    assert loaded.bad_lines == []
     assert added.memory.id in {m.id for m in loaded.memories} and len(loaded.memories) == 4
-    assert path.read_bytes().endswith(b"\n")
+    assert path.read_bytes().endswith(b"\n") and TORN not in path.read_bytes()
+    # Kept byte for byte beside the store, never dropped, and doctor says where.
+    assert store.paths.torn_lines.read_bytes() == TORN + b"\n"
+    check = doctor.check_data(store.paths)
+    assert check.ok and "1 行被中断的写入残行" in check.summary and "torn-lines.txt" in check.summary
+
+
+def test_a_torn_last_line_does_not_pause_the_daily_maintenance() -> None:
+    store = make_store()
+    write_records(store, "rule", [record("idle", "三十天没用的规则", 0.7, last=T0 - days(30))])
+    _tear(store.paths.group_file("rule"))
+    _tear(store.paths.trash, b'{"id":"gone","text":"\xe5\x88')
+    result = run_daily_maintenance(store.paths, 30, T0)
+    assert result is not None and result.decayed == 1
+    assert store.quarantined() == []
+    assert store.paths.torn_lines.read_bytes() == TORN + b"\n" + b'{"id":"gone","text":"\xe5\x88\n'
+
+
+def test_a_whole_last_record_without_its_newline_is_kept_in_place() -> None:
+    # A hand edit that dropped the final newline is a memory, not a torn write.
+    store = make_store()
+    _seed(store, 2)
+    path = store.paths.group_file("project")
+    path.write_bytes(path.read_bytes().rstrip(b"\n"))
+    store.add("手改文件之后追加的项目事实", "project", T0)
+    loaded = store.load_group("project")
+    assert loaded.bad_lines == [] and len(loaded.memories) == 3
+    assert not store.paths.torn_lines.exists()
 
 
 def test_a_large_store_maintenance_runs_detached_and_finishes() -> None:

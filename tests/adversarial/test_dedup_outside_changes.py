@@ -79,23 +79,22 @@ def test_an_outside_append_is_taken_line_by_line_and_its_duplicate_still_caught(
     assert len(ids) == len(set(ids)) == SEED + 4
 
 
-def test_a_torn_line_is_taken_as_appended_and_its_later_completion_rebuilds() -> None:
+def test_a_torn_line_moved_aside_and_written_again_keeps_the_sidecar_right() -> None:
     store = make_store()
     path = _seed(store)
     before = _sidecar_events(store)
-    whole = json.dumps(record("torn-1", "写到一半又被补完的项目事实", 0.6, "project"), ensure_ascii=False)
-    head, tail = whole.encode()[:40], whole.encode()[40:]
-    with open(path, "ab") as handle:
+    whole = record("torn-1", "写到一半又被重新写完的项目事实", 0.6, "project")
+    head = json.dumps(whole, ensure_ascii=False).encode()[:40]
+    with open(path, "ab") as handle:  # a writer killed inside its write
         handle.write(head)
-    store.add("截断之后追加的一条项目事实", "project", T0 + days(1))  # the torn line: its own line
-    # The other program finishes its line, where it left it: the file only grew again.
-    data = path.read_bytes()
-    at = data.index(head) + len(head)
-    path.write_bytes(data[:at] + tail + b"\n" + data[at:])
-    assert store.add("写到一半又被补完的项目事实", "project", T0 + days(2)).memory.id == "torn-1"
-    events = _sidecar_events(store)[len(before) :]
-    assert events[0][0] == "dedup-keys-caught-up" and events[0][1] == 1
-    assert events[1][0] == "dedup-keys-rebuilt"  # the completed line changed bytes the sidecar had seen
+    # The next write moves the torn start aside: the new fact is not a twin of it.
+    added = store.add("截断之后追加的一条项目事实", "project", T0 + days(1))
+    assert not added.duplicate and head not in path.read_bytes()
+    # The other program writes its line again, whole, after ours: the file only grew.
+    _outside_append(path, whole)
+    assert store.add("写到一半又被重新写完的项目事实", "project", T0 + days(2)).memory.id == "torn-1"
+    # Cut back to the bytes the sidecar had seen, then one whole line more: no full parse.
+    assert _sidecar_events(store)[len(before) :] == [("dedup-keys-caught-up", 0), ("dedup-keys-caught-up", 1)]
 
 
 def test_a_rewrite_in_the_middle_of_the_same_length_rebuilds_and_finds_the_twin() -> None:

@@ -1,0 +1,92 @@
+"""A killed writer's torn last line, moved aside by the next writer.
+
+A new memory is one line appended in one ``write``, but Linux stops a write to a file part way
+(at a page boundary) once SIGKILL is pending, and hosts kill a hook that outlives its time
+budget. What is left is the start of a line with no newline. It was never acknowledged, so no
+memory goes with it; left in place, though, it would be a quarantined line, and the daily
+maintenance refuses to rewrite a file holding one until the user edits it by hand.
+
+So the next writer, holding the write lock (no append can be in flight), moves such a tail byte
+for byte to ``torn-lines.txt`` beside the store and cuts it from the file. A last line that lacks
+only its newline but reads as a memory (a hand edit) stays where it is; the append after it adds
+the newline first (``memself.atomic.append_lines``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from memself.atomic import append_lines, real_target
+from memself.logs import log
+from memself.paths import DataPaths
+from memself.platform import files
+from memself.store.recordlines import MAX_LINE_BYTES
+from memself.store.records import record_problem
+
+_CHUNK = 64 * 1024
+
+
+def move_torn_tails(paths: DataPaths) -> int:
+    """Under the write lock: move every store file's torn last line aside; how many were moved."""
+    moved = 0
+    for path in (paths.group_file("rule"), paths.group_file("project"), paths.trash):
+        try:
+            size = _move_tail(paths, path)
+        except OSError as exc:
+            # The tail stays a quarantined line, as it would without this step; the write goes on.
+            log(paths, "torn-line-kept", file=path.name, error=str(exc))
+            continue
+        if size:
+            moved += 1
+            log(paths, "torn-line-moved", file=path.name, bytes=size, to=paths.torn_lines.name)
+    return moved
+
+
+def _move_tail(paths: DataPaths, path: Path) -> int:
+    """The torn tail's size once moved aside, or 0 when ``path`` ends in a whole line."""
+    try:
+        fd = os.open(real_target(path), os.O_RDWR | files.BINARY | files.CLOEXEC)
+    except FileNotFoundError:
+        return 0
+    try:
+        size = os.fstat(fd).st_size
+        if not size or files.read_at(fd, 1, size - 1) == b"\n":
+            return 0
+        start = _last_line_start(fd, size)
+        tail = files.read_at(fd, size - start, start)
+        if _reader_takes(tail):
+            return 0
+        # Kept first, cut second: a crash in between keeps the tail twice, never nowhere.
+        append_lines(paths.torn_lines, tail + b"\n")
+        os.ftruncate(fd, start)
+        os.fsync(fd)
+        return len(tail)
+    finally:
+        os.close(fd)
+
+
+def _last_line_start(fd: int, size: int) -> int:
+    end = size
+    while end > 0:
+        begin = max(0, end - _CHUNK)
+        newline = files.read_at(fd, end - begin, begin).rfind(b"\n")
+        if newline >= 0:
+            return begin + newline + 1
+        end = begin
+    return 0
+
+
+def _reader_takes(line: bytes) -> bool:
+    """Whether the store's reader takes ``line`` as a memory or skips it as blank
+    (``memory_store.parse_records``) rather than quarantining it."""
+    if not line.strip():
+        return True
+    if len(line) > MAX_LINE_BYTES:
+        return False
+    try:
+        value = json.loads(line.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return False
+    return not record_problem(value)
