@@ -110,7 +110,7 @@ def append_lines(path: Path, data: bytes) -> None:
     torn line stays a line of its own (quarantined) instead of swallowing the new one."""
     target = real_target(path)
     try:
-        fd = os.open(target, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
+        fd = os.open(target, os.O_RDWR | os.O_APPEND | os.O_CREAT | files.BINARY, 0o600)
     except OSError as exc:
         raise _through_link_error(path, target, exc) from exc
     size = -1

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 from memself.paths import DataPaths
+from memself.platform import files as platform_files
 
 _MAX_BYTES = 2 * 1024 * 1024
 
@@ -25,7 +26,7 @@ def log(paths: DataPaths | None, event: str, **fields: object) -> None:
     try:
         target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         _rotate_if_large(target)
-        fd = os.open(target, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        fd = os.open(target, os.O_WRONLY | os.O_APPEND | os.O_CREAT | platform_files.BINARY, 0o600)
         try:
             os.write(fd, line.encode("utf-8", errors="replace"))
         finally:

@@ -146,7 +146,14 @@ def _existing(path: str, relative: str) -> bytes:
 
 
 def _append(path: str, data: bytes) -> None:
-    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | platform_files.CLOEXEC | platform_files.NOFOLLOW
+    flags = (
+        os.O_WRONLY
+        | os.O_APPEND
+        | os.O_CREAT
+        | platform_files.CLOEXEC
+        | platform_files.NOFOLLOW
+        | platform_files.BINARY
+    )
     fd = os.open(path, flags, 0o644)
     try:
         view = memoryview(data)

@@ -7,6 +7,7 @@ monkeypatch: ``memself.platform`` reads it on every call). What only Windows its
 
 from __future__ import annotations
 
+import ast
 import errno
 import os
 import re
@@ -445,3 +446,56 @@ def test_a_gbk_console_gets_a_question_mark_not_a_crash(isolated_home: Path) -> 
         assert "回答一律用中文，不要用 emoji ?" in shown, shown
     stored = (isolated_home / ".memory-self-evolution" / "rule.jsonl").read_text(encoding="utf-8")
     assert text in stored  # the memory itself keeps its emoji
+
+
+def test_fsync_file_flushes_through_a_descriptor_the_system_lets_flush(
+    branch: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Windows' FlushFileBuffers refuses a read-only handle: there the file is opened for writing.
+    path = tmp_path / "weights.bin"
+    path.write_bytes(b"\x1a\r\n\x00" * 8)
+    opened: list[int] = []
+    real_open = os.open
+
+    def recording_open(file: str | os.PathLike[str], flags: int, *args: int) -> int:
+        opened.append(flags & (os.O_RDONLY | os.O_WRONLY | os.O_RDWR))
+        return real_open(file, flags, *args)
+
+    monkeypatch.setattr(os, "open", recording_open)
+    files.fsync_file(path)
+    assert opened == [os.O_RDWR if branch == "windows" else os.O_RDONLY]
+    assert path.read_bytes() == b"\x1a\r\n\x00" * 8
+
+
+def _os_open_calls() -> list[tuple[str, int, str]]:
+    """(file, line, flags source) of every ``os.open`` in the package."""
+    found = []
+    for source in sorted((REPO_ROOT / "memself").rglob("*.py")):
+        tree = ast.parse(source.read_text(encoding="utf-8"))
+        assignments = {
+            target.id: node.value
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Assign)
+            for target in node.targets
+            if isinstance(target, ast.Name)
+        }
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and ast.unparse(node.func) == "os.open" and len(node.args) >= 2:
+                flags = node.args[1]
+                # A name among the flags ("| flags") stands for what the module assigned it.
+                named = [
+                    ast.unparse(assignments[n.id])
+                    for n in ast.walk(flags)
+                    if isinstance(n, ast.Name) and n.id in assignments
+                ]
+                found.append((source.name, node.lineno, " | ".join([ast.unparse(flags), *named])))
+    return found
+
+
+def test_every_descriptor_that_writes_is_opened_binary() -> None:
+    # Without O_BINARY, Windows' C runtime turns each written "\n" into "\r\n" (and reads stop at
+    # a 0x1a byte): a stored line, a log line or a team file would not be the bytes we wrote.
+    calls = _os_open_calls()
+    writers = [c for c in calls if "O_WRONLY" in c[2] or "O_RDWR" in c[2]]
+    assert len(writers) >= 8, calls
+    assert [c for c in writers if "BINARY" not in c[2]] == []

@@ -26,6 +26,7 @@ from memself.errors import InvalidInput, MemselfError, NotFound
 from memself.judge.credentials import key_state, read_key_file, shown_base
 from memself.page import listing
 from memself.paths import DataPaths
+from memself.platform import files as platform_files
 from memself.recall.lines import line_in_effect, line_set_message
 from memself.store.memory_store import BadLine, MemoryStore
 from memself.store.records import (
@@ -205,7 +206,7 @@ def _list_all(store: MemoryStore, view: str | None, as_json: bool) -> None:
     except BrokenPipeError:
         # The reader stopped early (`| head`): that is an answer, not an error. Python would
         # still flush into the closed pipe at exit, so stdout goes to /dev/null first.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        os.dup2(os.open(os.devnull, os.O_WRONLY | platform_files.BINARY), sys.stdout.fileno())
 
 
 @main.command("read")

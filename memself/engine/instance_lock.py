@@ -17,9 +17,9 @@ import os
 def try_lock(path: str) -> int | None:
     """Take the lock without waiting; the open fd (keep it open to hold the lock) or None.
     OSError when the file cannot be opened or locked at all."""
-    from memself.platform import locks
+    from memself.platform import files, locks
 
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | files.BINARY, 0o600)
     try:
         taken = locks.try_exclusive(fd)
     except BaseException:

@@ -316,12 +316,12 @@ def _locked(path: Path) -> Iterator[None]:
     The lock lives in a private temp folder, not beside the file: a lock file left in
     ``~/.claude`` would be a change to the user's folder that uninstall could not undo.
     """
-    from memself.platform import locks, runtime
+    from memself.platform import files, locks, runtime
 
     folder = Path(tempfile.gettempdir()) / f"memself-locks-{runtime.user_tag()}"
     folder.mkdir(mode=0o700, exist_ok=True)
     digest = hashlib.sha256(os.path.realpath(path).encode("utf-8")).hexdigest()[:32]
-    fd = os.open(folder / f"{digest}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    fd = os.open(folder / f"{digest}.lock", os.O_RDWR | os.O_CREAT | files.BINARY, 0o600)
     try:
         locks.exclusive(fd)
         yield

@@ -24,6 +24,7 @@ from memself.errors import (
 )
 from memself.logs import log
 from memself.paths import DataPaths
+from memself.platform import files as platform_files
 
 _SECRET_RE = re.compile(r"^[a-f0-9]{64}$")
 # The endpoint the API key was entered for; the original reads only ``apiKey`` and ignores it.
@@ -142,7 +143,7 @@ def _link_into_place(tmp: Path, target: Path, value: str) -> str | None:
         return other if state == "ok" else None
     except OSError as exc:
         try:  # filesystems without hard links: an exclusive create of the finished content
-            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | platform_files.BINARY, 0o600)
         except FileExistsError:
             state, other = _secret_state(target, wait=True)
             return other if state == "ok" else None
@@ -195,7 +196,7 @@ def _secret_lock(paths: DataPaths) -> Iterator[None]:
     from memself.platform import locks
 
     try:
-        fd = os.open(paths.root / _LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o600)
+        fd = os.open(paths.root / _LOCK_NAME, os.O_RDWR | os.O_CREAT | platform_files.BINARY, 0o600)
     except OSError as exc:
         raise SecretUnavailable(f"无法锁定本地会话密钥（{exc.strerror or exc}）") from exc
     try:

@@ -23,6 +23,7 @@ from memself.judge.credentials import read_session_secret
 from memself.judge.proposal_id import is_proposal_id
 from memself.logs import log
 from memself.paths import DataPaths
+from memself.platform import files as platform_files
 from memself.platform import locks
 from memself.store.workspaces import Workspace, workspace_for_key
 from memself.timeutil import iso, local_midnight, parse_iso
@@ -56,7 +57,7 @@ def ensure_side_dir(paths: DataPaths) -> Path:
 def side_lock(paths: DataPaths) -> Iterator[None]:
     """Serialise read-modify-write of job files across processes (short critical sections only)."""
     ensure_side_dir(paths)
-    fd = os.open(paths.side_dir / ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+    fd = os.open(paths.side_dir / ".lock", os.O_RDWR | os.O_CREAT | platform_files.BINARY, 0o600)
     try:
         locks.exclusive(fd)
         yield
@@ -133,7 +134,7 @@ def create_job(paths: DataPaths, job: Job) -> bool:
 
 def _create_excl(target: Path, payload: bytes) -> bool:
     try:
-        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | platform_files.BINARY, 0o600)
     except FileExistsError:
         return False
     try:

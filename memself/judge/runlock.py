@@ -51,7 +51,9 @@ def take(paths: DataPaths, session_id: str) -> int | None:
     """Open and lock the job's run-lock file; the descriptor (close-on-exec: only a spawn that
     hands it over passes it on), or None when another process holds it: this very job's hook
     or judge is running. The side directory must exist."""
-    fd = os.open(run_lock_path(paths, session_id), os.O_RDWR | os.O_CREAT | files.CLOEXEC, 0o600)
+    fd = os.open(
+        run_lock_path(paths, session_id), os.O_RDWR | os.O_CREAT | files.CLOEXEC | files.BINARY, 0o600
+    )
     try:
         taken = locks.try_exclusive(fd, _HOOK_SLOT)
         if taken and not locks.inherited():
@@ -81,7 +83,7 @@ def judge_lock(paths: DataPaths, session_id: str) -> int | None:
     """The judge's own lock on the run-lock file, the file marked as started; the descriptor
     (closing it ends the judge's claim), or None when there is no file or no lock to take."""
     try:
-        fd = os.open(run_lock_path(paths, session_id), os.O_RDWR | files.CLOEXEC)
+        fd = os.open(run_lock_path(paths, session_id), os.O_RDWR | files.CLOEXEC | files.BINARY)
     except OSError:
         return None  # no run-lock file: the job is "unknown" to Stop, as an older memself's
     try:
@@ -98,7 +100,7 @@ def probe(paths: DataPaths, session_id: str) -> str:
     """ALIVE (someone holds the run lock), DEAD (nobody does) or UNKNOWN (no run-lock file)."""
     path = run_lock_path(paths, session_id)
     try:
-        fd = os.open(path, (os.O_RDONLY if locks.inherited() else os.O_RDWR) | files.CLOEXEC)
+        fd = os.open(path, (os.O_RDONLY if locks.inherited() else os.O_RDWR) | files.CLOEXEC | files.BINARY)
     except OSError:
         return UNKNOWN
     try:

@@ -31,10 +31,10 @@ def ledger_path(paths: DataPaths) -> Any:
 
 @contextlib.contextmanager
 def ledger_lock(paths: DataPaths) -> Iterator[None]:
-    from memself.platform import locks
+    from memself.platform import files, locks
 
     ensure_kept_dir(paths)
-    fd = os.open(kept_dir(paths) / ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+    fd = os.open(kept_dir(paths) / ".lock", os.O_RDWR | os.O_CREAT | files.BINARY, 0o600)
     try:
         locks.exclusive(fd)
         yield

@@ -17,6 +17,7 @@ from typing import Any
 
 from memself.atomic import write_atomic
 from memself.paths import DataPaths
+from memself.platform import files as platform_files
 from memself.timeutil import iso
 
 NOTICE_LIMIT = 5  # broken rules named in one notice
@@ -100,7 +101,7 @@ def _write_unsynced(path: Path, text: str) -> None:
     """Whole or not at all (a rename), but without fsync: the engine writes this after every
     delivered recall, and a note lost in a crash only means one turn goes unchecked."""
     tmp = path.with_name(f".new-{os.getpid()}-{path.name}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | platform_files.BINARY, 0o600)
     try:
         os.write(fd, text.encode("utf-8"))
     finally:

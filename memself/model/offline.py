@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from memself.errors import MemselfError
 from memself.paths import model_cache_dir
+from memself.platform import files as platform_files
 
 if TYPE_CHECKING:
     import numpy as np
@@ -151,11 +152,7 @@ def _is_complete(folder: Path, fingerprint: dict[str, Any]) -> bool:
 def _fsync_tree(root: Path) -> None:
     for dirpath, _dirs, files in os.walk(root):
         for name in files:
-            fd = os.open(os.path.join(dirpath, name), os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            platform_files.fsync_file(os.path.join(dirpath, name))
 
 
 # --------------------------------------------------------------------------- file format

@@ -50,6 +50,7 @@ from memself.model.cache import FORMAT_VERSION, MANIFEST, Prepared, PreparedInva
 from memself.model.catalog import OFFLINE_MODEL, ModelSettings, resolve_model
 from memself.model.encoder import download_failure_message, error_reason
 from memself.model.probes import PROBES
+from memself.platform import files as platform_files
 from memself.platform.system import real_windows
 
 if TYPE_CHECKING:
@@ -193,11 +194,7 @@ def _finish(folder: Path, manifest: dict[str, Any]) -> None:
     )
     cache.write_stamps(folder, cache.stamps_for(folder, files))
     for path in folder.iterdir():
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        platform_files.fsync_file(path)
     fsync_dir(folder)
 
 

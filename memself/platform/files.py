@@ -70,6 +70,18 @@ def write_at(fd: int, data: bytes, offset: int) -> int:
     return os.write(fd, data)
 
 
+def fsync_file(path: str | os.PathLike[str]) -> None:
+    """Flush a file already written and closed. Windows flushes only through a descriptor that
+    may write (``FlushFileBuffers`` refuses a read-only one), so there it is opened for writing;
+    nothing is written."""
+    flags = (os.O_RDWR | BINARY) if system.windows() else os.O_RDONLY
+    fd = os.open(path, flags | CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def modes_meaningful() -> bool:
     """True where permission bits and owners decide who may read a file (not on Windows)."""
     return not system.real_windows()

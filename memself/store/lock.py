@@ -163,7 +163,7 @@ class _KernelLock:
 
         self.fd = -1
         path = paths.root / KERNEL_LOCK_NAME
-        flags = platform_files.CLOEXEC | platform_files.NOFOLLOW
+        flags = platform_files.CLOEXEC | platform_files.NOFOLLOW | platform_files.BINARY
         read_only = False
         try:
             fd = os.open(path, os.O_RDWR | os.O_CREAT | flags, 0o600)
@@ -241,7 +241,7 @@ def _directory_lock(paths: DataPaths, deadline: float) -> Iterator[LockHandle]:
     # Our pid in the name tells a later writer whose leftover an (empty) staging folder is.
     staging = Path(tempfile.mkdtemp(prefix=f"{STAGING_PREFIX}{os.getpid()}-", dir=paths.root))
     owner_name = f"{OWNER_PREFIX}{os.getpid()}-{uuid.uuid4()}"
-    fd = os.open(staging / owner_name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    fd = os.open(staging / owner_name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | platform_files.BINARY, 0o600)
     os.close(fd)
     acquired = False
     try:

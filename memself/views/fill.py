@@ -76,7 +76,7 @@ def fill_lock(paths: DataPaths) -> Iterator[bool]:
     folder.mkdir(mode=0o700, exist_ok=True)
     from memself.platform import files, locks
 
-    fd = os.open(folder / "fill.lock", os.O_RDWR | os.O_CREAT | files.CLOEXEC, 0o600)
+    fd = os.open(folder / "fill.lock", os.O_RDWR | os.O_CREAT | files.CLOEXEC | files.BINARY, 0o600)
     try:
         if not locks.try_exclusive(fd):
             yield False
