@@ -77,11 +77,12 @@ def run_or_start_daily_maintenance(
     if _group_bytes(paths) <= inline_bytes:
         run_daily_maintenance(paths, decay_days, now)
         return True
+    from memself.platform import children as platform_children
+
     pid = _spawn(paths, decay_days, now)
     waited = 0.0
     while waited < wait_s:
-        done, _ = os.waitpid(pid, os.WNOHANG)
-        if done:
+        if platform_children.reap(pid):
             return ran_today(paths, now)
         time.sleep(0.01)
         waited += 0.01

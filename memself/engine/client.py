@@ -263,11 +263,7 @@ def _reap() -> None:
         if process.poll() is not None:
             _SPAWNED.remove(process)
     for pid in list(_SPAWNED_PIDS):
-        try:
-            done, _ = os.waitpid(pid, os.WNOHANG)
-        except ChildProcessError:
-            done = pid
-        if done:
+        if children.reap(pid):
             _SPAWNED_PIDS.remove(pid)
 
 

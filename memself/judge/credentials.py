@@ -119,9 +119,9 @@ def _just_created(target: Path) -> bool:
 
 def _write_temp_secret(target: Path, value: str) -> Path:
     """The new secret in a temp file beside ``target``, on disk (fsynced) before anyone sees it."""
+    # mkstemp creates it readable by its owner only; Windows' Python before 3.13 has no fchmod.
     fd, name = tempfile.mkstemp(prefix=f".{target.name}.tmp.", dir=target.parent)
     try:
-        os.fchmod(fd, 0o600)
         os.write(fd, (value + "\n").encode("ascii"))
         os.fsync(fd)
     except OSError as exc:
