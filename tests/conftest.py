@@ -86,6 +86,24 @@ def _real_home_stamp() -> dict[str, float | None]:
     return stamp
 
 
+def _stop_engine_left_running() -> None:
+    """An engine that a test's CLI call started (``engine status``, ``doctor``, a hook) would
+    otherwise serve its temporary data directory until its idle exit, long after the suite."""
+    from memself.engine import instance_lock
+    from memself.engine.location import locate
+    from memself.paths import DataPaths
+
+    data = DataPaths.default()
+    if not data.root.is_dir() or not instance_lock.is_held(locate(data.root).lock_path):
+        return
+    from memself.engine.client import stop_engine
+
+    try:
+        stop_engine(data, timeout_s=5.0)
+    except Exception as exc:  # reported, not raised: the test itself already passed or failed
+        print(f"engine left running in {data.root} not stopped: {exc}", file=sys.stderr)
+
+
 @pytest.fixture(autouse=True)
 def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """A fresh fake HOME and MEMSELF_HOME for every test; fail if the real home was touched."""
@@ -116,6 +134,7 @@ def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[P
         yield home
     finally:
         _guard_active = False
+        _stop_engine_left_running()
     after = _real_home_stamp()
     touched = [name for name in _HOST_DIRS if before[name] != after[name]]
     problems = list(_violations) + [f"mtime changed: {REAL_HOME / n}" for n in touched]
