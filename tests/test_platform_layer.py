@@ -504,3 +504,19 @@ def test_every_descriptor_that_writes_is_opened_binary() -> None:
     writers = [c for c in calls if "O_WRONLY" in c[2] or "O_RDWR" in c[2]]
     assert len(writers) >= 8, calls
     assert [c for c in writers if "BINARY" not in c[2]] == []
+
+
+def test_text_from_a_child_process_is_decoded_as_utf_8() -> None:
+    # Without an encoding, text=True decodes with the locale's code page on Windows (cp936, cp1252):
+    # a client's Chinese or emoji error message would raise instead of being shown.
+    missing = []
+    for source in sorted((REPO_ROOT / "memself").rglob("*.py")):
+        for node in ast.walk(ast.parse(source.read_text(encoding="utf-8"))):
+            if not (isinstance(node, ast.Call) and ast.unparse(node.func).startswith("subprocess.")):
+                continue
+            words = {k.arg: ast.unparse(k.value) for k in node.keywords}
+            if (
+                words.get("text") == "True" or words.get("universal_newlines") == "True"
+            ) and "encoding" not in words:
+                missing.append(f"{source.name}:{node.lineno}")
+    assert missing == []

@@ -83,6 +83,8 @@ class ClaudeMcpStep:
                     argv,
                     capture_output=True,
                     text=True,
+                    encoding="utf-8",
+                    errors="replace",
                     timeout=_CLI_TIMEOUT_S,
                     stdin=subprocess.DEVNULL,
                     check=False,

