@@ -12,15 +12,20 @@ only what follows them is parsed (``unchanged_until``); any other change (a line
 file cut or compacted) makes the store rebuild the sidecar from a full parse. Either way a stale
 sidecar can only cost time, never a missed twin.
 
-The sidecar may hold more hashes than the file (a deleted or rewritten memory's key stays until
-the next full rebuild): a hit only sends ``add`` to the full check, which decides. Written only
-under the memory write lock. Standard library only.
+Each hash comes with the id of the memory that holds it, so a hit finds its twin's line by id
+(``GroupLines.find``, a search of the file's bytes) instead of parsing every line. The sidecar
+may hold more pairs than the file (a deleted or rewritten memory's stays until the next full
+rebuild): a hit only names candidates, which ``add`` checks against their lines, parsing the
+whole file when none of them is a twin. Written only under the memory write lock. Standard
+library only.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,7 +33,7 @@ from memself.atomic import write_atomic
 from memself.paths import DataPaths
 
 Stamp = tuple[int, int, int]
-_MAGIC = b"memself-dedup-keys 2"
+_MAGIC = b"memself-dedup-keys 3"
 # Bytes per digest: a write that changes a line re-hashes the file from that line's block on.
 BLOCK = 64 * 1024
 
@@ -38,6 +43,53 @@ class Sidecar:
     hashes: set[bytes]  # the key hashes (``key_hash``) of the file's memories, maybe more
     size: int  # the file's length when the sidecar was written
     digests: list[bytes]  # one per BLOCK of those bytes, the last one of a partial block
+    # One line per (hash, id) as stored (``_pair_line``), after a leading newline; split only when
+    # a hash is looked up: a large store's add reads the sidecar and rarely needs an id.
+    pairs: bytes = b"\n"
+
+    def ids_for(self, wanted: Iterable[bytes]) -> set[str]:
+        """The ids recorded with any of the ``wanted`` hashes (candidates, not yet twins)."""
+        found: set[str] = set()
+        for key in wanted:
+            needle = b"\n" + key + b" "
+            at = self.pairs.find(needle)
+            while at != -1:
+                end = self.pairs.index(b"\n", at + 1)
+                try:
+                    mem_id = json.loads(self.pairs[at + len(needle) : end])
+                except ValueError:  # a damaged line names no candidate; the full check still runs
+                    mem_id = None
+                if isinstance(mem_id, str):
+                    found.add(mem_id)
+                at = self.pairs.find(needle, end)
+        return found
+
+    def add(self, pairs: Iterable[tuple[bytes, str]]) -> None:
+        """Record these (hash, id) pairs; a pair already recorded is not written twice (a memory
+        rewarded every day would otherwise add its pair every day)."""
+        new = []
+        for key, mem_id in dict.fromkeys(pairs):
+            line = _pair_line(key, mem_id)
+            # Only a known hash can have its pair already: a new one costs no search.
+            if key not in self.hashes or b"\n" + line not in self.pairs:
+                new.append(line)
+        self.pairs += b"".join(new)
+        self.hashes.update(_key_of(line) for line in new)
+
+
+def for_pairs(pairs: Iterable[tuple[bytes, str]], size: int, digests: list[bytes]) -> Sidecar:
+    """A sidecar holding exactly these pairs (a full rebuild)."""
+    lines = list(dict.fromkeys(_pair_line(key, mem_id) for key, mem_id in pairs))
+    return Sidecar({_key_of(line) for line in lines}, size, digests, b"\n" + b"".join(lines))
+
+
+def _key_of(line: bytes) -> bytes:
+    return line[: line.find(b" ")]
+
+
+def _pair_line(key: bytes, mem_id: str) -> bytes:
+    # ASCII JSON: an id a hand edit gave a space, a newline or any other character stays one line.
+    return key + b" " + json.dumps(mem_id).encode("ascii") + b"\n"
 
 
 def sidecar_path(paths: DataPaths, group: str) -> Path:
@@ -77,12 +129,14 @@ def unchanged_until(sidecar: Sidecar, data: bytes) -> int | None:
     return data.rfind(b"\n", 0, sidecar.size) + 1
 
 
-def caught_up(sidecar: Sidecar, data: bytes, hashes: set[bytes]) -> Sidecar:
+def caught_up(sidecar: Sidecar, data: bytes, pairs: Iterable[tuple[bytes, str]]) -> Sidecar:
     """The sidecar for ``data``, whose first ``sidecar.size`` bytes ``unchanged_until`` checked,
-    with ``hashes`` added: only the blocks from the last partial one on are digested again."""
+    with ``pairs`` added: only the blocks from the last partial one on are digested again."""
     keep = sidecar.size // BLOCK
     digests = sidecar.digests[:keep] + digest_blocks(memoryview(data)[keep * BLOCK :])
-    return Sidecar(sidecar.hashes | hashes, len(data), digests)
+    after = Sidecar(set(sidecar.hashes), len(data), digests, sidecar.pairs)
+    after.add(pairs)
+    return after
 
 
 def save_after_write(path: Path, group_file: Path, sidecar: Sidecar, unchanged: int) -> None:
@@ -97,14 +151,13 @@ def save_after_write(path: Path, group_file: Path, sidecar: Sidecar, unchanged: 
         # Block by block: the file is never held whole.
         while block := handle.read(BLOCK):
             digests += digest_blocks(block)
-    after = Sidecar(sidecar.hashes, info.st_size, digests)
+    after = Sidecar(sidecar.hashes, info.st_size, digests, sidecar.pairs)
     write_atomic(path, _render((info.st_ino, info.st_mtime_ns, info.st_size), after))
 
 
 def _render(stamp: Stamp, sidecar: Sidecar) -> bytes:
     header = _MAGIC + b" " + b" ".join(str(part).encode("ascii") for part in stamp)
-    body = b"".join(h + b"\n" for h in sidecar.hashes)
-    return header + b"\n" + b" ".join(sidecar.digests) + b"\n" + body
+    return header + b"\n" + b" ".join(sidecar.digests) + sidecar.pairs
 
 
 def read(path: Path) -> tuple[Stamp, Sidecar] | None:
@@ -120,7 +173,10 @@ def read(path: Path) -> tuple[Stamp, Sidecar] | None:
     if b" ".join(parts[:2]) != _MAGIC or len(parts) != 5 or not all(p.isdigit() for p in parts[2:]):
         return None
     ino, mtime, size = (int(p) for p in parts[2:])
-    sidecar = Sidecar(set(body.split(b"\n")) - {b""}, size, digests.split())
+    if body and not body.endswith(b"\n"):
+        return None  # cut short: rebuilt from the group file
+    pairs = b"\n" + body
+    sidecar = Sidecar({_key_of(line) for line in body.split(b"\n") if line}, size, digests.split(), pairs)
     if len(sidecar.digests) != -(-size // BLOCK):
         return None
     return (ino, mtime, size), sidecar

@@ -337,8 +337,9 @@ class WriteSession:
         raise LockLost(f"{what}。为了不覆盖别人的改动，这次没有写入任何文件，请重试。")
 
 
-def _hash_of(memory: Memory) -> bytes:
-    return dedupkeys.key_hash(dedup_key(memory.text), memory.workspace)
+def _pairs_of(memories: Iterable[Memory]) -> list[tuple[bytes, str]]:
+    """(key hash, id) of each memory, as the duplicate sidecar records them."""
+    return [(dedupkeys.key_hash(dedup_key(m.text), m.workspace), m.id) for m in memories]
 
 
 def _parse_line(raw: bytes, group: str) -> Memory | None:
@@ -494,17 +495,17 @@ class MemoryStore:
         start = None if stale is None else dedupkeys.unchanged_until(stale, data)
         if stale is None or start is None:
             parsed = session.parsed(group)
-            hashes = {_hash_of(m) for m in parsed.memories}
+            pairs = _pairs_of(parsed.memories)
             log(
                 self.paths,
                 "dedup-keys-rebuilt",
                 group=group,
                 lines=len(parsed.memories) + len(parsed.bad_lines),
             )
-            return dedupkeys.Sidecar(hashes, len(data), dedupkeys.digest_blocks(data))
+            return dedupkeys.for_pairs(pairs, len(data), dedupkeys.digest_blocks(data))
         tail = parse_lines(data[start:], group)
         log(self.paths, "dedup-keys-caught-up", group=group, lines=len(tail.memories) + len(tail.bad_lines))
-        return dedupkeys.caught_up(stale, data, {_hash_of(m) for m in tail.memories})
+        return dedupkeys.caught_up(stale, data, _pairs_of(tail.memories))
 
     def _carry_dedup_keys(self, session: WriteSession, group: str) -> None:
         """After a write, the sidecar follows the file: its keys plus the new and changed texts'.
@@ -515,7 +516,7 @@ class MemoryStore:
         sidecar = session.dedup_keys.get(group) or dedupkeys.load(path, session.stamp(group))
         if sidecar is None:
             return
-        sidecar.hashes |= {_hash_of(m) for m in session.written(group)}
+        sidecar.add(_pairs_of(session.written(group)))
         lines = session.lines_read(group)
         unchanged = sidecar.size if lines is None else lines.unchanged_prefix()
         try:
@@ -565,12 +566,18 @@ class MemoryStore:
         wanted = {dedupkeys.key_hash(key, ""), dedupkeys.key_hash(key, memory.workspace)}
         with self._writing(now) as session:
             twin = None
-            if self._dedup_keys(session, memory.category).hashes & wanted:
-                twins = [m for m in session.parsed(memory.category).memories if twin_of(m)]
+            sidecar = self._dedup_keys(session, memory.category)
+            if sidecar.hashes & wanted:
+                lines = session.lines(memory.category)
+                # The recorded ids first: their lines are found in the bytes, nothing else parsed.
+                named = (lines.find(i) for i in sorted(sidecar.ids_for(wanted)))
+                twins = [m for m in named if m is not None and twin_of(m)]
+                if not twins:
+                    twins = [m for m in session.parsed(memory.category).memories if twin_of(m)]
                 if twins:
                     # Several twins (written before this check existed): the strongest active one.
                     best = max(twins, key=lambda m: (m.active, m.confidence))
-                    twin = session.lines(memory.category).find(best.id)
+                    twin = lines.find(best.id)
             if twin is not None:
                 was_deprecated = twin.deprecated
                 gain = confidence.reinforce(twin, now)

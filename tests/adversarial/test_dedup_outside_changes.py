@@ -11,9 +11,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from memself.store import dedupkeys
-from memself.store.memory_store import MemoryStore
-from tests.support.helpers import T0, days, make_store, record, write_records
+from memself.store.memory_store import MemoryStore, WriteSession
+from tests.support.helpers import T0, by_id, days, make_store, record, write_records
 
 # Enough lines that the file spans several of the sidecar's digest blocks.
 SEED = 800
@@ -152,3 +154,74 @@ def test_a_sidecar_carried_through_rewrites_still_takes_only_an_outside_append()
     _outside_append(path, record("out-1", "改写之后外部追加的项目事实", 0.6, "project"))
     assert store.add("改写之后外部追加的项目事实", "project", T0 + days(2)).memory.id == "out-1"
     assert _sidecar_events(store)[len(before) :] == [("dedup-keys-caught-up", 1)]
+
+
+def _no_full_parse(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Record every whole-file parse of a write session (the duplicate check's slow path)."""
+    calls: list[str] = []
+    real = WriteSession.parsed
+
+    def parsed(self: WriteSession, group: str) -> object:
+        calls.append(group)
+        return real(self, group)
+
+    monkeypatch.setattr(WriteSession, "parsed", parsed)
+    return calls
+
+
+def test_a_twin_is_found_by_its_recorded_id_without_parsing_the_file(monkeypatch: pytest.MonkeyPatch) -> None:
+    store = make_store()
+    _seed(store)
+    calls = _no_full_parse(monkeypatch)
+    twin = store.add("种子项目事实第 0400 条：内容互不相同，长度也差不多！", "project", T0 + days(1))
+    assert twin.duplicate and twin.memory.id == "s-0400" and twin.memory.confidence == 0.6
+    assert calls == []
+    assert by_id(store, "s-0400").confidence == 0.6  # the reinforce was written to its line
+
+
+def test_a_memory_rewarded_every_day_records_its_pair_once() -> None:
+    store = make_store()
+    _seed(store)
+    sidecar = dedupkeys.sidecar_path(store.paths, "project")
+    before = sidecar.stat().st_size
+    for day in range(1, 6):
+        assert store.add(
+            "种子项目事实第 0007 条，内容互不相同，长度也差不多", "project", T0 + days(day)
+        ).duplicate
+    assert sidecar.read_bytes().count(b'"s-0007"') == 1
+    assert sidecar.stat().st_size - before < 200  # the digests of the changed blocks, nothing more
+
+
+def test_a_stale_recorded_id_falls_back_to_the_full_check(monkeypatch: pytest.MonkeyPatch) -> None:
+    store = make_store()
+    _seed(store)
+    # s-0012 gets another text: its old key stays recorded with its id, which is no twin any more.
+    store.replace("s-0012", "改过的第十二条项目事实", T0 + days(1))
+    calls = _no_full_parse(monkeypatch)
+    fresh = store.add("种子项目事实第 0012 条，内容互不相同，长度也差不多", "project", T0 + days(2))
+    assert not fresh.duplicate and calls == ["project"]
+    # And a hand edit gave a second line the same text: the full check finds it.
+    path = store.paths.group_file("project")
+    _outside_append(path, record("hand-1", "手工加的一条项目事实", 0.6, "project"))
+    assert store.add("手工加的一条项目事实", "project", T0 + days(3)).memory.id == "hand-1"
+
+
+def test_an_older_or_damaged_sidecar_is_rebuilt_or_skipped_and_twins_still_found() -> None:
+    store = make_store()
+    path = _seed(store)
+    sidecar = dedupkeys.sidecar_path(store.paths, "project")
+    # The format before ids: rebuilt from the file.
+    sidecar.write_bytes(sidecar.read_bytes().replace(b"memself-dedup-keys 3", b"memself-dedup-keys 2", 1))
+    before = _sidecar_events(store)
+    assert store.add("种子项目事实第 0100 条，内容互不相同，长度也差不多", "project", T0 + days(1)).duplicate
+    assert _sidecar_events(store)[len(before) :] == [("dedup-keys-rebuilt", SEED + 1)]
+    # A damaged pair line names no candidate; the twin is still found.
+    data = sidecar.read_bytes()
+    key = data[data.index(b' "s-0200"') - 16 : data.index(b' "s-0200"')]
+    sidecar.write_bytes(data.replace(key + b' "s-0200"', key + b' "s-02'))
+    assert dedupkeys.read(sidecar) is not None
+    assert (
+        store.add("种子项目事实第 0200 条，内容互不相同，长度也差不多", "project", T0 + days(2)).memory.id
+        == "s-0200"
+    )
+    assert path.read_bytes().count(b'"id":"s-0200"') == 1
