@@ -288,7 +288,10 @@ def export_graph(source: BertSource, settings: ModelSettings, folder: Path, step
         manifest.update(input="inputs_embeds", dim=source.shape.hidden, exporter="graph")
         step(1, "与参考实现比对")
         lean = LeanEncoder(Prepared(folder, manifest), settings, threads=max(1, os.cpu_count() or 1))
-        result = check_against(lean, source, settings)
+        try:
+            result = check_against(lean, source, settings)
+        finally:
+            lean.close()
     finally:
         # Nothing keeps the folder's files mapped once it is checked (Windows renames no folder
         # with a mapped file in it), and the weights are not needed again.
@@ -519,8 +522,11 @@ def export(st_model: Any, settings: ModelSettings, folder: Path, step: Progress)
         step(1 if first == "inputs_embeds" else 0, "与 sentence-transformers 比对")
         manifest["dim"] = int(body.config.hidden_size)
         lean = LeanEncoder(Prepared(folder, manifest), settings, threads=max(1, os.cpu_count() or 1))
-        manifest["dim"] = int(lean.encode_raw(["dim"]).shape[1])
-        result = check_against(lean, reference, settings)
+        try:
+            manifest["dim"] = int(lean.encode_raw(["dim"]).shape[1])
+            result = check_against(lean, reference, settings)
+        finally:
+            lean.close()  # the folder is moved into place next
         if result["passed"]:
             manifest["check"] = result
             step(1, "写校验和")

@@ -42,16 +42,29 @@ class RowTable:
         self.shape: tuple[int, int] = (int(shape[0]), int(shape[1]))
         self.dtype: Any = dtype
         self._row_bytes = self.shape[1] * dtype.itemsize
-        self._fd = os.open(path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
-        if os.fstat(self._fd).st_size < self._offset + self.shape[0] * self._row_bytes:
-            os.close(self._fd)
+        fd = os.open(path, os.O_RDONLY | files.BINARY)
+        if os.fstat(fd).st_size < self._offset + self.shape[0] * self._row_bytes:
+            os.close(fd)
             raise ValueError(f"{path.name}: shorter than its header says")
+        self._fd = fd
         slots = max(1, min(cached_rows, self.shape[0]))
         self._slots: Any = np.empty((slots, self.shape[1]), dtype=dtype)
         self._slot_of: dict[int, int] = {}  # row -> slot
         self._owner = [-1] * slots  # slot -> row
         self._next = 0
         self._lock = threading.Lock()  # the engine's backlog thread encodes too
+
+    def close(self) -> None:
+        """Let go of the file: Windows renames no folder, and deletes no file, that a process holds
+        open (a preparation checks its model in a folder it then moves into place)."""
+        with self._lock:
+            if self._fd >= 0:
+                os.close(self._fd)
+                self._fd = -1
+
+    def __del__(self) -> None:
+        if getattr(self, "_fd", -1) >= 0 and hasattr(self, "_lock"):
+            self.close()
 
     @property
     def cached(self) -> int:

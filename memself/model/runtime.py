@@ -95,6 +95,11 @@ class LeanEncoder:
         self._batch_run.add_run_config_entry("memory.enable_memory_arena_shrinkage", "cpu:0")
         release_free_heap()
 
+    def close(self) -> None:
+        """Let go of the prepared folder's files (``RowTable.close``); the encoder is not used again."""
+        if self._table is not None:
+            self._table.close()
+
     def encode_queries(self, texts: Sequence[str]) -> np.ndarray:
         prefix = self.settings.query_prefix
         return self.encode_raw([prefix + t for t in texts])
