@@ -359,12 +359,12 @@ def test_run_lock_of_a_judge_that_never_started(monkeypatch: pytest.MonkeyPatch)
 # -- the engine's TCP transport ------------------------------------------------------------------
 
 
-def _port_file(paths: DataPaths, port: int, mode: int = 0o600) -> Path:
+def _port_file(paths: DataPaths, port: int, mode: int = 0o600, pid: int = 1) -> Path:
     from memself.engine.transport import format_port_file
 
     path = Path(locate(paths.root).port_file)
     paths.ensure()
-    path.write_text(format_port_file(port, "t" * 43, 1), encoding="utf-8")
+    path.write_text(format_port_file(port, "t" * 43, pid), encoding="utf-8")
     os.chmod(path, mode)
     return path
 
@@ -415,6 +415,30 @@ def test_a_port_taken_by_another_program_sees_no_request(monkeypatch: pytest.Mon
         stranger.close()
         thread.join(5)
     assert received and all(len(data) == 16 for data in received)  # a nonce, nothing else
+
+
+def test_a_port_file_whose_engine_died_is_not_dialled(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Windows takes about two seconds to refuse a closed loopback port: the engine's recorded pid
+    # is checked first, and a dead one means "unreachable" (a new engine is started) at once.
+    from memself.engine.client import EngineClient, EngineRequestError
+
+    monkeypatch.setenv(FOREIGN_ENV, "1")
+    paths = make_store().paths
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(4)
+    listener.setblocking(False)
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    _port_file(paths, listener.getsockname()[1], pid=dead.pid)
+    try:
+        with pytest.raises(EngineRequestError) as failure:
+            EngineClient(paths).ping(2.0)
+        assert failure.value.code == "unreachable"
+        with pytest.raises(BlockingIOError):
+            listener.accept()  # nobody dialled the port
+    finally:
+        listener.close()
 
 
 @pytest.mark.skipif(system.real_windows(), reason="Windows guards the file by its folder's ACL, not modes")

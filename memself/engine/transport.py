@@ -31,7 +31,7 @@ from memself.engine.protocol import (
     read_header,
     recv_exact,
 )
-from memself.platform import files, sockets
+from memself.platform import files, processes, sockets
 from memself.platform.sockets import peer_allowed, peer_uid
 
 TYPE_CHECKING = False
@@ -174,9 +174,14 @@ def _connect_tcp(port_file: str, deadline: float) -> tuple[_socket.socket, str |
         raise FrameError(ERR_UNSAFE_DIR, message=f"{MESSAGES[ERR_UNSAFE_DIR]}：{problem}")
     try:
         with open(port_file, encoding="utf-8") as handle:
-            port, token, _ = parse_port_file(handle.read(4096))
+            port, token, pid = parse_port_file(handle.read(4096))
     except (OSError, ValueError):
         raise FrameError(ERR_UNREACHABLE) from None
+    if not processes.pid_alive(pid):
+        # A port file that outlived its engine (a crash, a shutdown): Windows takes about two
+        # seconds to refuse a connection to a closed loopback port, a hook's whole budget, and a
+        # timeout would not start a new engine the way "unreachable" does.
+        raise FrameError(ERR_UNREACHABLE)
     sock = _connected(_socket.AF_INET, ("127.0.0.1", port), deadline)
     assert sock is not None  # only absent_ok returns None
     try:

@@ -5,8 +5,6 @@ POSIX: ``kill(pid, 0)``. Not on Windows, where ``os.kill(pid, 0)`` sends Ctrl-C 
 exit code read. Standard library only.
 """
 
-from __future__ import annotations
-
 import os
 
 from memself.platform import system
