@@ -262,6 +262,33 @@ def test_detached_children_per_system(monkeypatch: pytest.MonkeyPatch) -> None:
     assert children.popen_detached() == {"start_new_session": True}
 
 
+@pytest.mark.skipif(system.real_windows(), reason="switches between Linux and the foreign mode")
+@pytest.mark.parametrize("console", [True, False])
+def test_console_programs_get_no_window_where_nobody_would_see_it(
+    console: bool, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # A console program started by a process without a console (the detached engine, the
+    # background sync) would get a new, visible console window on Windows.
+    from memself.sync.gitrepo import Repo
+
+    monkeypatch.setattr(system, "_REAL_WINDOWS", True)
+    monkeypatch.setattr(children, "_has_console", lambda: console)
+    group = children.CREATE_NEW_PROCESS_GROUP | (0 if console else children.CREATE_NO_WINDOW)
+    assert children.popen_own_group() == {"creationflags": group}
+    assert children.piped() == {"creationflags": children.CREATE_NO_WINDOW}
+    seen: list[dict[str, object]] = []
+
+    def fake_run(argv: list[str], **kwargs: object) -> subprocess.CompletedProcess[bytes]:
+        seen.append(kwargs)
+        return subprocess.CompletedProcess(argv, 0, b"", b"")
+
+    monkeypatch.setattr(subprocess, "run", fake_run)
+    Repo(tmp_path).run("status")
+    assert seen[0]["creationflags"] == children.CREATE_NO_WINDOW
+    monkeypatch.setattr(system, "_REAL_WINDOWS", False)
+    assert children.piped() == {}
+
+
 def test_windows_children_are_waited_for_through_popen(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:

@@ -106,12 +106,27 @@ def reap(pid: int) -> bool:
 
 def popen_own_group() -> dict[str, Any]:
     """Keyword arguments that start a ``subprocess.Popen`` child in a process group of its own,
-    still writing to this terminal, so that ``end_group`` ends it and whatever it started."""
+    still writing to this terminal, so that ``end_group`` ends it and whatever it started.
+
+    On Windows a console program started by a process without a console (the detached engine)
+    gets a new, visible console window: there it is started without one."""
     if not system.windows():
         return {"start_new_session": True}
     if system.real_windows():
-        return {"creationflags": CREATE_NEW_PROCESS_GROUP}
+        return {"creationflags": CREATE_NEW_PROCESS_GROUP | (0 if _has_console() else CREATE_NO_WINDOW)}
     return {}
+
+
+def piped() -> dict[str, Any]:
+    """Keyword arguments for a console program whose output we capture (git): no console window
+    flashes up on Windows when a detached process (the background sync) runs it."""
+    return {"creationflags": CREATE_NO_WINDOW} if system.real_windows() else {}
+
+
+def _has_console() -> bool:  # pragma: no cover - Windows only
+    import ctypes
+
+    return bool(getattr(ctypes, "windll").kernel32.GetConsoleWindow())  # noqa: B009 - absent from stubs here
 
 
 def end_group(process: Any, force: bool) -> None:

@@ -13,6 +13,7 @@ import subprocess
 from pathlib import Path
 
 from memself.errors import MemselfError
+from memself.platform import children
 
 BRANCH = "main"
 REMOTE_REF = f"refs/remotes/origin/{BRANCH}"
@@ -84,6 +85,7 @@ class Repo:
                 env=_env(),
                 timeout=timeout,
                 check=False,
+                **children.piped(),
             )
         except FileNotFoundError as exc:
             raise MemselfError("找不到 git 命令：同步需要先安装 git") from exc

@@ -53,6 +53,7 @@ def identity(root: str) -> str | None:
 def root_commit(root: str) -> str | None:
     """The oldest commit without parents reachable from ``HEAD`` (by commit time, then hash),
     or None (no commit yet, or git cannot read it)."""
+    from memself.platform import children
     from memself.sync.gitrepo import clean_env
 
     try:
@@ -62,6 +63,7 @@ def root_commit(root: str) -> str | None:
             env=clean_env(),
             timeout=_GIT_TIMEOUT_S,
             check=False,
+            **children.piped(),
         )
     except (OSError, subprocess.SubprocessError):
         return None
