@@ -88,3 +88,25 @@ def test_recall_reward_gives_up_after_300ms_and_logs(store: MemoryStore) -> None
     assert "ids" in store.paths.log_file.read_text()
     # After the holder is gone (killed: its lock is reclaimed), a retry works.
     assert store.reward_recall(["a"], T0) == {"a": pytest.approx(0.05)}
+
+
+def test_a_lock_released_while_it_is_looked_at_blocks_nothing(
+    store: MemoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Its holder removes the lock between the check's two reads of it (several processes adding
+    # at once): that is a free lock, not a broken one.
+    from memself.store import lock
+
+    lock_dir = store.paths.lock_dir
+    lock_dir.mkdir()
+    real_listdir = os.listdir
+
+    def released_first(path: str | os.PathLike[str]) -> list[str]:
+        if os.fspath(path) == os.fspath(lock_dir) and lock_dir.exists():
+            lock_dir.rmdir()  # the holder's release lands here
+        return real_listdir(path)
+
+    monkeypatch.setattr(lock.os, "listdir", released_first)
+    assert lock.lock_problem(lock_dir) == ""
+    with write_lock(store.paths, 1.0):
+        pass

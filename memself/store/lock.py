@@ -101,6 +101,8 @@ def lock_problem(lock_dir: Path) -> str:
         )
     try:
         names = os.listdir(lock_dir)
+    except FileNotFoundError:
+        return ""  # released since the lstat: free, not broken
     except OSError as exc:
         return f"记忆写锁 {lock_dir} 无法读取（{exc.strerror or exc}），写入被挡住了"
     foreign = sorted(n for n in names if not n.startswith(OWNER_PREFIX))
