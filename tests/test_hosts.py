@@ -128,6 +128,22 @@ def test_codebuddy_accepts_the_original_user_prompt_field(adapter) -> None:
     assert adapter.parse(both).prompt == "新字段"
 
 
+@pytest.mark.parametrize(
+    ("root", "seen"),
+    [
+        ("/c:/Users/me/proj", "C:/Users/me/proj"),  # Cursor on Windows writes its URI path
+        ("/D:/work", "D:/work"),
+        ("/c:", "C:"),
+        ("C:\\Users\\me\\proj", "C:\\Users\\me\\proj"),
+        ("/home/dev/project", "/home/dev/project"),
+        ("/cc:/not-a-drive", "/cc:/not-a-drive"),
+    ],
+)
+def test_cursor_windows_roots_lose_their_uri_slash(root: str, seen: str) -> None:
+    payload = {"hook_event_name": "sessionStart", "conversation_id": "c1", "workspace_roots": [root]}
+    assert cursor.parse(payload).cwd == seen
+
+
 def test_cursor_documented_payloads() -> None:
     data = load(CURSOR_DOC)
     conv = data["sessionStart"]["conversation_id"]

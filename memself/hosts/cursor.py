@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -23,12 +24,21 @@ HOOK_SHELLS = FACTS.hook_shells
 HOOK_SHELL_FIELD = FACTS.hook_shell_field
 
 
+# On Windows Cursor writes a root the way its file URIs do: "/c:/Users/me/proj". Left as it is,
+# Windows' path functions take it for "\c:\Users\me\proj", a path that does not exist.
+_URI_DRIVE = re.compile(r"/([A-Za-z]):(?=[/\\]|$)")
+
+
 def workspace_root(payload: dict[str, Any]) -> str:
     """Cursor names the open folders in ``workspace_roots``, the first being the one the chat
-    works in; ``cwd`` when it runs a hook registered for Claude Code with a Claude payload."""
+    works in; ``cwd`` when it runs a hook registered for Claude Code with a Claude payload. A
+    Windows root loses its URI slash, and its drive letter is written as the other clients write
+    it (``C:``), so one project has one workspace whichever client saved the memory."""
     roots = payload.get("workspace_roots")
     if isinstance(roots, list) and roots and isinstance(roots[0], str) and roots[0].strip():
-        return roots[0]
+        root = roots[0]
+        drive = _URI_DRIVE.match(root)
+        return f"{drive.group(1).upper()}:{root[drive.end() :]}" if drive else root
     return payload_cwd(payload)
 
 
