@@ -6,7 +6,8 @@ CPU time of the process (user + system: it moves far less with the load) and the
 them (``/usr/bin/time`` of that process: the engine's own memory is not in the hook rows).
 
 Rows:
-- ``project add`` / ``rule add``: a new memory (an append); ``delete`` / ``restore`` of one memory;
+- ``project add`` / ``rule add``: a new memory (an append); ``project add, a duplicate``: the same
+  text again (the memory that holds it is reinforced); ``delete`` / ``restore`` of one memory;
 - ``project add, no duplicate sidecar yet``: one sample, the first add on the generated store (it
   builds the duplicate sidecar from a full parse); ``project add, first after an outside change``:
   the add after another program (the original, another client) appended one line to the group
@@ -295,6 +296,10 @@ def measure(
             memself(env, "restore", victim, checkout=checkout)
     for k in range(runs if "writes" in sections else 0):
         add("project add", run([*cli, "project", "add", f"新追加的项目事实第 {k} 条内容"], env, cwd=cwd))
+        add(
+            "project add, a duplicate",
+            run([*cli, "project", "add", f"新追加的项目事实第 {k} 条内容。"], env, cwd=cwd),
+        )
         add("rule add", run([*cli, "rule", "add", f"新追加的规则第 {k} 条内容"], env, cwd=cwd))
         victim = ids[(k * 7919) % len(ids)]
         add("delete", run([*cli, "delete", victim], env, cwd=cwd))
