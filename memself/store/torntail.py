@@ -7,9 +7,10 @@ memory goes with it; left in place, though, it would be a quarantined line, and 
 maintenance refuses to rewrite a file holding one until the user edits it by hand.
 
 So the next writer, holding the write lock (no append can be in flight), moves such a tail byte
-for byte to ``torn-lines.txt`` beside the store and cuts it from the file. A last line that lacks
-only its newline but reads as a memory (a hand edit) stays where it is; the append after it adds
-the newline first (``memself.atomic.append_lines``).
+for byte to ``torn-lines.txt`` beside the store and cuts it from the file. Only a line that breaks
+where its bytes run out is taken for torn: a last line that lacks only its newline (a hand edit
+in an editor that writes none) or has a mistake in its middle stays where it is, and the append
+after it adds the newline first (``memself.atomic.append_lines``).
 """
 
 from __future__ import annotations
@@ -19,13 +20,15 @@ import os
 from pathlib import Path
 
 from memself.atomic import append_lines, real_target
+from memself.errors import MemselfError
 from memself.logs import log
 from memself.paths import DataPaths
 from memself.platform import files
 from memself.store.recordlines import MAX_LINE_BYTES
-from memself.store.records import record_problem
 
 _CHUNK = 64 * 1024
+_LITERALS = ("true", "false", "null")
+_NUMBER_CHARS = set("-+.0123456789eE")
 
 
 def move_torn_tails(paths: DataPaths) -> int:
@@ -34,8 +37,9 @@ def move_torn_tails(paths: DataPaths) -> int:
     for path in (paths.group_file("rule"), paths.group_file("project"), paths.trash):
         try:
             size = _move_tail(paths, path)
-        except OSError as exc:
-            # The tail stays a quarantined line, as it would without this step; the write goes on.
+        except (OSError, MemselfError) as exc:
+            # The tail stays a quarantined line, as it would without this step; the write goes on
+            # (MemselfError: torn-lines.txt is a link memself cannot write through).
             log(paths, "torn-line-kept", file=path.name, error=str(exc))
             continue
         if size:
@@ -56,7 +60,7 @@ def _move_tail(paths: DataPaths, path: Path) -> int:
             return 0
         start = _last_line_start(fd, size)
         tail = files.read_at(fd, size - start, start)
-        if _reader_takes(tail):
+        if not _cut_short(tail):
             return 0
         # Kept first, cut second: a crash in between keeps the tail twice, never nowhere.
         append_lines(paths.torn_lines, tail + b"\n")
@@ -78,15 +82,26 @@ def _last_line_start(fd: int, size: int) -> int:
     return 0
 
 
-def _reader_takes(line: bytes) -> bool:
-    """Whether the store's reader takes ``line`` as a memory or skips it as blank
-    (``memory_store.parse_records``) rather than quarantining it."""
-    if not line.strip():
-        return True
-    if len(line) > MAX_LINE_BYTES:
+def _cut_short(line: bytes) -> bool:
+    """Whether ``line`` is the start of a record whose write stopped part way: it begins as every
+    stored line does and breaks only where its bytes run out (inside a string, a number, a
+    literal, a UTF-8 character, or before a closing brace). A line with a mistake in the middle
+    (a hand edit's stray comma) is no torn write: it stays a quarantined line the user is shown."""
+    if len(line) > MAX_LINE_BYTES or not line.lstrip().startswith(b"{"):
         return False
     try:
-        value = json.loads(line.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError):
+        text = line.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        if exc.end != len(line) or exc.reason != "unexpected end of data":
+            return False
+        text = line[: exc.start].decode("utf-8", "replace")
+    try:
+        json.loads(text)
+    except json.JSONDecodeError as exc:
+        if exc.msg.startswith("Unterminated string"):
+            return True
+        rest = text[exc.pos :].rstrip()
+        return not rest or any(w.startswith(rest) for w in _LITERALS) or set(rest) <= _NUMBER_CHARS
+    except (ValueError, RecursionError):
         return False
-    return not record_problem(value)
+    return False  # whole JSON: a record the reader takes, or a line it quarantines as it should

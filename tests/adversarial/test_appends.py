@@ -15,7 +15,7 @@ from pathlib import Path
 
 from memself import doctor
 from memself.maintenance import ran_today, run_daily_maintenance, run_or_start_daily_maintenance
-from memself.store import dedupkeys
+from memself.store import dedupkeys, torntail
 from memself.store.memory_store import MemoryStore, render_lines
 from memself.store.records import sort_memories
 from tests.support.helpers import T0, days, make_store, record, write_records
@@ -157,6 +157,42 @@ def test_a_torn_last_line_does_not_pause_the_daily_maintenance() -> None:
     assert result is not None and result.decayed == 1
     assert store.quarantined() == []
     assert store.paths.torn_lines.read_bytes() == TORN + b"\n" + b'{"id":"gone","text":"\xe5\x88\n'
+
+
+def test_every_cut_of_a_stored_line_is_taken_for_torn_and_no_hand_edit_mistake_is() -> None:
+    store = make_store()
+    full = render_lines(
+        [dict(record("m-1", "支付页灰度开关是 pay_new_flow，默认关闭", 0.55, "project"), n=-12.5e-3)]
+    )
+    assert full.endswith(b"\n")
+    for cut in range(1, len(full) - 1):  # the line without its newline is a whole record
+        assert torntail._cut_short(full[:cut]), full[:cut]
+    mistakes = [
+        b'{"id":"a","text":"b",}',  # a stray comma
+        b'{"id":"a" "text":"b"}',
+        b'{"id":"a","text":"b","c":tru}',
+        b'{"id":"a","text":"b\xff"}',  # a byte that is not UTF-8, inside the line
+        b'{"id":"a"}',  # whole JSON, not a usable record: quarantined as before
+        b"not json at all",
+    ]
+    for line in mistakes:
+        assert not torntail._cut_short(line), line
+    # Such a last line stays where it is, quarantined and named, and the next add goes after it.
+    path = store.paths.group_file("project")
+    path.write_bytes(full + mistakes[0])
+    store.add("手改出错之后追加的项目事实", "project", T0)
+    assert [b.raw for b in store.load_group("project").bad_lines] == [mistakes[0]]
+    assert not store.paths.torn_lines.exists()
+
+
+def test_a_torn_line_stays_when_torn_lines_cannot_be_written_and_the_write_goes_on() -> None:
+    store = make_store()
+    _seed(store, 2)
+    store.paths.torn_lines.symlink_to(store.paths.torn_lines)  # a loop: nothing can be written there
+    _tear(store.paths.group_file("project"))
+    added = store.add("写不了残行文件时追加的项目事实", "project", T0)
+    assert added.memory.id in {m.id for m in store.load_group("project").memories}
+    assert [b.raw for b in store.load_group("project").bad_lines] == [TORN]
 
 
 def test_a_whole_last_record_without_its_newline_is_kept_in_place() -> None:
