@@ -133,7 +133,8 @@ def test_codebuddy_accepts_the_original_user_prompt_field(adapter) -> None:
     [
         ("/c:/Users/me/proj", "C:/Users/me/proj"),  # Cursor on Windows writes its URI path
         ("/D:/work", "D:/work"),
-        ("/c:", "C:"),
+        ("/e:\\work", "E:/work"),
+        ("/c:", "C:/"),  # the drive's root, not the drive-relative "C:"
         ("C:\\Users\\me\\proj", "C:\\Users\\me\\proj"),
         ("/home/dev/project", "/home/dev/project"),
         ("/cc:/not-a-drive", "/cc:/not-a-drive"),
@@ -142,6 +143,9 @@ def test_codebuddy_accepts_the_original_user_prompt_field(adapter) -> None:
 def test_cursor_windows_roots_lose_their_uri_slash(root: str, seen: str) -> None:
     payload = {"hook_event_name": "sessionStart", "conversation_id": "c1", "workspace_roots": [root]}
     assert cursor.parse(payload).cwd == seen
+    # The same payload through the Claude-registered hook Cursor also runs.
+    claude_shaped = {"hook_event_name": "SessionStart", "session_id": "c1", "workspace_roots": [root]}
+    assert claude.parse(claude_shaped).cwd == seen
 
 
 def test_cursor_documented_payloads() -> None:

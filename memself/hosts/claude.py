@@ -7,6 +7,7 @@ from typing import Any
 
 from memself.hosts.common import claudelike_renderer, payload_cwd, payload_parser
 from memself.hosts.cursor import NAME as CURSOR
+from memself.hosts.cursor import first_root as cursor_root
 from memself.hosts.cursor import runs_this_hook as runs_in_cursor
 from memself.hosts.facts import load_facts
 
@@ -26,10 +27,8 @@ HOOK_SHELL_FIELD = FACTS.hook_shell_field
 
 def working_directory(payload: dict[str, Any]) -> str:
     """``cwd``; Cursor, running this Claude-registered hook with its own payload, sends
-    ``workspace_roots`` instead."""
-    roots = payload.get("workspace_roots")
-    first_root = roots[0] if isinstance(roots, list) and roots and isinstance(roots[0], str) else ""
-    return payload_cwd(payload) or first_root
+    ``workspace_roots`` instead (read as Cursor's adapter reads them)."""
+    return payload_cwd(payload) or cursor_root(payload)
 
 
 parse = payload_parser(FACTS, working_directory)

@@ -25,21 +25,26 @@ HOOK_SHELL_FIELD = FACTS.hook_shell_field
 
 
 # On Windows Cursor writes a root the way its file URIs do: "/c:/Users/me/proj". Left as it is,
-# Windows' path functions take it for "\c:\Users\me\proj", a path that does not exist.
-_URI_DRIVE = re.compile(r"/([A-Za-z]):(?=[/\\]|$)")
+# Windows' path functions take it for "\\c:\\Users\\me\\proj", a path that does not exist.
+_URI_DRIVE = re.compile(r"/([A-Za-z]):(?:[/\\]|$)")
+
+
+def first_root(payload: dict[str, Any]) -> str:
+    """The first of ``workspace_roots``, the folder the chat works in, or "". A Windows root
+    loses its URI slash and gets its drive letter as the other clients write it (``C:/``), so a
+    project has one workspace whichever client saved the memory."""
+    roots = payload.get("workspace_roots")
+    if not (isinstance(roots, list) and roots and isinstance(roots[0], str) and roots[0].strip()):
+        return ""
+    root: str = roots[0]
+    drive = _URI_DRIVE.match(root)
+    return f"{drive.group(1).upper()}:/{root[drive.end() :]}" if drive else root
 
 
 def workspace_root(payload: dict[str, Any]) -> str:
-    """Cursor names the open folders in ``workspace_roots``, the first being the one the chat
-    works in; ``cwd`` when it runs a hook registered for Claude Code with a Claude payload. A
-    Windows root loses its URI slash, and its drive letter is written as the other clients write
-    it (``C:``), so one project has one workspace whichever client saved the memory."""
-    roots = payload.get("workspace_roots")
-    if isinstance(roots, list) and roots and isinstance(roots[0], str) and roots[0].strip():
-        root = roots[0]
-        drive = _URI_DRIVE.match(root)
-        return f"{drive.group(1).upper()}:{root[drive.end() :]}" if drive else root
-    return payload_cwd(payload)
+    """Cursor names the open folders in ``workspace_roots``; ``cwd`` when it runs a hook
+    registered for Claude Code with a Claude payload."""
+    return first_root(payload) or payload_cwd(payload)
 
 
 parse = payload_parser(FACTS, workspace_root)
