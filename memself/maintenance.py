@@ -33,6 +33,7 @@ from memself.store.memory_store import (
     TrashFile,
     WriteSession,
     confidence,
+    dedup_pairs,
     dedupkeys,
     render_lines,
 )
@@ -43,6 +44,10 @@ from memself.timeutil import iso, local_day, parse_iso
 # triggers it (quick, and the day's first rules are already decayed); above, in a process of its
 # own that the session start waits for only briefly.
 INLINE_BYTES = 4 * 1024 * 1024
+# Recorded duplicate-sidecar pairs beyond the file's memories, per memory, past which the
+# maintenance rebuilds the pairs from the memories it parsed (each stale pair only costs an add of
+# that text a full parse, and space).
+STALE_PAIRS = 0.25
 
 
 @dataclass(frozen=True)
@@ -201,6 +206,9 @@ def _maintain(store: MemoryStore, lock: LockHandle, decay_days: int, now: dateti
         path = paths.group_file(group)
         session.check_still_ours([(path, group_file.stamp)])
         keys = dedupkeys.load(dedupkeys.sidecar_path(paths, group), group_file.stamp)
+        if keys is not None and keys.stale_share(len(group_file.memories)) > STALE_PAIRS:
+            # The file is parsed anyway: pairs of memories deleted or rewritten since go.
+            keys = dedupkeys.for_pairs(dedup_pairs(group_file.memories), keys.size, keys.digests)
         write_atomic(path, rendered)
         _carry_dedup_keys(paths, group, keys)
     waiting = any(m.active and not m.appliesWhen for g in groups.values() for m in g.memories)

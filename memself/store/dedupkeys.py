@@ -36,6 +36,8 @@ Stamp = tuple[int, int, int]
 _MAGIC = b"memself-dedup-keys 3"
 # Bytes per digest: a write that changes a line re-hashes the file from that line's block on.
 BLOCK = 64 * 1024
+# Known pairs checked by a search each; more are checked against one set of the recorded pairs.
+_SEARCHES = 8
 
 
 @dataclass
@@ -67,14 +69,22 @@ class Sidecar:
     def add(self, pairs: Iterable[tuple[bytes, str]]) -> None:
         """Record these (hash, id) pairs; a pair already recorded is not written twice (a memory
         rewarded every day would otherwise add its pair every day)."""
-        new = []
-        for key, mem_id in dict.fromkeys(pairs):
-            line = _pair_line(key, mem_id)
-            # Only a known hash can have its pair already: a new one costs no search.
-            if key not in self.hashes or b"\n" + line not in self.pairs:
-                new.append(line)
+        lines = [_pair_line(key, mem_id) for key, mem_id in dict.fromkeys(pairs)]
+        # Only a known hash can have its pair already: a new one costs no search. Many known ones
+        # (a bulk change) are looked up in one set instead of one search of the pairs each.
+        known = [line for line in lines if _key_of(line) in self.hashes]
+        if len(known) > _SEARCHES:
+            recorded = set(self.pairs.split(b"\n"))
+            new = [line for line in lines if line[:-1] not in recorded]
+        else:
+            new = [line for line in lines if line not in known or b"\n" + line not in self.pairs]
         self.pairs += b"".join(new)
         self.hashes.update(_key_of(line) for line in new)
+
+    def stale_share(self, memories: int) -> float:
+        """How many recorded pairs there are per memory of the file, less one: pairs of deleted
+        or rewritten memories stay until the sidecar is rebuilt."""
+        return max(0.0, self.pairs.count(b"\n") - 1 - memories) / max(memories, 1)
 
 
 def for_pairs(pairs: Iterable[tuple[bytes, str]], size: int, digests: list[bytes]) -> Sidecar:

@@ -337,7 +337,7 @@ class WriteSession:
         raise LockLost(f"{what}。为了不覆盖别人的改动，这次没有写入任何文件，请重试。")
 
 
-def _pairs_of(memories: Iterable[Memory]) -> list[tuple[bytes, str]]:
+def dedup_pairs(memories: Iterable[Memory]) -> list[tuple[bytes, str]]:
     """(key hash, id) of each memory, as the duplicate sidecar records them."""
     return [(dedupkeys.key_hash(dedup_key(m.text), m.workspace), m.id) for m in memories]
 
@@ -495,7 +495,7 @@ class MemoryStore:
         start = None if stale is None else dedupkeys.unchanged_until(stale, data)
         if stale is None or start is None:
             parsed = session.parsed(group)
-            pairs = _pairs_of(parsed.memories)
+            pairs = dedup_pairs(parsed.memories)
             log(
                 self.paths,
                 "dedup-keys-rebuilt",
@@ -505,7 +505,7 @@ class MemoryStore:
             return dedupkeys.for_pairs(pairs, len(data), dedupkeys.digest_blocks(data))
         tail = parse_lines(data[start:], group)
         log(self.paths, "dedup-keys-caught-up", group=group, lines=len(tail.memories) + len(tail.bad_lines))
-        return dedupkeys.caught_up(stale, data, _pairs_of(tail.memories))
+        return dedupkeys.caught_up(stale, data, dedup_pairs(tail.memories))
 
     def _carry_dedup_keys(self, session: WriteSession, group: str) -> None:
         """After a write, the sidecar follows the file: its keys plus the new and changed texts'.
@@ -516,7 +516,7 @@ class MemoryStore:
         sidecar = session.dedup_keys.get(group) or dedupkeys.load(path, session.stamp(group))
         if sidecar is None:
             return
-        sidecar.add(_pairs_of(session.written(group)))
+        sidecar.add(dedup_pairs(session.written(group)))
         lines = session.lines_read(group)
         unchanged = sidecar.size if lines is None else lines.unchanged_prefix()
         try:

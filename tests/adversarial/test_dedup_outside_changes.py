@@ -225,3 +225,34 @@ def test_an_older_or_damaged_sidecar_is_rebuilt_or_skipped_and_twins_still_found
         == "s-0200"
     )
     assert path.read_bytes().count(b'"id":"s-0200"') == 1
+
+
+@pytest.mark.parametrize("known", [3, 12])  # one search each; one set of the recorded pairs
+def test_pairs_already_recorded_are_not_recorded_again(known: int) -> None:
+    pairs = [(dedupkeys.key_hash(f"键{i}", ""), f"m-{i}") for i in range(40)]
+    sidecar = dedupkeys.for_pairs(pairs, 0, [])
+    again = [*pairs[:known], (pairs[0][0], "m-other"), (dedupkeys.key_hash("新键", ""), "m-new")]
+    sidecar.add(again)
+    assert sidecar.pairs.count(b"\n") - 1 == 42
+    assert sidecar.ids_for([pairs[0][0]]) == {"m-0", "m-other"}
+    assert sidecar.ids_for([dedupkeys.key_hash("新键", "")]) == {"m-new"}
+
+
+def test_the_daily_maintenance_drops_the_pairs_of_deleted_memories() -> None:
+    from memself.maintenance import run_daily_maintenance
+
+    store = make_store()
+    records = [
+        record(f"d-{i:02d}", f"会被删掉一半的项目事实 {i:02d}", 0.7, "project", last=T0 - days(40))
+        for i in range(40)
+    ]
+    write_records(store, "project", records)
+    store.add("写出 sidecar 的一条项目事实", "project", T0)
+    store.delete([f"d-{i:02d}" for i in range(20)], T0)
+    sidecar = dedupkeys.sidecar_path(store.paths, "project")
+    assert dedupkeys.read(sidecar)[1].pairs.count(b"\n") - 1 == 41  # the deleted ones' pairs stay
+    result = run_daily_maintenance(store.paths, 30, T0 + days(1))
+    assert result is not None and result.decayed == 20  # the group file was rewritten
+    found = dedupkeys.load(sidecar, store.load_group("project").stamp)
+    assert found is not None and found.pairs.count(b"\n") - 1 == 21
+    assert store.add("会被删掉一半的项目事实 30", "project", T0 + days(2)).memory.id == "d-30"
