@@ -131,11 +131,11 @@ def test_codebuddy_accepts_the_original_user_prompt_field(adapter) -> None:
 @pytest.mark.parametrize(
     ("root", "seen"),
     [
-        ("/c:/Users/me/proj", "C:/Users/me/proj"),  # Cursor on Windows writes its URI path
+        ("/c:/dev/proj", "C:/dev/proj"),  # Cursor on Windows writes its URI path
         ("/D:/work", "D:/work"),
         ("/e:\\work", "E:/work"),
         ("/c:", "C:/"),  # the drive's root, not the drive-relative "C:"
-        ("C:\\Users\\me\\proj", "C:\\Users\\me\\proj"),
+        ("C:\\dev\\proj", "C:\\dev\\proj"),
         ("/home/dev/project", "/home/dev/project"),
         ("/cc:/not-a-drive", "/cc:/not-a-drive"),
     ],

@@ -24,8 +24,8 @@ HOOK_SHELLS = FACTS.hook_shells
 HOOK_SHELL_FIELD = FACTS.hook_shell_field
 
 
-# On Windows Cursor writes a root the way its file URIs do: "/c:/Users/me/proj". Left as it is,
-# Windows' path functions take it for "\\c:\\Users\\me\\proj", a path that does not exist.
+# On Windows Cursor writes a root the way its file URIs do: "/c:/dev/proj". Left as it is,
+# Windows' path functions take it for "\\c:\\dev\\proj", a path that does not exist.
 _URI_DRIVE = re.compile(r"/([A-Za-z]):(?:[/\\]|$)")
 
 
