@@ -396,15 +396,20 @@ def _port_file(paths: DataPaths, port: int, mode: int = 0o600, pid: int = 1) -> 
     return path
 
 
+def _loopback_listener() -> socket.socket:
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(4)
+    return listener
+
+
 def test_a_port_taken_by_another_program_sees_no_request(monkeypatch: pytest.MonkeyPatch) -> None:
     from memself.doctor import check_engine_port
     from memself.engine.client import EngineClient, EngineRequestError
 
     monkeypatch.setenv(FOREIGN_ENV, "1")
     paths = make_store().paths
-    stranger = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    stranger.bind(("127.0.0.1", 0))
-    stranger.listen(4)
+    stranger = _loopback_listener()
     stranger.settimeout(5)
     port = stranger.getsockname()[1]
     _port_file(paths, port)
@@ -451,9 +456,7 @@ def test_a_port_file_whose_engine_died_is_not_dialled(monkeypatch: pytest.Monkey
 
     monkeypatch.setenv(FOREIGN_ENV, "1")
     paths = make_store().paths
-    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(4)
+    listener = _loopback_listener()
     listener.setblocking(False)
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
