@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -87,21 +89,44 @@ def _real_home_stamp() -> dict[str, float | None]:
 
 
 def _stop_engine_left_running() -> None:
-    """An engine that a test's CLI call started (``engine status``, ``doctor``, a hook) would
-    otherwise serve its temporary data directory until its idle exit, long after the suite."""
+    """An engine that a test's CLI call or hook started (``engine status``, ``doctor``, a hook
+    process) would otherwise serve its temporary data directory until its idle exit, long after
+    the suite. Asked to stop first; then any engine process still naming this data directory (one
+    that was on its way to the lock while the first stopped) is ended."""
     from memself.engine import instance_lock
     from memself.engine.location import locate
     from memself.paths import DataPaths
 
     data = DataPaths.default()
-    if not data.root.is_dir() or not instance_lock.is_held(locate(data.root).lock_path):
-        return
-    from memself.engine.client import stop_engine
+    lock_path = locate(data.root).lock_path if data.root.is_dir() else ""
+    if not lock_path or not os.path.exists(lock_path):
+        return  # no engine ever started here
+    if instance_lock.is_held(lock_path):
+        from memself.engine.client import stop_engine
 
-    try:
-        stop_engine(data, timeout_s=5.0)
-    except Exception as exc:  # reported, not raised: the test itself already passed or failed
-        print(f"engine left running in {data.root} not stopped: {exc}", file=sys.stderr)
+        try:
+            stop_engine(data, timeout_s=5.0)
+        except Exception as exc:  # reported, not raised: the test itself already passed or failed
+            print(f"engine left running in {data.root} not stopped: {exc}", file=sys.stderr)
+    for pid in _engine_processes(str(data.root)):
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def _engine_processes(data_dir: str) -> list[int]:
+    """Engine processes serving ``data_dir``, where the system lists command lines (Linux)."""
+    found = []
+    proc = Path("/proc")
+    for entry in proc.iterdir() if proc.is_dir() else []:
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"memself.warm" in argv and data_dir.encode() in argv:
+            found.append(int(entry.name))
+    return found
 
 
 @pytest.fixture(autouse=True)
