@@ -18,6 +18,7 @@ import pytest
 from memself.model import cache, unigram
 from memself.model.catalog import OFFLINE_MODEL, resolve_model
 from memself.model.probes import PROBES
+from tests.support.helpers import open_paths
 
 # Preparation loads sentence-transformers and torch and exports ONNX: minutes, the full group.
 pytestmark = pytest.mark.full
@@ -123,18 +124,6 @@ def test_runtime_imports_no_torch(shared_model_cache: Path) -> None:
 # ---------------------------------------------------------------------- a bge-shaped model
 
 
-def _open_paths() -> list[str]:
-    """What this process holds open, where the system lists it (Linux); nothing elsewhere."""
-    folder = Path("/proc/self/fd")
-    found = []
-    for fd in folder.iterdir() if folder.is_dir() else []:
-        try:
-            found.append(os.readlink(fd))
-        except OSError:
-            continue
-    return found
-
-
 def test_bge_shaped_model_prepares_runs_and_matches_sentence_transformers(
     bge_tiny_folder: Path, tmp_path: Path
 ) -> None:
@@ -150,7 +139,7 @@ def test_bge_shaped_model_prepares_runs_and_matches_sentence_transformers(
         prepared = prepare(str(bge_tiny_folder), cache_dir, settings=settings, echo=lambda _m: None)
         # The check's encoder let go of the folder before it was moved into place (Windows moves
         # no folder holding an open file).
-        assert [p for p in _open_paths() if p.startswith(str(cache_dir))] == []
+        assert [p for p in open_paths() if p.startswith(str(cache_dir))] == []
         m = prepared.manifest
         assert m["pooling"] == (pooling or "cls")
         assert (m["tokenizer"], m["input"], m["dim"], m["max_tokens"]) == (

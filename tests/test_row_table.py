@@ -4,25 +4,13 @@ holding it can be moved on Windows (which renames no folder with an open file in
 from __future__ import annotations
 
 import gc
-import os
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from memself.model.row_table import RowTable
-
-
-def _open_paths() -> set[str]:
-    folder = Path("/proc/self/fd")
-    found = set()
-    for fd in folder.iterdir():
-        try:
-            found.add(os.readlink(fd))
-        except OSError:
-            continue
-    return found
-
+from tests.support.helpers import open_paths
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="reads /proc/self/fd")
 
@@ -36,10 +24,10 @@ def _table(tmp_path: Path) -> tuple[Path, RowTable]:
 def test_close_lets_go_of_the_file_and_later_reads_fail(tmp_path: Path) -> None:
     path, table = _table(tmp_path)
     assert table.take(np.array([2])).tolist() == [[6.0, 7.0, 8.0]]
-    assert str(path) in _open_paths()
+    assert str(path) in open_paths()
     table.close()
     table.close()  # twice is fine
-    assert str(path) not in _open_paths()
+    assert str(path) not in open_paths()
     with pytest.raises(OSError):
         table.take(np.array([3]))
 
@@ -48,4 +36,4 @@ def test_a_dropped_table_lets_go_of_its_file(tmp_path: Path) -> None:
     path, table = _table(tmp_path)
     del table
     gc.collect()
-    assert str(path) not in _open_paths()
+    assert str(path) not in open_paths()

@@ -42,6 +42,7 @@ class RowTable:
         self.shape: tuple[int, int] = (int(shape[0]), int(shape[1]))
         self.dtype: Any = dtype
         self._row_bytes = self.shape[1] * dtype.itemsize
+        self._lock = threading.Lock()  # the engine's backlog thread encodes too
         fd = os.open(path, os.O_RDONLY | files.BINARY)
         if os.fstat(fd).st_size < self._offset + self.shape[0] * self._row_bytes:
             os.close(fd)
@@ -52,7 +53,6 @@ class RowTable:
         self._slot_of: dict[int, int] = {}  # row -> slot
         self._owner = [-1] * slots  # slot -> row
         self._next = 0
-        self._lock = threading.Lock()  # the engine's backlog thread encodes too
 
     def close(self) -> None:
         """Let go of the file: Windows renames no folder, and deletes no file, that a process holds
@@ -63,7 +63,7 @@ class RowTable:
                 self._fd = -1
 
     def __del__(self) -> None:
-        if getattr(self, "_fd", -1) >= 0 and hasattr(self, "_lock"):
+        if getattr(self, "_fd", -1) >= 0:
             self.close()
 
     @property

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -59,3 +60,16 @@ def by_id(store: MemoryStore, mem_id: str) -> Memory:
     memory = store.get(mem_id)
     assert memory is not None, mem_id
     return memory
+
+
+def open_paths() -> list[str]:
+    """What this process holds open, where the system lists it (``/proc/self/fd``); nothing
+    elsewhere."""
+    folder = Path("/proc/self/fd")
+    found = []
+    for fd in folder.iterdir() if folder.is_dir() else []:
+        try:
+            found.append(os.readlink(fd))
+        except OSError:
+            continue
+    return found
