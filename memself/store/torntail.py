@@ -50,8 +50,11 @@ def move_torn_tails(paths: DataPaths) -> int:
 
 def _move_tail(paths: DataPaths, path: Path) -> int:
     """The torn tail's size once moved aside, or 0 when ``path`` ends in a whole line."""
+    target = real_target(path)
+    # Read first: almost every write finds nothing torn, and a file memself may not write (a
+    # read-only trash) is then only read, not refused on every write.
     try:
-        fd = os.open(real_target(path), os.O_RDWR | files.BINARY | files.CLOEXEC)
+        fd = os.open(target, os.O_RDONLY | files.BINARY | files.CLOEXEC)
     except FileNotFoundError:
         return 0
     try:
@@ -60,7 +63,15 @@ def _move_tail(paths: DataPaths, path: Path) -> int:
             return 0
         start = _last_line_start(fd, size)
         tail = files.read_at(fd, size - start, start)
-        if not _cut_short(tail):
+    finally:
+        os.close(fd)
+    if not _cut_short(tail):
+        return 0
+    fd = os.open(target, os.O_RDWR | files.BINARY | files.CLOEXEC)
+    try:
+        # Appends wait for the write lock, but a hand edit between the two opens may not: cut only
+        # the tail that was read.
+        if os.fstat(fd).st_size != size:
             return 0
         # Kept first, cut second: a crash in between keeps the tail twice, never nowhere.
         append_lines(paths.torn_lines, tail + b"\n")

@@ -13,6 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from memself import doctor
 from memself.maintenance import ran_today, run_daily_maintenance, run_or_start_daily_maintenance
 from memself.store import dedupkeys, torntail
@@ -205,6 +207,30 @@ def test_a_whole_last_record_without_its_newline_is_kept_in_place() -> None:
     loaded = store.load_group("project")
     assert loaded.bad_lines == [] and len(loaded.memories) == 3
     assert not store.paths.torn_lines.exists()
+
+
+def test_store_files_with_nothing_torn_are_only_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A store file memself may not write (a read-only trash) must not log a kept torn line on
+    # every write when nothing in it is torn: the check reads, and writes only a torn tail.
+    store = make_store()
+    _seed(store, 2)
+    store.add("垃圾箱里的规则", "rule", T0)
+    store.delete([store.read_group("rule")[0].id], T0)
+    opened: list[tuple[str, int]] = []
+    real_open = os.open
+
+    def spy(path: str | os.PathLike[str], flags: int, *args: int, **kw: int) -> int:
+        opened.append((Path(path).name, flags))
+        return real_open(path, flags, *args, **kw)
+
+    monkeypatch.setattr(torntail.os, "open", spy)
+    assert torntail.move_torn_tails(store.paths) == 0
+    names = {store.paths.group_file(g).name for g in ("rule", "project")} | {store.paths.trash.name}
+    assert {n for n, _ in opened} == names
+    assert all(flags & (os.O_WRONLY | os.O_RDWR) == 0 for _, flags in opened), opened
+    _tear(store.paths.trash, b'{"id":"gone","text":"\xe5\x88')
+    assert torntail.move_torn_tails(store.paths) == 1
+    assert store.paths.torn_lines.read_bytes() == b'{"id":"gone","text":"\xe5\x88\n'
 
 
 def test_a_large_store_maintenance_runs_detached_and_finishes() -> None:
