@@ -26,6 +26,7 @@ from memself.errors import CorruptFile, MemselfError
 from memself.launcher import python_command
 from memself.logs import log
 from memself.paths import DataPaths
+from memself.platform import children as platform_children
 from memself.store.lock import LockHandle, write_lock
 from memself.store.memory_store import (
     TRASH_KEEP_DAYS,
@@ -82,8 +83,6 @@ def run_or_start_daily_maintenance(
     if _group_bytes(paths) <= inline_bytes:
         run_daily_maintenance(paths, decay_days, now)
         return True
-    from memself.platform import children as platform_children
-
     pid = _spawn(paths, decay_days, now)
     waited = 0.0
     while waited < wait_s:
@@ -112,8 +111,6 @@ def _spawn(paths: DataPaths, decay_days: int, now: datetime) -> int:
     where the system has it."""
     env = dict(os.environ)
     argv = python_command("memself.maintenance", str(paths.root), str(decay_days), iso(now))
-    from memself.platform import children as platform_children
-
     return platform_children.spawn_detached(argv, env)
 
 
