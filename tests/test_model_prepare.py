@@ -329,3 +329,51 @@ def test_two_preparers_at_once_prepare_once(bge_tiny_folder: Path, tmp_path: Pat
     assert "Traceback" not in stderr
     settings = resolve_model(str(bge_tiny_folder))
     assert len(list(cache.model_folder(settings, models).iterdir())) == 1
+
+
+# ------------------------------------------------------------ a folder a running engine holds
+
+
+def test_an_old_folder_that_cannot_be_moved_is_an_error_that_says_what_to_do(
+    prepared_tiny, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Windows renames no folder with an open file in it, and a running engine keeps its model's
+    files open. Linux renames it, so the refusal is caused here by failing that one rename."""
+    from memself.model import prepare as prepare_module
+
+    folder, prepared = prepared_tiny
+    real = os.rename
+
+    def refuse(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
+        if Path(src) == prepared.folder:
+            raise PermissionError(13, "另一个程序正在使用此文件，进程无法访问。", str(src))
+        real(src, dst)
+
+    monkeypatch.setattr(prepare_module.os, "rename", refuse)
+    with pytest.raises(prepare_module.PrepareFailed) as caught:
+        prepare_module.prepare(str(folder), force=True, echo=lambda _m: None)
+    message = str(caught.value)
+    assert str(prepared.folder) in message and "memself engine stop" in message
+    # The old preparation is whole and still the one found; nothing half-made is left beside it.
+    again = cache.find_prepared(resolve_model(str(folder)))
+    assert again.folder == prepared.folder
+    assert [p.name for p in prepared.folder.parent.iterdir()] == [prepared.folder.name]
+
+
+def test_model_prepare_force_first_stops_the_engine_that_holds_the_model(prepared_tiny) -> None:
+    from memself.config import set_config_value
+    from memself.engine.client import engine_status
+    from memself.paths import DataPaths
+    from tests.support.backlog_helpers import start_engine
+    from tests.support.cli import memself
+
+    folder, _prepared = prepared_tiny
+    paths = DataPaths.default()
+    paths.ensure()
+    set_config_value(paths, "model", str(folder))
+    pid = start_engine(paths)["pid"]
+    done = memself("model", "prepare", "--force")
+    assert done.returncode == 0, done.stderr
+    assert f"已停止召回引擎（进程 {pid}）" in done.stderr
+    assert engine_status(paths) is None
+    cache.find_prepared(resolve_model(str(folder)))

@@ -23,7 +23,16 @@ def _configured(model: str | None) -> str:
 @click.option("--force", is_flag=True, help="已准备好也重新准备")
 def prepare_cmd(model: str | None, force: bool) -> None:
     """下载或读取模型，构建运行时需要的文件并比对校验（默认为当前配置的模型）。"""
-    prepare_with_progress(_configured(model), force=force)
+    name = _configured(model)
+    if force and name == _configured(None):
+        # The engine keeps its model's files open, and Windows replaces no folder that holds an
+        # open file; the next prompt starts it again on the new preparation.
+        from memself.engine.client import stop_engine_quietly
+
+        pid = stop_engine_quietly(DataPaths.default())
+        if pid is not None:
+            click.echo(f"已停止召回引擎（进程 {pid}），下次提问时会自动重新启动", err=True)
+    prepare_with_progress(name, force=force)
 
 
 def prepare_with_progress(model: str, *, force: bool = False) -> None:

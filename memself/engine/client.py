@@ -35,7 +35,7 @@ from memself.engine.protocol import (
     decode,
     encode,
 )
-from memself.errors import EngineUnavailable
+from memself.errors import EngineUnavailable, MemselfError
 from memself.launcher import python_command
 from memself.platform import children
 
@@ -385,6 +385,15 @@ def engine_probe(paths: DataPaths, timeout_s: float = 1.0) -> dict[str, Any]:
         return {"running": False, "state": "stopped"}
     pid = instance_lock.read_owner(client.location.lock_path) if held else None
     return {"running": True, "state": state, "pid": pid, "error": code}
+
+
+def stop_engine_quietly(paths: DataPaths, timeout_s: float = 5.0) -> int | None:
+    """``stop_engine``, for a command that goes on either way: an engine that cannot be asked is
+    left running (the caller's own step then says what went wrong)."""
+    try:
+        return stop_engine(paths, timeout_s)
+    except (MemselfError, OSError):
+        return None
 
 
 def stop_engine(paths: DataPaths, timeout_s: float = 5.0) -> int | None:

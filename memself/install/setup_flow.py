@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from memself.engine.client import stop_engine_quietly
 from memself.errors import MemselfError
 from memself.install import INSTALLERS, context_for
 from memself.install.base import InstallContext, StepResult, default_skill_source, preview_steps
@@ -254,22 +255,13 @@ def _prepare(paths: DataPaths, prepare: Callable[[str, Echo], ModelReady], echo:
     ready = prepare(model, echo)
     if ready.fell_back:
         set_config_value(paths, "model", ready.model)
+        # A running engine still holds the model that failed; the next hook starts a fresh one.
         stop_engine_quietly(paths)
         echo(
             f"  {paths.config}：model = {ready.model}（连上模型仓库后可改回："
             f"memself config model {model}，再运行 memself rebuild-index）"
         )
     echo(f"向量模型就绪：{ready.model}")
-
-
-def stop_engine_quietly(paths: DataPaths) -> None:
-    """A running engine still holds the model that failed; the next hook starts a fresh one."""
-    try:
-        from memself.engine.client import stop_engine
-
-        stop_engine(paths, timeout_s=5.0)
-    except (MemselfError, OSError, ImportError):
-        pass
 
 
 def _footer(

@@ -20,9 +20,10 @@ import shutil
 import sys
 from pathlib import Path
 
+from memself.engine.client import stop_engine_quietly
 from memself.errors import MemselfError
 from memself.install import INSTALLERS, context_for
-from memself.install.setup_flow import Echo, register, render_results, stop_engine_quietly
+from memself.install.setup_flow import Echo, register, render_results
 from memself.model.runtime import ONNXRUNTIME_CACHE
 from memself.paths import DataPaths, model_cache_dir
 from memself.store.lock import KERNEL_LOCK_NAME

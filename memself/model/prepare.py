@@ -201,7 +201,14 @@ def _finish(folder: Path, manifest: dict[str, Any]) -> None:
 def _swap_into_place(tmp: Path, target: Path) -> None:
     if target.exists():
         aside = target.with_name(f".old-{target.name}-{os.getpid()}")
-        os.rename(target, aside)
+        try:
+            os.rename(target, aside)
+        except PermissionError as exc:
+            # Windows renames no folder with an open file in it: a running engine's model.
+            raise PrepareFailed(
+                f"旧的模型目录 {target} 正被占用（运行中的召回引擎？），没有替换：先运行 memself engine stop "
+                f"再准备（{exc.strerror or exc}）"
+            ) from exc
         shutil.rmtree(aside, ignore_errors=True)
     os.rename(tmp, target)
     fsync_dir(target.parent)
