@@ -26,11 +26,7 @@ def log(paths: DataPaths | None, event: str, **fields: object) -> None:
     try:
         target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         _rotate_if_large(target)
-        fd = os.open(target, os.O_WRONLY | os.O_APPEND | os.O_CREAT | platform_files.BINARY, 0o600)
-        try:
-            os.write(fd, line.encode("utf-8", errors="replace"))
-        finally:
-            os.close(fd)
+        platform_files.append_whole(target, line.encode("utf-8", errors="replace"))
     except OSError:
         try:
             sys.stderr.write("memself: " + line)

@@ -11,6 +11,7 @@ naming the path, leaving the old file as it was.
 Standard library only: the hook path writes through it.
 """
 
+import contextlib
 import os
 import stat
 import time
@@ -23,6 +24,9 @@ BINARY: int = getattr(os, "O_BINARY", 0)
 # How long a replace keeps trying while another program holds the target open (Windows).
 REPLACE_RETRY_S = 2.0
 _REPLACE_POLL_S = 0.05
+# How long an append waits for another process's append (Windows): a log line must not hold up
+# a hook.
+APPEND_LOCK_WAIT_S = 0.2
 
 
 class ReplaceBlocked(PermissionError):
@@ -68,6 +72,34 @@ def write_at(fd: int, data: bytes, offset: int) -> int:
         return os.pwrite(fd, data, offset)
     os.lseek(fd, offset, os.SEEK_SET)
     return os.write(fd, data)
+
+
+def append_whole(path: str | os.PathLike[str], data: bytes, mode: int = 0o600) -> None:
+    """Append ``data`` to ``path`` in one piece, while other processes may append to it too.
+
+    POSIX ``O_APPEND`` moves to the end and writes in one step. Windows' C runtime only emulates
+    it, by a seek to the end and then a write, so two processes appending at once can write at
+    the same offset and one line overwrites the other. There the seek and the write hold the
+    file's lock (``memself.platform.locks``, a byte far past any content), waited for at most
+    ``APPEND_LOCK_WAIT_S``: past that, or where the file cannot be locked, the data is written
+    unlocked rather than not at all."""
+    if not system.windows():
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | BINARY | CLOEXEC, mode)
+        try:
+            os.write(fd, data)
+        finally:
+            os.close(fd)
+        return
+    from memself.platform import locks
+
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | BINARY | CLOEXEC, mode)
+    try:
+        with contextlib.suppress(OSError):
+            locks.exclusive(fd, deadline=time.monotonic() + APPEND_LOCK_WAIT_S)
+        os.lseek(fd, 0, os.SEEK_END)
+        os.write(fd, data)
+    finally:
+        os.close(fd)  # drops the lock
 
 
 def fsync_file(path: str | os.PathLike[str]) -> None:
