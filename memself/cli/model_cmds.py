@@ -23,8 +23,9 @@ def _configured(model: str | None) -> str:
 @click.option("--force", is_flag=True, help="已准备好也重新准备")
 def prepare_cmd(model: str | None, force: bool) -> None:
     """下载或读取模型，构建运行时需要的文件并比对校验（默认为当前配置的模型）。"""
-    name = _configured(model)
-    if force and name == _configured(None):
+    configured = _configured(None)
+    name = model or configured
+    if force and name == configured:
         # The engine keeps its model's files open, and Windows replaces no folder that holds an
         # open file; the next prompt starts it again on the new preparation.
         from memself.engine.client import stop_engine_quietly
