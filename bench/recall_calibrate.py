@@ -51,7 +51,7 @@ def recaller_for(model: str, knobs: dict[str, float]) -> Recaller:
     encoder = load_encoder(model)
     general = current.general if current else None
     width = encoder.dim + (2 if knobs.get("general_shape") else 0)  # shape.detector_features
-    if general is not None and len(general.weights) != width:
+    if general is not None and len(general.weights) != width + len(general.words):
         general = None  # the file's detector reads other features; this run calibrates a new one
     base = RecallCalibration(
         model,
@@ -96,6 +96,9 @@ def calibration_file(model: str, knobs: dict[str, float], res: SetsResult) -> di
             "bias": round(float(cal.classifier.bias), 6),
             "weights": [round(float(w), 6) for w in cal.classifier.weights],
         }
+        if cal.classifier.words:
+            out["general_question"]["words"] = list(cal.classifier.words)  # type: ignore[index]
+            out["general_question"]["word_scale"] = cal.classifier.word_scale  # type: ignore[index]
     # What the procedure reaches on sets it was not fitted on: what `views status` and `doctor`
     # quote for memories without and with requests.
     out["held_out"] = {

@@ -31,7 +31,7 @@ from recall_calibrate import knobs_of, recaller_for  # noqa: E402
 
 from memself.cli.recall_run import case_files  # noqa: E402
 from memself.model.catalog import OFFLINE_MODEL, resolve_model  # noqa: E402
-from memself.recall.fitting import LEAK_LIMIT, VIEW_LEAK_LIMIT, loso, rates  # noqa: E402
+from memself.recall.fitting import LEAK_LIMIT, VIEW_LEAK_LIMIT, loso, rates, wording_of  # noqa: E402
 from memself.recall.gate import GateParams, default_floors  # noqa: E402
 from memself.verify.cases import load_applies_when, load_cases, with_applies_when  # noqa: E402
 from memself.verify.run import run_cases  # noqa: E402
@@ -76,7 +76,10 @@ def main() -> None:
         print("|---:|---:|---:|---:|---:|---:|---:|")
         for limit in LIMITS:
             limits = {**LEAK_LIMIT, group: limit}
-            folds = loso(scores, lexical, general, params.top_k, limits, {**VIEW_LEAK_LIMIT, group: limit})
+            view_limits = {**VIEW_LEAK_LIMIT, group: limit}
+            folds = loso(
+                scores, lexical, general, params.top_k, limits, view_limits, wording_of(recaller.scoring)
+            )
             plain = rates([f.plain for f in folds])
             with_views = [f.views for f in folds if f.views is not None]
             views = rates(with_views) if with_views else None

@@ -32,6 +32,7 @@ from memself.recall.fitting import (  # noqa: E402
     VIEW_LEAK_LIMIT,
     Fold,
     SetScores,
+    Wording,
     calibrate,
     count_set,
     loso,
@@ -75,6 +76,7 @@ def main() -> None:
     base = knobs_of(args.model)
     scored: dict[float, list[SetScores]] = {}
     lexical: dict[float, dict[str, float]] = {}
+    wording: dict[float, Wording] = {}
     top_k = 3
     for value in grid:
         knobs = {**base, args.knob: value}
@@ -82,7 +84,8 @@ def main() -> None:
         top_k = res.params.top_k
         scored[value] = [r.scores for r in res.results if r.scores is not None]
         lexical[value] = {g: knobs.get(f"lexical_{g}", 0.0) for g in ("rule", "project")}
-        folds = loso(scored[value], lexical[value], True, top_k)
+        wording[value] = Wording(knobs.get("general_words", 0.0), int(knobs.get("general_words_sets", 3)))
+        folds = loso(scored[value], lexical[value], True, top_k, wording=wording[value])
         views = [f.views for f in folds if f.views is not None]
         print(f"{args.knob}={value:g} LOSO without: {line(rates([f.plain for f in folds]))}")
         if views:
@@ -93,10 +96,11 @@ def main() -> None:
         inner = {}
         for v in grid:
             others = [s for s in scored[v] if s.name != name]
-            inner[v] = fold_worth(loso(others, lexical[v], True, top_k))
+            inner[v] = fold_worth(loso(others, lexical[v], True, top_k, wording=wording[v]))
         pick = max(grid, key=lambda v: (round(inner[v], 6), -v))
         rest = [s for s in scored[pick] if s.name != name]
-        params = params_of(calibrate(rest, lexical[pick], True, top_k=top_k), lexical[pick], top_k)
+        cal = calibrate(rest, lexical[pick], True, top_k=top_k, wording=wording[pick])
+        params = params_of(cal, lexical[pick], top_k)
         held = scored[pick][k]
         plain.append(count_set(held, params, False))
         if held.any_views:

@@ -37,6 +37,7 @@ from memself.recall.fitting import (  # noqa: E402
     pooled_shapes,
     probabilities,
     thresholds,
+    wording_of,
 )
 from memself.recall.gate import GateParams, default_floors  # noqa: E402
 from memself.recall.scoring import extra_floors, fuse  # noqa: E402
@@ -70,7 +71,7 @@ def main() -> None:
         sets.append(result.scores)
         prompts.append([c.prompt for c in cases.relevant])
     lexical = recaller.scoring.lexical
-    folds = loso(sets, lexical, recaller.scoring.general_question)
+    folds = loso(sets, lexical, recaller.scoring.general_question, wording=wording_of(recaller.scoring))
     print("| set | prompt | group | dense | rank | top1 | lexical | P(general) | penalty | fused | floor |")
     print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for s, fold, texts in zip(sets, folds, prompts, strict=True):

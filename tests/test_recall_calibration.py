@@ -31,7 +31,8 @@ def test_the_offline_model_has_its_file_and_uses_it() -> None:
     if raw["scoring"].get("general_question"):
         assert scoring.general is not None
         width = MODELS[OFFLINE_MODEL].dim + (2 if scoring.general_shape else 0)
-        assert len(scoring.general.weights) == width
+        assert len(scoring.general.weights) == width + len(scoring.general.words)
+        assert bool(scoring.general.words) == (scoring.general_words > 0)
 
 
 @pytest.mark.parametrize(
@@ -195,7 +196,7 @@ def test_classifier_learns_which_prompts_need_no_memory() -> None:
     sets = [synthetic_set(n, seed) for n, seed in (("a", 1), ("b", 2))]
     clf = cal.train_classifier(sets)
     held = synthetic_set("c", 3)
-    p = clf.probability(held.pool.vectors)
+    p = clf.probability(held.pool)
     assert p[held.n_relevant :].mean() > p[: held.n_relevant].mean() + 0.2
 
 
@@ -292,16 +293,16 @@ def test_the_detector_reads_the_prompts_length_when_calibrated_so() -> None:
     dim = MODELS[OFFLINE_MODEL].dim
     assert scoring.general is not None
     width = dim + (2 if scoring.general_shape else 0)
-    assert len(scoring.general.weights) == width
+    assert len(scoring.general.weights) == width + len(scoring.general.words)
     # The length weights move the probability; a vector of the wrong width is refused.
     weights = (0.0,) * dim + (-3.0, -1.0)
     general = GeneralQuestion(weights, 0.0, {"rule": 1.0, "project": 0.4})
     v = np.zeros((3, dim + 2))
     v[1, dim], v[2, dim + 1] = 1.0, 1.0
-    p = general_probability(general, v)
+    p = general_probability(general, v, ["", "", ""])
     assert p[0] == pytest.approx(0.5) and p[1] < p[2] < p[0]
     with pytest.raises(CorruptFile):
-        general_probability(general, np.zeros((1, dim)))
+        general_probability(general, np.zeros((1, dim)), [""])
 
 
 def test_shape_counts_follow_the_floors() -> None:
@@ -334,4 +335,77 @@ def test_held_out_figures_are_read_and_checked(tmp_path: Path) -> None:
         raw["held_out"] = bad
         (tmp_path / file_name(OFFLINE_MODEL)).write_text(json.dumps(raw), encoding="utf-8")
         with pytest.raises(CorruptFile, match="held_out"):
+            load_calibration(OFFLINE_MODEL, tmp_path)
+
+
+# ------------------------------------------------------------------------ the detector's words
+
+
+def test_a_prompts_grams_are_its_words_and_chinese_characters_and_pairs() -> None:
+    from memself.recall.wording import QUESTION_MARK, grams
+
+    assert grams("数据库用的啥") >= {"c:数", "c:数据", "c:用的", "c:的啥", "c:啥"}
+    assert "c:数据库" not in grams("数据库用的啥")  # pairs, not triples
+    assert grams("What's Redis for here?") == {"w:what", "w:s", "w:redis", "w:for", "w:here", QUESTION_MARK}
+    assert grams("k8s ns？") == {"w:k8s", "w:ns", QUESTION_MARK}
+    assert grams("") == frozenset()
+
+
+def test_the_vocabulary_keeps_only_grams_that_several_sets_share() -> None:
+    from memself.recall.wording import vocabulary
+
+    sets = [["数据库用的啥", "redis 是什么"], ["日志在哪", "TCP 是什么"], ["pg 用的啥"]]
+    got = vocabulary(sets, 2)
+    assert {"c:是什", "c:什么", "c:用的", "c:的啥"} <= set(got)
+    assert "w:redis" not in got and "c:日志" not in got  # one set's topics are not kept
+    assert list(got) == sorted(got)
+    assert vocabulary(sets, 4) == ()
+
+
+def test_word_features_are_a_scaled_unit_vector_of_the_grams_present() -> None:
+    from memself.recall.wording import word_features
+
+    x = word_features(["用的啥", "nothing known", ""], ["c:啥", "c:用的", "w:vs"], 0.6)
+    assert x[0] == pytest.approx([0.6 / 2**0.5, 0.6 / 2**0.5, 0.0])
+    assert not x[1].any() and not x[2].any()
+
+
+def test_the_detector_reads_the_words_it_was_trained_on() -> None:
+    from memself.recall.calibration import GeneralQuestion
+    from memself.recall.scoring import general_probability
+
+    # Two synthetic sets whose prompts differ only in their wording: the vectors are noise, the
+    # relevant prompts say "用的啥", the unrelated ones "是什么".
+    sets = []
+    for name, seed in (("a", 1), ("b", 2), ("c", 3)):
+        s = synthetic_set(name, seed)
+        rng = np.random.default_rng(seed)
+        for block in (s.pool, s.single_rel, s.single_irr):
+            block.vectors = rng.normal(size=block.vectors.shape)
+        n = len(s.pool)
+        ask = ["用的啥" if i < s.n_relevant else "是什么" for i in range(n)]
+        s.pool.texts = tuple(f"{name}{i} {a}" for i, a in enumerate(ask))
+        s.single_rel.texts = tuple("它用的啥" for _ in range(len(s.single_rel)))
+        s.single_irr.texts = tuple("它是什么" for _ in range(len(s.single_irr)))
+        sets.append(s)
+    plain = cal.train_classifier(sets[:2])
+    worded = cal.train_classifier(sets[:2], wording=cal.Wording(0.6, 2))
+    assert plain.words == () and "c:用的" in worded.words and "w:a0" not in worded.words
+    held = sets[2]
+    gap = lambda p: p[held.n_relevant :].mean() - p[: held.n_relevant].mean()  # noqa: E731
+    assert gap(worded.probability(held.pool)) > 0.3 > gap(plain.probability(held.pool)) + 0.2
+    # The runtime reads the same words the same way.
+    general = GeneralQuestion(
+        tuple(worded.weights), worded.bias, {"rule": 1.0, "project": 1.0}, worded.words, 0.6
+    )
+    runtime = general_probability(general, held.pool.vectors, held.pool.texts)
+    assert runtime == pytest.approx(worded.probability(held.pool))
+
+
+def test_a_files_words_are_checked(tmp_path: Path) -> None:
+    raw = json.loads((calibration_dir() / file_name(OFFLINE_MODEL)).read_text(encoding="utf-8"))
+    for words, scale in (("c:啥", 0.6), ([1, 2], 0.6), ([""], 0.6), (["c:啥"], -1.0), (["c:啥"] * 5000, 0.6)):
+        raw["general_question"]["words"], raw["general_question"]["word_scale"] = words, scale
+        (tmp_path / file_name(OFFLINE_MODEL)).write_text(json.dumps(raw), encoding="utf-8")
+        with pytest.raises(CorruptFile, match="general_question"):
             load_calibration(OFFLINE_MODEL, tmp_path)

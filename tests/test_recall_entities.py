@@ -179,7 +179,7 @@ def test_verify_counts_the_relief_as_recall_gates_it(team) -> None:  # type: ign
     assert res.scores.pool.entity[: len(LOOKUPS)].any(axis=1).all()  # every lookup is relieved
     assert not res.scores.pool.entity[len(LOOKUPS) :].any()  # no general question is
     general = recaller.scoring.general
-    clf = cal.Classifier(np.asarray(general.weights), general.bias)
+    clf = cal.Classifier(np.asarray(general.weights), general.bias, general.words, general.word_scale)
     counted = cal.count_set(
         res.scores,
         cal.Params(

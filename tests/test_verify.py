@@ -134,8 +134,9 @@ def test_original_format_against_own_pool(recaller, tmp_path: Path) -> None:
         ),
         encoding="utf-8",
     )
-    # The original's pass rule is under test here, not the calibration: fixed floors.
-    params = GateParams({"rule": 0.3, "project": 0.3}, -1.0, 3)
+    # The original's pass rule is under test here, not the calibration: fixed floors, above the
+    # built-in "帮我跑一下测试" against the test environment's admin account (0.30 to 0.33).
+    params = GateParams({"rule": 0.35, "project": 0.35}, -1.0, 3)
     res = run_cases(load_cases(path), recaller, params, NOW, pool=[*pool, deprecated])
     assert res.fmt == "original" and res.relevant_total == 3
     assert res.relevant_hits == 2
@@ -330,8 +331,11 @@ def test_in_repo_sets_reproduce_the_shipped_calibration(recaller) -> None:
     # What `views status` and `doctor` quote is what this run measures.
     for condition, rates in (("without", plain), ("with", views)):
         assert shipped.held_out[condition] == pytest.approx(rates, abs=1e-4)
-    # Prompts of at most four words that need a memory, held out: the detector reads their length.
-    assert shipped.general is not None and len(shipped.general.weights) == recaller.encoder.dim + 2
+    # Prompts of at most four words that need a memory, held out: the detector reads their length,
+    # and the words of every prompt, from the vocabulary the same run chose.
+    assert res.calibration.classifier is not None and shipped.general.words
+    assert res.calibration.classifier.words == shipped.general.words
+    assert len(shipped.general.weights) == recaller.encoder.dim + 2 + len(shipped.general.words)
     shapes = held_out_shapes(res)
     short_plain, short_views = shapes["plain"]["short"], shapes["views"]["short"]
     # A short lookup naming a memory's identifier is spared part of the penalty (entities.py).

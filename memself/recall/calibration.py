@@ -34,11 +34,15 @@ VERSION = 1
 @dataclass(frozen=True)
 class GeneralQuestion:
     """P(the prompt needs no memory) = sigmoid(weights . v + bias), v the prompt's raw (unit, query
-    side) vector; a group's scores drop by ``penalty[group]`` x P."""
+    side) vector, its length features when the model uses them, then which of ``words`` it
+    contains (``memself.recall.wording``, scaled by ``word_scale``); a group's scores drop by
+    ``penalty[group]`` x P."""
 
     weights: tuple[float, ...]
     bias: float
     penalty: dict[str, float]
+    words: tuple[str, ...] = ()
+    word_scale: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -108,10 +112,18 @@ def parse_calibration(raw: object, model_id: str, path: Path | None = None) -> R
             or not _finite(gq.get("bias"))
         ):
             raise CorruptFile(f"{where} 的 general_question 权重格式不对")
+        words = gq.get("words", [])
+        scale = gq.get("word_scale", 0.0)
+        if not isinstance(words, list) or not all(isinstance(w, str) and w for w in words):
+            raise CorruptFile(f"{where} 的 general_question.words 必须是非空字符串的列表")
+        if not _finite(scale) or scale < 0 or (words and len(weights) <= len(words)):
+            raise CorruptFile(f"{where} 的 general_question.word_scale 或权重个数不对")
         general = GeneralQuestion(
             tuple(float(w) for w in weights),
             float(gq["bias"]),
             _groups(gq.get("penalty"), f"{where} 的 general_question.penalty"),
+            tuple(words),
+            float(scale),
         )
     return RecallCalibration(
         model_id,

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from memself.recall.gate import RELATIVE
-from memself.recall.scoring import extra_floors, fuse
+from memself.recall.scoring import ScoringSettings, extra_floors, fuse
 from memself.store.records import GROUPS
 
 if TYPE_CHECKING:
@@ -67,6 +67,7 @@ class Block:
     lexical: np.ndarray
     vectors: np.ndarray
     entity: np.ndarray | None = None
+    texts: tuple[str, ...] = ()  # the prompts, whose words the detector may read
 
     def __len__(self) -> int:
         return int(self.vectors.shape[0])
@@ -142,14 +143,41 @@ class ShapeCounts:
 
 
 @dataclass(frozen=True)
-class Classifier:
-    weights: np.ndarray  # (dim,)
-    bias: float
+class Wording:
+    """Whether the detector reads the prompt's words (``memself.recall.wording``): ``scale`` 0 =
+    not; else the vocabulary is the grams found in at least ``min_sets`` of the sets it is
+    trained on."""
 
-    def probability(self, vectors: np.ndarray) -> np.ndarray:
+    scale: float = 0.0
+    min_sets: int = 3
+
+
+def wording_of(scoring: ScoringSettings) -> Wording:
+    """The detector's words as a model's scoring knobs set them."""
+    return Wording(scoring.general_words, scoring.general_words_sets)
+
+
+@dataclass(frozen=True)
+class Classifier:
+    weights: np.ndarray  # (dim + len(words),)
+    bias: float
+    words: tuple[str, ...] = ()
+    word_scale: float = 0.0
+
+    def features(self, block: Block) -> np.ndarray:
         import numpy as np
 
-        z = np.asarray(vectors, dtype=np.float64) @ self.weights + self.bias
+        x = np.asarray(block.vectors, dtype=np.float64)
+        if not self.words:
+            return x
+        from memself.recall.wording import word_features
+
+        return np.hstack([x, word_features(block.texts, self.words, self.word_scale)])
+
+    def probability(self, block: Block) -> np.ndarray:
+        import numpy as np
+
+        z = self.features(block) @ self.weights + self.bias
         return 1.0 / (1.0 + np.exp(-z))
 
 
@@ -319,11 +347,10 @@ def objective(ts: Sequence[Thresholds], floors: dict[str, float]) -> float:
 # ---------------------------------------------------------------------------------- classifier
 
 
-def labelled(s: SetScores) -> tuple[np.ndarray, np.ndarray]:
-    """The set's prompts and whether each needs no memory (1) or one (0)."""
+def labelled(s: SetScores) -> tuple[list[Block], np.ndarray]:
+    """The set's prompts (its blocks) and whether each needs no memory (1) or one (0)."""
     import numpy as np
 
-    x = np.vstack([s.pool.vectors, s.single_rel.vectors, s.single_irr.vectors])
     y = np.concatenate(
         [
             np.zeros(s.n_relevant),
@@ -332,29 +359,61 @@ def labelled(s: SetScores) -> tuple[np.ndarray, np.ndarray]:
             np.ones(len(s.single_irr)),
         ]
     )
-    return x, y
+    return [s.pool, s.single_rel, s.single_irr], y
 
 
-def train_classifier(sets: Sequence[SetScores], l2: float = L2) -> Classifier:
-    """Ridge logistic regression by Newton steps (bias not penalised)."""
+def train_classifier(sets: Sequence[SetScores], l2: float = L2, wording: Wording = Wording()) -> Classifier:
+    """Ridge logistic regression (bias not penalised) by Newton steps, each solved by conjugate
+    gradients: with the words the detector has more weights than prompts to learn them from, and
+    a dense solve would cost seconds per training."""
     import numpy as np
 
+    from memself.recall.wording import vocabulary
+
+    words: tuple[str, ...] = ()
+    if wording.scale > 0:
+        words = vocabulary(([t for b in labelled(s)[0] for t in b.texts] for s in sets), wording.min_sets)
+    shell = Classifier(np.zeros(0), 0.0, words, wording.scale)
     parts = [labelled(s) for s in sets]
-    x = np.vstack([p[0] for p in parts]).astype(np.float64)
+    x = np.vstack([shell.features(b) for p in parts for b in p[0]])
+    x = np.hstack([x, np.ones((len(x), 1))])
     y = np.concatenate([p[1] for p in parts])
-    xb = np.hstack([x, np.ones((len(x), 1))])
-    w = np.zeros(xb.shape[1])
-    reg = l2 * np.eye(xb.shape[1])
-    reg[-1, -1] = 0.0
-    for _ in range(25):
-        p = 1.0 / (1.0 + np.exp(-(xb @ w)))
-        grad = xb.T @ (p - y) + reg @ w
-        hess = (xb * (p * (1 - p))[:, None]).T @ xb + reg
-        step = np.linalg.solve(hess, grad)
+    reg = np.full(x.shape[1], l2)
+    reg[-1] = 0.0
+    w = np.zeros(x.shape[1])
+    for _ in range(50):
+        p = 1.0 / (1.0 + np.exp(-(x @ w)))
+        grad = x.T @ (p - y) + reg * w
+        step = _newton_step(x, p * (1 - p), reg, grad)
         w -= step
-        if np.abs(step).max() < 1e-6:
+        if np.abs(step).max() < 1e-7:
             break
-    return Classifier(w[:-1], float(w[-1]))
+    return Classifier(w[:-1], float(w[-1]), words, wording.scale)
+
+
+def _newton_step(x: np.ndarray, curvature: np.ndarray, reg: np.ndarray, grad: np.ndarray) -> np.ndarray:
+    """Solve (x' diag(curvature) x + diag(reg)) step = grad by preconditioned conjugate gradients."""
+    import numpy as np
+
+    diag = (x * x).T @ curvature + reg + 1e-12
+    step = np.zeros_like(grad)
+    r = grad.copy()
+    z = r / diag
+    d = z.copy()
+    rz = float(r @ z)
+    limit = 1e-20 * max(float(grad @ grad), 1e-300)
+    for _ in range(4 * len(grad)):
+        hd = x.T @ (curvature * (x @ d)) + reg * d
+        alpha = rz / float(d @ hd)
+        step += alpha * d
+        r -= alpha * hd
+        if float(r @ r) <= limit:
+            break
+        z = r / diag
+        rz_next = float(r @ z)
+        d = z + (rz_next / rz) * d
+        rz = rz_next
+    return step
 
 
 def probabilities(s: SetScores, clf: Classifier | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -362,11 +421,7 @@ def probabilities(s: SetScores, clf: Classifier | None) -> tuple[np.ndarray, np.
 
     if clf is None:
         return np.zeros(len(s.pool)), np.zeros(len(s.single_rel)), np.zeros(len(s.single_irr))
-    return (
-        clf.probability(s.pool.vectors),
-        clf.probability(s.single_rel.vectors),
-        clf.probability(s.single_irr.vectors),
-    )
+    return clf.probability(s.pool), clf.probability(s.single_rel), clf.probability(s.single_irr)
 
 
 # --------------------------------------------------------------------------------- calibration
@@ -383,14 +438,18 @@ def calibrate(
     limits: dict[str, float] = LEAK_LIMIT,
     top_k: int = 3,
     view_limits: dict[str, float] = VIEW_LEAK_LIMIT,
+    wording: Wording = Wording(),
 ) -> Calibration:
-    """The procedure of the module doc on ``sets`` (``general`` False: no classifier, no penalty)."""
+    """The procedure of the module doc on ``sets`` (``general`` False: no classifier, no penalty;
+    ``wording``: whether the classifier reads the prompts' words)."""
     zero = {g: 0.0 for g in GROUPS}
     if general:
         if len(sets) > 1:
-            crossed = {s.name: train_classifier([o for o in sets if o is not s]) for s in sets}
+            crossed = {
+                s.name: train_classifier([o for o in sets if o is not s], wording=wording) for s in sets
+            }
         else:
-            crossed = {s.name: train_classifier(sets) for s in sets}
+            crossed = {s.name: train_classifier(sets, wording=wording) for s in sets}
         probs = {s.name: probabilities(s, crossed[s.name]) for s in sets}
         candidates = penalty_grid()
     else:
@@ -413,7 +472,7 @@ def calibrate(
         ts = [thresholds(s, params, True, probs[s.name]) for s in with_views]
         views_floors = {g: best_floor(ts, g, view_limits[g]) for g in GROUPS}
         offset = {g: views_floors[g] - floors[g] for g in GROUPS}
-    classifier = train_classifier(sets) if general else None
+    classifier = train_classifier(sets, wording=wording) if general else None
     return Calibration(penalty, floors, offset, classifier, views_floors, [s.name for s in sets])
 
 
@@ -451,12 +510,14 @@ def loso(
     top_k: int = 3,
     limits: dict[str, float] = LEAK_LIMIT,
     view_limits: dict[str, float] = VIEW_LEAK_LIMIT,
+    wording: Wording = Wording(),
 ) -> list[Fold]:
     """For each set: calibrate on the others, count on it (without views, and with them when it
     has any)."""
     folds = []
     for held in sets:
-        cal = calibrate([s for s in sets if s is not held], lexical, general, limits, top_k, view_limits)
+        others = [s for s in sets if s is not held]
+        cal = calibrate(others, lexical, general, limits, top_k, view_limits, wording)
         params = params_of(cal, lexical, top_k)
         plain, plain_shapes = count_shapes(held, params, False)
         views, views_shapes = count_shapes(held, params, True) if held.any_views else (None, None)

@@ -81,9 +81,11 @@ class ScoringSettings:
     scored as views of it, ``applies_when_lexical`` 1 = the lexical signal too;
     ``general_question`` 1 = the general-question detector is used (``general``: its weights and
     penalties, once calibrated), ``general_shape`` 1 = it also reads the prompt's length
-    (``memself.recall.shape.detector_features``); ``entity_relief`` the share of the penalty a
-    memory is spared when a short lookup prompt names one of its identifiers
-    (``memself.recall.entities``). Besides: ``view_offset`` per group.
+    (``memself.recall.shape.detector_features``), ``general_words`` > 0 = it also reads the
+    prompt's words (``memself.recall.wording``, at that scale; the vocabulary is the grams found
+    in at least ``general_words_sets`` calibration sets, and ships in ``general``);
+    ``entity_relief`` the share of the penalty a memory is spared when a short lookup prompt
+    names one of its identifiers (``memself.recall.entities``). Besides: ``view_offset`` per group.
     """
 
     space_dims: int = 0
@@ -96,6 +98,8 @@ class ScoringSettings:
     applies_when_lexical: bool = False
     general_question: bool = False
     general_shape: bool = False
+    general_words: float = 0.0
+    general_words_sets: int = 3
     entity_relief: float = 0.0
     view_offset: dict[str, float] = field(default_factory=_zero_groups)
     general: GeneralQuestion | None = None
@@ -119,6 +123,8 @@ class ScoringSettings:
             applies_when_lexical=bool(cal.get("applies_when_lexical", 0.0)),
             general_question=bool(cal.get("general_question", 0.0)),
             general_shape=bool(cal.get("general_shape", 0.0)),
+            general_words=max(float(cal.get("general_words", 0.0)), 0.0),
+            general_words_sets=max(int(cal.get("general_words_sets", 3)), 1),
             entity_relief=min(max(float(cal.get("entity_relief", 0.0)), 0.0), 1.0),
             view_offset=dict(calibration.view_offset),
             general=calibration.general if cal.get("general_question", 0.0) else None,
@@ -203,16 +209,22 @@ def extra_floors(group: np.ndarray, has_views: np.ndarray, view_offset: dict[str
     return np.where(has_views, per_group(view_offset)[group], np.float32(0.0)).astype(np.float32)
 
 
-def general_probability(general: GeneralQuestion, vectors: np.ndarray) -> np.ndarray:
-    """P(needs no memory) per row of ``vectors`` (what the detector reads: ``ScoreParts.vector``)."""
+def general_probability(general: GeneralQuestion, vectors: np.ndarray, texts: Sequence[str]) -> np.ndarray:
+    """P(needs no memory) per row of ``vectors`` (the prompts' ``ScoreParts.vector``) and of
+    ``texts`` (the same prompts' text, whose words the detector also reads)."""
     import numpy as np
 
     w = np.asarray(general.weights, dtype=np.float64)
-    if w.shape[0] != vectors.shape[-1]:
+    width = vectors.shape[-1] + len(general.words)
+    if w.shape[0] != width:
         from memself.errors import CorruptFile
 
-        raise CorruptFile(f"通用问题检测的权重有 {w.shape[0]} 维，模型向量是 {vectors.shape[-1]} 维")
-    z = np.asarray(vectors, dtype=np.float64) @ w + general.bias
+        raise CorruptFile(f"通用问题检测的权重有 {w.shape[0]} 维，模型向量和词表合起来是 {width} 维")
+    z = np.asarray(vectors, dtype=np.float64) @ w[: vectors.shape[-1]] + general.bias
+    if general.words:
+        from memself.recall.wording import word_features
+
+        z += word_features(texts, general.words, general.word_scale) @ w[vectors.shape[-1] :]
     return 1.0 / (1.0 + np.exp(-z))
 
 
@@ -358,7 +370,7 @@ class Recaller:
         general = 0.0
         entity = np.zeros(n, dtype=np.float32)
         if self.scoring.general is not None:
-            general = float(general_probability(self.scoring.general, vector[None, :])[0])
+            general = float(general_probability(self.scoring.general, vector[None, :], [text])[0])
             if self.scoring.entity_relief and n:
                 from memself.recall.entities import lookup_identifiers
 

@@ -351,7 +351,7 @@ def _set_scores(
     position = {m.key: i for i, m in enumerate(cases.memories)}
     dim = len(main.parts[0].vector) if main.parts else 0
 
-    def block(parts: Sequence[ScoreParts], width: int) -> Block:
+    def block(parts: Sequence[ScoreParts], width: int, texts: Sequence[str]) -> Block:
         def stack(name: str) -> np.ndarray:
             if not parts:
                 return np.zeros((0, width), np.float32)
@@ -365,31 +365,37 @@ def _set_scores(
             stack("lexical"),
             vectors,
             stack("entity"),
+            tuple(texts),
         )
 
     rel_owner, irr_owner, rel_parts, irr_parts = [], [], [], []
-    for k, (r, i) in enumerate(single_runs):
+    rel_texts: list[str] = []
+    irr_texts: list[str] = []
+    for k, ((r, i), case) in enumerate(zip(single_runs, cases.single, strict=True)):
         rel_parts += r.parts
         irr_parts += i.parts
+        rel_texts += case.relevant
+        irr_texts += case.irrelevant
         rel_owner += [k] * len(r.parts)
         irr_owner += [k] * len(i.parts)
     from memself.recall.shape import prompt_shapes
 
     name = Path(cases.source).stem if cases.source else "cases"
+    prompts = [c.prompt for c in cases.relevant] + [c.prompt for c in cases.irrelevant]
     shapes = [prompt_shapes(c.prompt, c.tags) for c in cases.relevant]
     shapes += [prompt_shapes(c.prompt, c.tags) for c in cases.irrelevant]
     return SetScores(
         name=name,
         group=np.array([codes[m.category] for m in memories], dtype=np.int8),
         has_views=main.has_views,
-        pool=block(main.parts, len(memories)),
+        pool=block(main.parts, len(memories), prompts),
         n_relevant=len(cases.relevant),
         expect=[np.array([position[k] for k in c.expect], dtype=np.int64) for c in cases.relevant],
         single_group=np.array([codes[c.memory.group] for c in cases.single], dtype=np.int8),
         single_views=np.array([bool(r.has_views[0]) for r, _ in single_runs], dtype=bool),
-        single_rel=block(rel_parts, 1),
+        single_rel=block(rel_parts, 1, rel_texts),
         single_rel_owner=np.array(rel_owner, dtype=np.int64),
-        single_irr=block(irr_parts, 1),
+        single_irr=block(irr_parts, 1, irr_texts),
         single_irr_owner=np.array(irr_owner, dtype=np.int64),
         shapes=shapes,
     )

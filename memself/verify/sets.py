@@ -48,7 +48,7 @@ def run_sets(
     from dataclasses import replace
 
     from memself.errors import InvalidInput
-    from memself.recall.fitting import calibrate, loso
+    from memself.recall.fitting import calibrate, loso, wording_of
 
     if any(c.fmt != "dev" for c in case_sets):
         raise InvalidInput("多组用例只支持 memself 的用例格式（带 memories 的文件）")
@@ -70,8 +70,8 @@ def run_sets(
         params,
         dict(recaller.scoring.view_offset) if recaller.scoring.applies_when else {g: 0.0 for g in GROUPS},
         results,
-        loso(scores, lexical, general, params.top_k),
-        calibrate(scores, lexical, general, top_k=params.top_k),
+        loso(scores, lexical, general, params.top_k, wording=wording_of(recaller.scoring)),
+        calibrate(scores, lexical, general, top_k=params.top_k, wording=wording_of(recaller.scoring)),
     )
 
 

@@ -41,7 +41,7 @@ MISSING = "no-such/model"
 # A rule the offline model recalls for the prompt below with a score under the generic line (the
 # line a model without a calibration gets): scored against that line, it would be dropped.
 RULE = "Go 的错误要用 fmt.Errorf 加 %w 包装"
-PROMPT = "这个报错怎么处理"
+PROMPT = "这个 err 怎么处理"
 OTHER_RULES = [
     "提交代码之前先在本地跑一遍 make lint 和 make test",
     "改完代码不要自动 commit，等我确认",
