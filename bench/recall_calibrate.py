@@ -117,11 +117,16 @@ def calibration_file(model: str, knobs: dict[str, float], res: SetsResult) -> di
     return out
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def case_arguments(ap: argparse.ArgumentParser) -> None:
+    """The options every recall bench takes: the model, the case sets and their requests."""
     ap.add_argument("--model", default=OFFLINE_MODEL)
     ap.add_argument("--cases", type=Path, default=REPO / "eval" / "cases")
     ap.add_argument("--applies-when", type=Path, default=REPO / "eval" / "applies-when")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    case_arguments(ap)
     ap.add_argument("--no-applies-when", action="store_true")
     ap.add_argument("--set", action="append", default=[], help="knob=value for this run")
     ap.add_argument("--write", action="store_true", help="write the calibration file")

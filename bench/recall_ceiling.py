@@ -21,7 +21,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "bench"))
 
 import numpy as np  # noqa: E402
-from recall_calibrate import OFFLINE_MODEL, knobs_of, run  # noqa: E402
+from recall_calibrate import case_arguments, knobs_of, run  # noqa: E402
 
 from memself.recall.fitting import SetScores  # noqa: E402
 from memself.recall.scoring import fuse  # noqa: E402
@@ -54,9 +54,7 @@ def ceiling(
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--model", default=OFFLINE_MODEL)
-    ap.add_argument("--cases", type=Path, default=REPO / "eval" / "cases")
-    ap.add_argument("--applies-when", type=Path, default=REPO / "eval" / "applies-when")
+    case_arguments(ap)
     ap.add_argument("--top-k", type=int, default=3)
     ap.add_argument("--relative", type=float, default=0.6)
     args = ap.parse_args()

@@ -27,10 +27,10 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
-from recall_calibrate import knobs_of, recaller_for  # noqa: E402
+from recall_calibrate import case_arguments, knobs_of, recaller_for  # noqa: E402
 
 from memself.cli.recall_run import case_files  # noqa: E402
-from memself.model.catalog import OFFLINE_MODEL, resolve_model  # noqa: E402
+from memself.model.catalog import resolve_model  # noqa: E402
 from memself.recall.fitting import LEAK_LIMIT, VIEW_LEAK_LIMIT, loso, rates, wording_of  # noqa: E402
 from memself.recall.gate import GateParams, default_floors  # noqa: E402
 from memself.verify.cases import load_applies_when, load_cases, with_applies_when  # noqa: E402
@@ -42,9 +42,7 @@ NOW = datetime(2026, 12, 1, tzinfo=timezone.utc)
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--model", default=OFFLINE_MODEL)
-    ap.add_argument("--cases", type=Path, default=REPO / "eval" / "cases")
-    ap.add_argument("--applies-when", type=Path, default=REPO / "eval" / "applies-when")
+    case_arguments(ap)
     ap.add_argument("--set", action="append", default=[], help="knob=value for this run")
     args = ap.parse_args()
     started = time.time()

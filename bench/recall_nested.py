@@ -25,7 +25,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "bench"))
 
-from recall_calibrate import OFFLINE_MODEL, knobs_of, run  # noqa: E402
+from recall_calibrate import case_arguments, knobs_of, run  # noqa: E402
 
 from memself.recall.fitting import (  # noqa: E402
     LEAK_LIMIT,
@@ -66,11 +66,9 @@ def line(r: dict[str, float]) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--model", default=OFFLINE_MODEL)
+    case_arguments(ap)
     ap.add_argument("--knob", required=True)
     ap.add_argument("--grid", required=True, help="comma-separated values")
-    ap.add_argument("--cases", type=Path, default=REPO / "eval" / "cases")
-    ap.add_argument("--applies-when", type=Path, default=REPO / "eval" / "applies-when")
     args = ap.parse_args()
     grid = [float(v) for v in args.grid.split(",")]
     base = knobs_of(args.model)

@@ -370,11 +370,11 @@ def train_classifier(sets: Sequence[SetScores], l2: float = L2, wording: Wording
 
     from memself.recall.wording import vocabulary
 
+    parts = [labelled(s) for s in sets]
     words: tuple[str, ...] = ()
     if wording.scale > 0:
-        words = vocabulary(([t for b in labelled(s)[0] for t in b.texts] for s in sets), wording.min_sets)
+        words = vocabulary(([t for b in blocks for t in b.texts] for blocks, _ in parts), wording.min_sets)
     shell = Classifier(np.zeros(0), 0.0, words, wording.scale)
-    parts = [labelled(s) for s in sets]
     x = np.vstack([shell.features(b) for p in parts for b in p[0]])
     x = np.hstack([x, np.ones((len(x), 1))])
     y = np.concatenate([p[1] for p in parts])
