@@ -27,6 +27,7 @@ sys.path.insert(0, str(REPO / "bench"))
 
 from recall_calibrate import case_arguments, knobs_of, run  # noqa: E402
 
+from memself.recall.calibration import RecallCalibration  # noqa: E402
 from memself.recall.fitting import (  # noqa: E402
     LEAK_LIMIT,
     VIEW_LEAK_LIMIT,
@@ -38,7 +39,9 @@ from memself.recall.fitting import (  # noqa: E402
     loso,
     params_of,
     rates,
+    wording_of,
 )
+from memself.recall.scoring import ScoringSettings  # noqa: E402
 
 
 def worth(plain: dict[str, float], views: dict[str, float] | None) -> float:
@@ -82,7 +85,9 @@ def main() -> None:
         top_k = res.params.top_k
         scored[value] = [r.scores for r in res.results if r.scores is not None]
         lexical[value] = {g: knobs.get(f"lexical_{g}", 0.0) for g in ("rule", "project")}
-        wording[value] = Wording(knobs.get("general_words", 0.0), int(knobs.get("general_words_sets", 3)))
+        wording[value] = wording_of(
+            ScoringSettings.from_calibration(RecallCalibration(args.model, {}, knobs))
+        )
         folds = loso(scored[value], lexical[value], True, top_k, wording=wording[value])
         views = [f.views for f in folds if f.views is not None]
         print(f"{args.knob}={value:g} LOSO without: {line(rates([f.plain for f in folds]))}")

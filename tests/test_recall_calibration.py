@@ -363,9 +363,9 @@ def test_the_vocabulary_keeps_only_grams_that_several_sets_share() -> None:
 
 
 def test_word_features_are_a_scaled_unit_vector_of_the_grams_present() -> None:
-    from memself.recall.wording import word_features
+    from memself.recall.wording import word_features, word_index
 
-    x = word_features(["用的啥", "nothing known", ""], ["c:啥", "c:用的", "w:vs"], 0.6)
+    x = word_features(["用的啥", "nothing known", ""], word_index(["c:啥", "c:用的", "w:vs"]), 0.6)
     assert x[0] == pytest.approx([0.6 / 2**0.5, 0.6 / 2**0.5, 0.0])
     assert not x[1].any() and not x[2].any()
 

@@ -19,13 +19,16 @@ import json
 import math
 import re
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memself.errors import CorruptFile
 from memself.store.records import GROUPS
+
+if TYPE_CHECKING:
+    import numpy as np
 
 FORMAT = "memself-recall-calibration"
 VERSION = 1
@@ -43,6 +46,19 @@ class GeneralQuestion:
     penalty: dict[str, float]
     words: tuple[str, ...] = ()
     word_scale: float = 0.0
+
+    # Built once per loaded calibration, not on every prompt the detector reads.
+    @cached_property
+    def weight_vector(self) -> np.ndarray:
+        import numpy as np
+
+        return np.asarray(self.weights, dtype=np.float64)
+
+    @cached_property
+    def word_index(self) -> dict[str, int]:
+        from memself.recall.wording import word_index
+
+        return word_index(self.words)
 
 
 @dataclass(frozen=True)

@@ -164,21 +164,23 @@ class Classifier:
     words: tuple[str, ...] = ()
     word_scale: float = 0.0
 
-    def features(self, block: Block) -> np.ndarray:
-        import numpy as np
-
-        x = np.asarray(block.vectors, dtype=np.float64)
-        if not self.words:
-            return x
-        from memself.recall.wording import word_features
-
-        return np.hstack([x, word_features(block.texts, self.words, self.word_scale)])
-
     def probability(self, block: Block) -> np.ndarray:
         import numpy as np
 
-        z = self.features(block) @ self.weights + self.bias
+        z = _features(block, self.words, self.word_scale) @ self.weights + self.bias
         return 1.0 / (1.0 + np.exp(-z))
+
+
+def _features(block: Block, words: Sequence[str], scale: float) -> np.ndarray:
+    """What the detector reads of a block's prompts: their vectors, then their words."""
+    import numpy as np
+
+    x = np.asarray(block.vectors, dtype=np.float64)
+    if not words:
+        return x
+    from memself.recall.wording import word_features, word_index
+
+    return np.hstack([x, word_features(block.texts, word_index(words), scale)])
 
 
 @dataclass
@@ -374,8 +376,7 @@ def train_classifier(sets: Sequence[SetScores], l2: float = L2, wording: Wording
     words: tuple[str, ...] = ()
     if wording.scale > 0:
         words = vocabulary(([t for b in blocks for t in b.texts] for blocks, _ in parts), wording.min_sets)
-    shell = Classifier(np.zeros(0), 0.0, words, wording.scale)
-    x = np.vstack([shell.features(b) for p in parts for b in p[0]])
+    x = np.vstack([_features(b, words, wording.scale) for blocks, _ in parts for b in blocks])
     x = np.hstack([x, np.ones((len(x), 1))])
     y = np.concatenate([p[1] for p in parts])
     reg = np.full(x.shape[1], l2)

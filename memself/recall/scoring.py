@@ -214,7 +214,7 @@ def general_probability(general: GeneralQuestion, vectors: np.ndarray, texts: Se
     ``texts`` (the same prompts' text, whose words the detector also reads)."""
     import numpy as np
 
-    w = np.asarray(general.weights, dtype=np.float64)
+    w = general.weight_vector
     width = vectors.shape[-1] + len(general.words)
     if w.shape[0] != width:
         from memself.errors import CorruptFile
@@ -224,7 +224,7 @@ def general_probability(general: GeneralQuestion, vectors: np.ndarray, texts: Se
     if general.words:
         from memself.recall.wording import word_features
 
-        z += word_features(texts, general.words, general.word_scale) @ w[vectors.shape[-1] :]
+        z += word_features(texts, general.word_index, general.word_scale) @ w[vectors.shape[-1] :]
     return 1.0 / (1.0 + np.exp(-z))
 
 

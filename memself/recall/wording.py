@@ -15,7 +15,7 @@ weights. Standard library only besides numpy: it runs on every prompt.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -50,13 +50,17 @@ def vocabulary(groups: Iterable[Iterable[str]], min_groups: int) -> tuple[str, .
     return tuple(sorted(g for g, n in seen.items() if n >= min_groups))
 
 
-def word_features(texts: Sequence[str], words: Sequence[str], scale: float) -> np.ndarray:
-    """Per text, which of ``words`` it contains, as a unit vector times ``scale`` (zeros when it
-    contains none)."""
+def word_index(words: Sequence[str]) -> dict[str, int]:
+    """Each word's column among the detector's word features."""
+    return {w: i for i, w in enumerate(words)}
+
+
+def word_features(texts: Sequence[str], index: Mapping[str, int], scale: float) -> np.ndarray:
+    """Per text, which words of ``index`` (``word_index``) it contains, as a unit vector times
+    ``scale`` (zeros when it contains none)."""
     import numpy as np
 
-    index = {w: i for i, w in enumerate(words)}
-    out = np.zeros((len(texts), len(words)), dtype=np.float64)
+    out = np.zeros((len(texts), len(index)), dtype=np.float64)
     for row, text in enumerate(texts):
         hits = [index[g] for g in grams(text) if g in index]
         if hits:
