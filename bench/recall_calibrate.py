@@ -97,8 +97,8 @@ def calibration_file(model: str, knobs: dict[str, float], res: SetsResult) -> di
             "weights": [round(float(w), 6) for w in cal.classifier.weights],
         }
         if cal.classifier.words:
+            # Their scale is the knob ``general_words``, already in ``scoring``.
             out["general_question"]["words"] = list(cal.classifier.words)  # type: ignore[index]
-            out["general_question"]["word_scale"] = cal.classifier.word_scale  # type: ignore[index]
     # What the procedure reaches on sets it was not fitted on: what `views status` and `doctor`
     # quote for memories without and with requests.
     out["held_out"] = {

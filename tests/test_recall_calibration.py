@@ -404,8 +404,16 @@ def test_the_detector_reads_the_words_it_was_trained_on() -> None:
 
 def test_a_files_words_are_checked(tmp_path: Path) -> None:
     raw = json.loads((calibration_dir() / file_name(OFFLINE_MODEL)).read_text(encoding="utf-8"))
-    for words, scale in (("c:啥", 0.6), ([1, 2], 0.6), ([""], 0.6), (["c:啥"], -1.0), (["c:啥"] * 5000, 0.6)):
-        raw["general_question"]["words"], raw["general_question"]["word_scale"] = words, scale
+    cases = (
+        ("c:啥", 0.6),
+        ([1, 2], 0.6),
+        ([""], 0.6),
+        (["c:啥"], -1.0),
+        (["c:啥"], 0.0),
+        (["c:啥"] * 5000, 0.6),
+    )
+    for words, scale in cases:
+        raw["general_question"]["words"], raw["scoring"]["general_words"] = words, scale
         (tmp_path / file_name(OFFLINE_MODEL)).write_text(json.dumps(raw), encoding="utf-8")
         with pytest.raises(CorruptFile, match="general_question"):
             load_calibration(OFFLINE_MODEL, tmp_path)

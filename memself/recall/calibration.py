@@ -38,7 +38,8 @@ VERSION = 1
 class GeneralQuestion:
     """P(the prompt needs no memory) = sigmoid(weights . v + bias), v the prompt's raw (unit, query
     side) vector, its length features when the model uses them, then which of ``words`` it
-    contains (``memself.recall.wording``, scaled by ``word_scale``); a group's scores drop by
+    contains (``memself.recall.wording``, scaled by ``word_scale``, the file's ``scoring.general_words``);
+    a group's scores drop by
     ``penalty[group]`` x P."""
 
     weights: tuple[float, ...]
@@ -129,11 +130,14 @@ def parse_calibration(raw: object, model_id: str, path: Path | None = None) -> R
         ):
             raise CorruptFile(f"{where} 的 general_question 权重格式不对")
         words = gq.get("words", [])
-        scale = gq.get("word_scale", 0.0)
+        # One number for the words' scale: the knob the weights were trained at is the one read.
+        scale = scoring_raw.get("general_words", 0.0)
         if not isinstance(words, list) or not all(isinstance(w, str) and w for w in words):
             raise CorruptFile(f"{where} 的 general_question.words 必须是非空字符串的列表")
-        if not _finite(scale) or scale < 0 or (words and len(weights) <= len(words)):
-            raise CorruptFile(f"{where} 的 general_question.word_scale 或权重个数不对")
+        if words and (scale <= 0 or len(weights) <= len(words)):
+            raise CorruptFile(
+                f"{where} 的 general_question.words 需要 scoring.general_words 大于 0，且权重多于词数"
+            )
         general = GeneralQuestion(
             tuple(float(w) for w in weights),
             float(gq["bias"]),
