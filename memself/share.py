@@ -99,7 +99,8 @@ def share_memory(memory: Memory, root: str) -> Shared:
     lead = b"\n" if existing and not existing.endswith(b"\n") else b""
     if len(existing) + len(lead) + len(line) > team.MAX_BYTES:
         raise InvalidInput(f"{relative} 追加后会超过团队读取的上限（{team.MAX_BYTES // 1024} KiB），没有追加")
-    _append(path, lead + line)
+    # Others may read the team file: 0644; a link planted at its name is refused.
+    platform_files.append_whole(path, lead + line, 0o644, follow=False, durable=True)
     return Shared(memory, root, relative, unreadable_lines=unreadable)
 
 
@@ -143,22 +144,3 @@ def _existing(path: str, relative: str) -> bytes:
     if len(data) > team.MAX_BYTES:
         raise InvalidInput(f"{relative} 已超过团队读取的上限（{team.MAX_BYTES // 1024} KiB），没有追加")
     return data
-
-
-def _append(path: str, data: bytes) -> None:
-    flags = (
-        os.O_WRONLY
-        | os.O_APPEND
-        | os.O_CREAT
-        | platform_files.CLOEXEC
-        | platform_files.NOFOLLOW
-        | platform_files.BINARY
-    )
-    fd = os.open(path, flags, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    finally:
-        os.close(fd)

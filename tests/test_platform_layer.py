@@ -225,6 +225,23 @@ def test_appends_from_several_processes_at_once_all_land_whole(branch: str, tmp_
     assert len(got) - 1 == writers * lines and set(got[:-1]) == expected
 
 
+def test_an_append_that_must_not_follow_links_refuses_one_and_keeps_the_target(
+    branch: str, tmp_path: Path
+) -> None:
+    if not files.NOFOLLOW:  # real Windows: share refuses a link by lstat before it appends
+        pytest.skip("this system has no O_NOFOLLOW")
+    victim = tmp_path / "victim.txt"
+    victim.write_bytes(b"mine\n")
+    link = tmp_path / "team.jsonl"
+    os.symlink(victim, link)
+    with pytest.raises(OSError):
+        files.append_whole(link, b"planted\n", 0o644, follow=False, durable=True)
+    assert victim.read_bytes() == b"mine\n"
+    files.append_whole(tmp_path / "plain.jsonl", b"a\n", 0o644, follow=False, durable=True)
+    files.append_whole(tmp_path / "plain.jsonl", b"b\n", 0o644, follow=False, durable=True)
+    assert (tmp_path / "plain.jsonl").read_bytes() == b"a\nb\n"
+
+
 def test_a_replace_blocked_for_a_moment_is_retried(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(FOREIGN_ENV, "1")
     store = make_store()

@@ -74,7 +74,14 @@ def write_at(fd: int, data: bytes, offset: int) -> int:
     return os.write(fd, data)
 
 
-def append_whole(path: str | os.PathLike[str], data: bytes, mode: int = 0o600) -> None:
+def append_whole(
+    path: str | os.PathLike[str],
+    data: bytes,
+    mode: int = 0o600,
+    *,
+    follow: bool = True,
+    durable: bool = False,
+) -> None:
     """Append ``data`` to ``path`` in one piece, while other processes may append to it too.
 
     POSIX ``O_APPEND`` moves to the end and writes in one step. Windows' C runtime only emulates
@@ -82,22 +89,25 @@ def append_whole(path: str | os.PathLike[str], data: bytes, mode: int = 0o600) -
     the same offset and one line overwrites the other. There the seek and the write hold the
     file's lock (``memself.platform.locks``, a byte far past any content), waited for at most
     ``APPEND_LOCK_WAIT_S``: past that, or where the file cannot be locked, the data is written
-    unlocked rather than not at all."""
-    if not system.windows():
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | BINARY | CLOEXEC, mode)
-        try:
-            os.write(fd, data)
-        finally:
-            os.close(fd)
-        return
-    from memself.platform import locks
+    unlocked rather than not at all.
 
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | BINARY | CLOEXEC, mode)
+    ``follow`` False: a link at ``path`` is refused (``O_NOFOLLOW``, where the system has it);
+    ``durable``: the data is flushed to disk before this returns."""
+    flags = os.O_WRONLY | os.O_CREAT | BINARY | CLOEXEC | (0 if follow else NOFOLLOW)
+    windows = system.windows()
+    fd = os.open(path, flags | (0 if windows else os.O_APPEND), mode)
     try:
-        with contextlib.suppress(OSError):
-            locks.exclusive(fd, deadline=time.monotonic() + APPEND_LOCK_WAIT_S)
-        os.lseek(fd, 0, os.SEEK_END)
-        os.write(fd, data)
+        if windows:
+            from memself.platform import locks
+
+            with contextlib.suppress(OSError):
+                locks.exclusive(fd, deadline=time.monotonic() + APPEND_LOCK_WAIT_S)
+            os.lseek(fd, 0, os.SEEK_END)
+        view = memoryview(data)
+        while view:  # a regular file takes it all at once; a full disk may take a part
+            view = view[os.write(fd, view) :]
+        if durable:
+            os.fsync(fd)
     finally:
         os.close(fd)  # drops the lock
 
