@@ -128,24 +128,3 @@ def test_the_prompts_examples_parse_with_their_requests() -> None:
     merges = [line for line in DEDUP_SYSTEM.splitlines() if line.startswith('输出：{"action": "merge"')]
     [merge] = [parse_dedup(m.removeprefix("输出："), ["mem-b"]) for m in merges]
     assert merge.action == "merge" and 2 <= len(merge.applies_when) <= 4
-
-
-def test_every_writer_of_requests_asks_for_a_short_lookup_that_survives_the_checks() -> None:
-    # A fact looked up in a few words ("k8s ns", "pay flag 在哪") scores far from requests written
-    # as sentences; each prompt that writes requests asks for one, and its example is one the
-    # checks keep and recall counts as short.
-    from memself.judge.prompts import DEDUP_SYSTEM, REMEMBER_SYSTEM, REMEMBER_SYSTEM_SCOPED, SHORT_LOOKUP
-    from memself.recall.shape import is_short
-    from memself.views.batch import checked_requests
-    from memself.views.prompts import FILL_SYSTEM
-
-    for prompt in (REMEMBER_SYSTEM, REMEMBER_SYSTEM_SCOPED, DEDUP_SYSTEM, FILL_SYSTEM):
-        assert SHORT_LOOKUP in prompt
-    [fact] = [
-        parse_remember(line.removeprefix("输出："))
-        for line in REMEMBER_SYSTEM.splitlines()
-        if line.startswith("输出：") and '"group": "project"' in line
-    ]
-    assert fact is not None
-    assert "pay flag 在哪" in fact.applies_when and is_short("pay flag 在哪")
-    assert checked_requests(list(fact.applies_when), fact.text) == fact.applies_when

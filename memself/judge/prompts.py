@@ -12,15 +12,7 @@ from collections.abc import Sequence
 
 from memself.text.redact import redact
 
-# Prompts of a few words ("pg?", "k8s ns", "灰度开关在哪") are how people look a fact up, and
-# they score far from requests written as whole sentences: every writer of requests asks for one.
-SHORT_LOOKUP = (
-    "- 项目事实至少写一条用户查它时最短的问法：一到四个词，用平时说的简称或别名（如 k8s、pg、GHA），"
-    "可以只是一个名词加问号，例如「灰度开关？」「pay flag 在哪」；记忆里写全称的用简称问，写简称的用全称问；\n"
-)
-
-REMEMBER_SYSTEM = (
-    """\
+REMEMBER_SYSTEM = """\
 你是「跨会话长期记忆」的判别器。你只看用户在编程助手里说的这一句话，判断它是否值得写进长期记忆。\
 长期记忆会在以后的新会话里自动提供给助手，所以只留下换一个会话、换一个任务仍然用得上的内容。
 
@@ -57,9 +49,6 @@ REMEMBER_SYSTEM = (
 - 照这位用户的说话方式写：和原话同一种语言，口语，简短，每条不超过 30 个字；
 - 不要复述记忆本身；写它管得到的具体任务：规则写它约束的日常任务，项目事实写需要用到这个事实的请求；
 - 例如规则「所有存库的时间一律使用 UTC」，写「记一下快递员取件的时间点」「给订单表加个创建时间字段」这样的请求，而不是「时间用 UTC 存」；
-"""
-    + SHORT_LOOKUP
-    + """\
 - 不写密钥、密码、令牌或个人信息。
 
 只输出一个 JSON 对象，不要代码块，不要任何解释：
@@ -73,7 +62,7 @@ REMEMBER_SYSTEM = (
 用户：改完代码别自动帮我 commit，我要自己看过再提交
 输出：{"remember": true, "text": "修改代码后不要自动 git commit，由用户检查后自己提交", "group": "rule", "evidence": "改完代码别自动帮我 commit", "appliesWhen": ["把登录页这个 bug 修了", "重构一下订单模块", "这几个文件的改动帮我收个尾"]}
 用户：支付页新流程的灰度开关是 pay_new_flow，在配置中心 payment 命名空间下
-输出：{"remember": true, "text": "支付页新流程的灰度开关是配置中心 payment 命名空间下的 pay_new_flow", "group": "project", "evidence": "灰度开关是 pay_new_flow", "appliesWhen": ["新支付流程先关掉", "支付页新流程怎么没生效", "灰度放到一半用户", "pay flag 在哪"]}
+输出：{"remember": true, "text": "支付页新流程的灰度开关是配置中心 payment 命名空间下的 pay_new_flow", "group": "project", "evidence": "灰度开关是 pay_new_flow", "appliesWhen": ["新支付流程先关掉", "支付页新流程怎么没生效", "灰度放到一半用户"]}
 用户：把这个函数里所有的 var 统一改成 let
 输出：{"remember": false}
 用户：这个 bug 是因为缓存没失效，你看看 ImageLoader
@@ -83,7 +72,6 @@ REMEMBER_SYSTEM = (
 用户：这次训练学习率先用 3e-4 跑一轮看看
 输出：{"remember": false}
 """
-)
 
 # A turn in a workspace (a repository) also asks where each memory belongs. A turn without one
 # keeps the prompt above: everything it yields is global anyway.
@@ -151,8 +139,7 @@ def remember_system(has_workspace: bool, in_repository: bool = False) -> str:
     return REMEMBER_SYSTEM_TEAM if in_repository else REMEMBER_SYSTEM_SCOPED
 
 
-DEDUP_SYSTEM = (
-    """\
+DEDUP_SYSTEM = """\
 你是「长期记忆判重」的判别器。输入是一条准备写入的新记忆 new，以及按余弦相似度从高到低排列的最多 3 条已有记忆 candidates（每条有 id 和 text）。\
 判断 new 和已有记忆的关系，只从下面五种动作里选一个。
 
@@ -168,9 +155,6 @@ merge 的正文写法：一句自包含的中文，同时保留两条的全部�
 merge 时同时给出合并后记忆的适用场景 appliesWhen：2 到 4 条以后用户可能对助手说的简短请求，\
 这条合并后的记忆在这些请求里用得上；用户平时对编程助手说话的口吻，口语，简短，每条不超过 30 个字；\
 不要复述记忆本身，写它管得到的具体任务；不写密钥、密码、令牌或个人信息。
-"""
-    + SHORT_LOOKUP
-    + """\
 
 只输出一个 JSON 对象，不要代码块，不要任何解释：
 {"action": "create"}
@@ -193,7 +177,6 @@ new：支付服务的日志在 /var/log/pay 目录
 candidates：[{"id":"mem-d","text":"回答问题时使用中文"}]
 输出：{"action": "create"}
 """
-)
 
 
 def remember_user_message(safe_prompt: str) -> str:
