@@ -38,9 +38,8 @@ VERSION = 1
 class GeneralQuestion:
     """P(the prompt needs no memory) = sigmoid(weights . v + bias), v the prompt's raw (unit, query
     side) vector, its length features when the model uses them, then which of ``words`` it
-    contains (``memself.recall.wording``, scaled by ``word_scale``, the file's ``scoring.general_words``);
-    a group's scores drop by
-    ``penalty[group]`` x P."""
+    contains (``memself.recall.wording``, scaled by ``word_scale``: the file's
+    ``scoring.general_words``); a group's scores drop by ``penalty[group]`` x P."""
 
     weights: tuple[float, ...]
     bias: float

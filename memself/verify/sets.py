@@ -65,13 +65,14 @@ def run_sets(
         scores.append(r.scores)
     lexical = recaller.scoring.lexical
     general = recaller.scoring.general_question
+    wording = wording_of(recaller.scoring)
     return SetsResult(
         model,
         params,
         dict(recaller.scoring.view_offset) if recaller.scoring.applies_when else {g: 0.0 for g in GROUPS},
         results,
-        loso(scores, lexical, general, params.top_k, wording=wording_of(recaller.scoring)),
-        calibrate(scores, lexical, general, top_k=params.top_k, wording=wording_of(recaller.scoring)),
+        loso(scores, lexical, general, params.top_k, wording=wording),
+        calibrate(scores, lexical, general, top_k=params.top_k, wording=wording),
     )
 
 
